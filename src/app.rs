@@ -1,0 +1,125 @@
+//! Wiring: binds the listeners, starts the core publisher, the proxy and the admin API, and
+//! runs the drain on shutdown. `tests/` start sluice in-process through [`start`].
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::clock::Clock;
+use crate::config::Config;
+use crate::core::Core;
+use crate::core::control::Control;
+use crate::store::Store;
+
+/// Why sluice could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// A listener could not be bound.
+    #[error("cannot listen on {addr} ({what}): {source}; is another sluice running? change {key} in the config")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// `inference` or `admin`.
+        what: &'static str,
+        /// The config key to change.
+        key: &'static str,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The upstream HTTP client could not be built (TLS setup).
+    #[error("cannot set up the upstream HTTPS client: {0}")]
+    Client(String),
+}
+
+/// A running sluice.
+pub struct Running {
+    /// Bound inference address (the real port when the config said `:0`).
+    pub listen: SocketAddr,
+    /// Bound admin address.
+    pub admin_listen: SocketAddr,
+    /// The core (snapshots, counters).
+    pub core: Core,
+    /// The operator door.
+    pub control: Control,
+    shutdown: CancellationToken,
+    hard_stop: CancellationToken,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+/// Binds both listeners and starts serving. Returns once both are bound.
+pub async fn start(config: Config, clock: Arc<dyn Clock>, store: Option<Arc<Store>>) -> Result<Running, StartError> {
+    let config = Arc::new(config);
+    let listener = TcpListener::bind(config.server.listen)
+        .await
+        .map_err(|source| StartError::Bind { addr: config.server.listen, what: "inference", key: "server.listen", source })?;
+    let admin_listener = TcpListener::bind(config.admin.listen)
+        .await
+        .map_err(|source| StartError::Bind { addr: config.admin.listen, what: "admin", key: "admin.listen", source })?;
+    let listen = listener.local_addr().map_err(|source| StartError::Bind { addr: config.server.listen, what: "inference", key: "server.listen", source })?;
+    let admin_listen = admin_listener.local_addr().map_err(|source| StartError::Bind { addr: config.admin.listen, what: "admin", key: "admin.listen", source })?;
+
+    let core = Core::new(config.clone(), clock, store);
+    core.set_addrs(listen.to_string(), admin_listen.to_string());
+    let shutdown = CancellationToken::new();
+    let hard_stop = CancellationToken::new();
+    let control = Control::new(core.clone(), shutdown.clone());
+    let upstream = crate::proxy::upstream::Upstreams::new(&config).map_err(StartError::Client)?;
+    let state = Arc::new(crate::proxy::ProxyState::new(core.clone(), upstream, hard_stop.clone()));
+
+    let tasks = vec![
+        tokio::spawn(core.clone().run_publisher(hard_stop.clone())),
+        tokio::spawn(crate::proxy::server::serve(listener, state, shutdown.clone(), hard_stop.clone())),
+        tokio::spawn(crate::admin::serve(admin_listener, core.clone(), hard_stop.clone())),
+    ];
+    tracing::info!(%listen, %admin_listen, config = %config.file.display(), "sluice listening");
+    Ok(Running { listen, admin_listen, core, control, shutdown, hard_stop, tasks })
+}
+
+impl Running {
+    /// The token that starts shutdown when cancelled (Ctrl-C, console `q`).
+    pub fn shutdown_token(&self) -> CancellationToken {
+        self.shutdown.clone()
+    }
+
+    /// Waits until shutdown is requested, then drains (see [`Running::stop`]).
+    pub async fn wait(self) {
+        self.shutdown.cancelled().await;
+        self.stop().await;
+    }
+
+    /// Stops accepting, flips `/readyz` to 503, lets in-flight requests finish for up to
+    /// `server.drain_timeout`, then ends the rest (streams get a well-formed error event).
+    pub async fn stop(self) {
+        self.shutdown.cancel();
+        self.core.set_draining();
+        let deadline = self.core.config().server.drain_timeout;
+        let waited = tokio::time::timeout(deadline, async {
+            while self.core.in_flight() > 0 {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await;
+        if waited.is_err() {
+            tracing::warn!(in_flight = self.core.in_flight(), "drain deadline passed; ending remaining streams");
+        }
+        self.hard_stop.cancel();
+        // Give ended streams a moment to flush their final event.
+        let _ = tokio::time::timeout(Duration::from_secs(2), async {
+            while self.core.in_flight() > 0 {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await;
+        for t in self.tasks {
+            t.abort();
+        }
+        if let Some(store) = self.core.store() {
+            store.flush();
+        }
+        tracing::info!("sluice stopped");
+    }
+}

@@ -1,0 +1,603 @@
+//! `Config`: the validated, typed configuration, and `load` (discovery + two-stage parse).
+//!
+//! Stage one ([`raw`]) is serde with `deny_unknown_fields`; stage two ([`validate`]) turns the
+//! raw tables into typed values and reports *every* problem as `file: key.path: 'value' is …;
+//! fix`. Secrets are never read from the file: a connection names an environment variable,
+//! resolved here at load time, and the value is kept in a [`Secret`] that never prints.
+
+pub mod raw;
+pub mod validate;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Serialize;
+
+pub use validate::{LoadEnv, from_str};
+
+/// One problem found in a config file: where, what, and how to fix it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// Dotted key path, e.g. `providers.anthropic.base_url`.
+    pub key: String,
+    /// What is wrong, quoting the offending value in single quotes.
+    pub message: String,
+    /// What to do about it.
+    pub fix: String,
+}
+
+/// Why a config could not be loaded. Display gives one line per problem, each naming the file.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("{file}: cannot read config: {source}; check the path or pass --config PATH")]
+    Io {
+        /// Path of the config file.
+        file: String,
+        /// The underlying I/O error.
+        source: std::io::Error,
+    },
+    /// TOML syntax or type error (the toml crate's message includes line and column).
+    #[error("{file}: {message}")]
+    Parse {
+        /// Path of the config file.
+        file: String,
+        /// The parser's message.
+        message: String,
+    },
+    /// One or more validation problems.
+    #[error("{}", render_problems(file, problems))]
+    Invalid {
+        /// Path of the config file.
+        file: String,
+        /// Every problem found, in file order.
+        problems: Vec<Problem>,
+    },
+    /// No config file was found anywhere on the discovery path.
+    #[error("no config file found (looked at: {looked}); pass --config PATH or create ./config.toml")]
+    NotFound {
+        /// The places looked at, comma-separated.
+        looked: String,
+    },
+}
+
+fn render_problems(file: &str, problems: &[Problem]) -> String {
+    problems
+        .iter()
+        .map(|p| format!("{file}: {}: {}; {}", p.key, p.message, p.fix))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// A secret value (API key, token). Debug and Display never show it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Wraps a secret value.
+    pub fn new(value: impl Into<String>) -> Self {
+        Self(value.into())
+    }
+    /// The secret itself; only for building an upstream request header.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+    /// A masked form for display: the last 4 characters, e.g. `…a1b2`.
+    pub fn masked(&self) -> String {
+        let tail: String = self.0.chars().rev().take(4).collect::<Vec<_>>().into_iter().rev().collect();
+        if self.0.chars().count() <= 8 { "****".into() } else { format!("…{tail}") }
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(****)")
+    }
+}
+
+/// Wire dialect of a provider or route (DESIGN §1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Dialect {
+    /// Anthropic Messages API.
+    Anthropic,
+    /// OpenAI chat completions / responses.
+    #[serde(rename = "openai")]
+    OpenAi,
+}
+
+impl Dialect {
+    /// `anthropic` or `openai`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Anthropic => "anthropic",
+            Self::OpenAi => "openai",
+        }
+    }
+}
+
+/// Breaker and cooldown default profile of a provider (spec §1, §2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, PartialOrd, Ord)]
+#[serde(rename_all = "snake_case")]
+pub enum Profile {
+    /// OAuth / subscription accounts.
+    Oauth,
+    /// API keys.
+    ApiKey,
+    /// Local servers (Ollama, LM Studio).
+    Local,
+}
+
+impl Profile {
+    /// `oauth`, `api_key` or `local`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Oauth => "oauth",
+            Self::ApiKey => "api_key",
+            Self::Local => "local",
+        }
+    }
+    /// All profiles, in display order.
+    pub const ALL: [Profile; 3] = [Profile::Oauth, Profile::ApiKey, Profile::Local];
+}
+
+/// How a connection authenticates upstream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Auth {
+    /// Forward the client's own `x-api-key` / `Authorization`.
+    Passthrough,
+    /// Replace the client's credentials with this key, sent in the dialect's header.
+    Key {
+        /// Name of the environment variable the key came from (safe to show).
+        env: String,
+        /// The key itself.
+        secret: Secret,
+    },
+}
+
+impl Auth {
+    /// `passthrough` or `env:VAR` — never the secret.
+    pub fn describe(&self) -> String {
+        match self {
+            Self::Passthrough => "passthrough".into(),
+            Self::Key { env, .. } => format!("env:{env}"),
+        }
+    }
+}
+
+/// Order in which candidates are tried (spec §4). Only `priority` routes differently today.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Strategy {
+    /// In configured order.
+    Priority,
+    /// Rotate the start position.
+    RoundRobin,
+    /// By weight.
+    Weighted,
+    /// Fewest requests so far.
+    LeastUsed,
+    /// Uniform random.
+    Random,
+    /// Power of two choices on in-flight.
+    P2c,
+    /// Fill the first until it is saturated.
+    FillFirst,
+}
+
+impl Strategy {
+    /// Parses a strategy name as written in the config.
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "priority" => Self::Priority,
+            "round_robin" => Self::RoundRobin,
+            "weighted" => Self::Weighted,
+            "least_used" => Self::LeastUsed,
+            "random" => Self::Random,
+            "p2c" => Self::P2c,
+            "fill_first" => Self::FillFirst,
+            _ => return None,
+        })
+    }
+    /// The config spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Priority => "priority",
+            Self::RoundRobin => "round_robin",
+            Self::Weighted => "weighted",
+            Self::LeastUsed => "least_used",
+            Self::Random => "random",
+            Self::P2c => "p2c",
+            Self::FillFirst => "fill_first",
+        }
+    }
+}
+
+/// One credential on a provider.
+#[derive(Debug, Clone)]
+pub struct Connection {
+    /// Unique across the whole file.
+    pub id: String,
+    /// How it authenticates.
+    pub auth: Auth,
+    /// Concurrency cap (spec §4); `None` = unlimited.
+    pub max_concurrent: Option<u32>,
+    /// Per-model caps keyed by upstream model id (spec §4).
+    pub model_concurrency: BTreeMap<String, u32>,
+    /// Record errors but never cool (spec §2). Default false.
+    pub disable_cooling: bool,
+    /// Put the connection behind the admission queue (spec §5); `None` = unset.
+    pub rate_limit_protection: Option<bool>,
+    /// Proceed without a permit after a queue timeout (spec §4). Default true.
+    pub concurrency_fail_open: bool,
+    /// Egress label for egress-bucketed providers (spec §7). Default `direct`.
+    pub egress: String,
+}
+
+/// An upstream API.
+#[derive(Debug, Clone)]
+pub struct Provider {
+    /// Unique across the whole file.
+    pub id: String,
+    /// Wire dialect.
+    pub dialect: Dialect,
+    /// Base URL without a trailing slash, e.g. `https://api.anthropic.com`; the route path
+    /// (`/v1/messages`) is appended. A base URL ending in `/v1` is accepted and not doubled.
+    pub base_url: http::Uri,
+    /// Breaker/cooldown profile.
+    pub profile: Profile,
+    /// Order its connections are tried in (spec §0).
+    pub connection_strategy: Strategy,
+    /// Quotas are per model (spec §3). Default false.
+    pub per_model_quota: bool,
+    /// Whole-request timeout. Default 10m (DESIGN §4).
+    pub timeout: Duration,
+    /// TCP+TLS connect timeout. Default 10s (DESIGN §4).
+    pub connect_timeout: Duration,
+    /// Quota groups: group name → model glob patterns (spec §3).
+    pub quota_groups: BTreeMap<String, Vec<String>>,
+    /// IP-scoped quotas (spec §7). Default false.
+    pub egress_bucketed: bool,
+    /// At least one.
+    pub connections: Vec<Connection>,
+}
+
+/// One combo target: `provider[:connection]/model`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TargetSpec {
+    /// Provider id.
+    pub provider: String,
+    /// Pinned connection id, if any.
+    pub connection: Option<String>,
+    /// Upstream model id (may contain `/`).
+    pub model: String,
+}
+
+impl fmt::Display for TargetSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.connection {
+            Some(c) => write!(f, "{}:{}/{}", self.provider, c, self.model),
+            None => write!(f, "{}/{}", self.provider, self.model),
+        }
+    }
+}
+
+/// A client-facing model name mapped to ordered targets.
+#[derive(Debug, Clone)]
+pub struct Combo {
+    /// The model name clients send.
+    pub name: String,
+    /// How targets are ordered.
+    pub strategy: Strategy,
+    /// In configured order.
+    pub targets: Vec<TargetSpec>,
+}
+
+/// `[server]`
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Inference listener. Default `127.0.0.1:8787` (DESIGN §4).
+    pub listen: SocketAddr,
+    /// Request body limit in bytes. Default 32 MiB (DESIGN §3).
+    pub max_body: u64,
+    /// Keys clients must present (from `client_keys_env`); empty = no client auth.
+    pub client_keys: Vec<Secret>,
+    /// Name of the env var the client keys came from.
+    pub client_keys_env: Option<String>,
+    /// How long shutdown waits for in-flight requests. Default 10s.
+    pub drain_timeout: Duration,
+}
+
+/// `[admin]`
+#[derive(Debug, Clone)]
+pub struct AdminConfig {
+    /// Admin listener. Default `127.0.0.1:8788` (DESIGN §3).
+    pub listen: SocketAddr,
+    /// Bearer token required on every admin route but `/livez` and `/readyz`.
+    pub token: Option<Secret>,
+    /// Name of the env var the token came from.
+    pub token_env: Option<String>,
+}
+
+/// `[store]`
+#[derive(Debug, Clone)]
+pub struct StoreConfig {
+    /// SQLite file, resolved (relative paths are under the data dir).
+    pub path: PathBuf,
+    /// `request_log` keeps at most this many rows. Default 10000.
+    pub request_log_max_rows: u64,
+    /// `request_log` keeps rows at most this old. Default 7 days.
+    pub request_log_max_age: Duration,
+}
+
+/// `[log]`
+#[derive(Debug, Clone)]
+pub struct LogConfig {
+    /// Directory of the daily-rolled log files, resolved.
+    pub dir: PathBuf,
+    /// tracing filter directive, e.g. `info` or `sluice=debug`.
+    pub level: String,
+}
+
+/// `[console]`
+#[derive(Debug, Clone)]
+pub struct ConsoleConfig {
+    /// Theme name (`themes/<name>.toml` or a built-in). Default `default`.
+    pub theme: String,
+    /// Countdown redraw tick. Default 250ms (DESIGN §4).
+    pub tick: Duration,
+    /// `[console.keys]` overrides: action → keys, as written.
+    pub keys: BTreeMap<String, Vec<String>>,
+}
+
+/// Resilience settings (spec §1–§6), with the spec's defaults.
+#[derive(Debug, Clone, Serialize)]
+pub struct Resilience {
+    /// §1 per profile.
+    pub breaker: BTreeMap<Profile, BreakerSettings>,
+    /// §2 per profile.
+    pub cooldown: BTreeMap<Profile, CooldownProfile>,
+    /// §2 shared knobs.
+    pub connection_cooldown: ConnectionCooldownSettings,
+    /// §3.
+    pub model_lockout: ModelLockoutSettings,
+    /// §5.
+    pub queue: QueueSettings,
+    /// §6.
+    pub stream: StreamSettings,
+    /// §2a; zero disables.
+    #[serde(with = "humantime_serde")]
+    pub session_affinity_ttl: Duration,
+}
+
+/// §1 breaker thresholds for one profile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct BreakerSettings {
+    /// Failures that make it DEGRADED.
+    pub degrade_at: u32,
+    /// Failures that make it OPEN.
+    pub open_at: u32,
+    /// OPEN lasts this long before a probe.
+    #[serde(with = "humantime_serde")]
+    pub reset_timeout: Duration,
+    /// DEGRADED resets after this long without a failure. Default 60s.
+    #[serde(with = "humantime_serde")]
+    pub degraded_quiet_window: Duration,
+    /// A probe that does not settle within this counts as failed. Default 60s.
+    #[serde(with = "humantime_serde")]
+    pub probe_timeout: Duration,
+    /// Cap on reset-timeout escalation. Default 16.
+    pub max_backoff_multiplier: u32,
+}
+
+/// §2 backoff ladder for one profile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct CooldownProfile {
+    /// First cooldown.
+    #[serde(with = "humantime_serde")]
+    pub base: Duration,
+    /// Cap on the backoff level.
+    pub max_backoff_level: u32,
+}
+
+/// §2 knobs shared by every profile.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ConnectionCooldownSettings {
+    /// Cap on a `cooling` deadline. Default 30m.
+    #[serde(with = "humantime_serde")]
+    pub max_cooldown: Duration,
+    /// A hint longer than this means `quota_wait`. Default 10m.
+    #[serde(with = "humantime_serde")]
+    pub quota_wait_threshold: Duration,
+    /// Cap on `quota_wait`. Default 7d.
+    #[serde(with = "humantime_serde")]
+    pub max_quota_wait: Duration,
+    /// Consecutive 401s before `expired`. Default 3.
+    pub expired_retry_max: u32,
+    /// Body markers meaning the account is banned.
+    pub ban_markers: Vec<String>,
+    /// Body markers of a "request not allowed" 403.
+    pub request_rejected_markers: Vec<String>,
+    /// Body markers of quota exhaustion.
+    pub quota_markers: Vec<String>,
+    /// Cool a connection after a stream stall. Default false.
+    pub stream_stall_cooldown: bool,
+}
+
+/// §3 model lockout settings.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ModelLockoutSettings {
+    /// Master switch. Default false.
+    pub enabled: bool,
+    /// Statuses that count as model-scoped failures.
+    pub error_codes: Vec<u16>,
+    /// First lock duration. Default 120s.
+    #[serde(with = "humantime_serde")]
+    pub base_cooldown: Duration,
+    /// Cap. Default 30m.
+    #[serde(with = "humantime_serde")]
+    pub max_cooldown: Duration,
+    /// Cap on doublings. Default 10.
+    pub max_backoff_steps: u32,
+    /// Double per repeated failure. Default true.
+    pub exponential: bool,
+}
+
+/// §5 admission queue settings.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct QueueSettings {
+    /// Queue-wait budget. Default 30s.
+    #[serde(with = "humantime_serde")]
+    pub max_wait: Duration,
+    /// Execution budget. Default 10m.
+    #[serde(with = "humantime_serde")]
+    pub execution_max_wait: Duration,
+    /// 0 = unlimited.
+    pub max_queue_depth: u32,
+    /// Queue every api_key connection. Default true.
+    pub auto_enable_api_key_connections: bool,
+}
+
+/// §6 stream guard settings.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StreamSettings {
+    /// Zombie-200 timeout. Default 30s.
+    #[serde(with = "humantime_serde")]
+    pub readiness_timeout: Duration,
+    /// Keepalive interval while upstream is silent. Default 15s.
+    #[serde(with = "humantime_serde")]
+    pub heartbeat_interval: Duration,
+    /// No-content abandon timeout. Default 180s.
+    #[serde(with = "humantime_serde")]
+    pub content_stall_timeout: Duration,
+}
+
+/// A §7 restatement rule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Restatement {
+    /// Rule id.
+    pub id: String,
+    /// Only for this provider, if set.
+    pub provider: Option<String>,
+    /// Statuses it applies to.
+    pub from_statuses: Vec<u16>,
+    /// Status it restates to.
+    pub to_status: u16,
+    /// Any of these in the body triggers it.
+    pub text_markers: Vec<String>,
+    /// Any of these in the body vetoes it.
+    pub exclude_markers: Vec<String>,
+    /// What the client is told to wait. Default 60s.
+    pub default_retry_after: Duration,
+}
+
+/// A §7 provider error rule (kept as parsed; applied by the resilience core).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ErrorRule {
+    /// Rule id.
+    pub id: String,
+    /// Only for this provider, if set.
+    pub provider: Option<String>,
+    /// Statuses it matches (empty = any).
+    pub statuses: Vec<u16>,
+    /// Body error types/codes it matches.
+    pub error_types: Vec<String>,
+    /// Header name → substring.
+    pub header_markers: BTreeMap<String, String>,
+    /// Body substrings.
+    pub text_markers: Vec<String>,
+    /// Body substrings that veto.
+    pub exclude_markers: Vec<String>,
+    /// Resulting reason.
+    pub reason: String,
+    /// `model` | `connection` | `provider`.
+    pub scope: String,
+    /// Optional override of the base cooldown.
+    pub base_cooldown: Option<Duration>,
+}
+
+/// The validated configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The file it came from (for messages and the console).
+    pub file: PathBuf,
+    /// `[server]`
+    pub server: ServerConfig,
+    /// `[admin]`
+    pub admin: AdminConfig,
+    /// `[store]`
+    pub store: StoreConfig,
+    /// `[log]`
+    pub log: LogConfig,
+    /// `[console]`
+    pub console: ConsoleConfig,
+    /// `[routing] default_provider`: provider ids in order (at least one).
+    pub default_providers: Vec<String>,
+    /// `[[providers]]`
+    pub providers: Vec<Provider>,
+    /// `[[combos]]`
+    pub combos: Vec<Combo>,
+    /// `[resilience]`
+    pub resilience: Resilience,
+    /// `[[restatement]]`
+    pub restatement: Vec<Restatement>,
+    /// `[[error_rules]]`
+    pub error_rules: Vec<ErrorRule>,
+}
+
+impl Config {
+    /// The provider with this id.
+    pub fn provider(&self, id: &str) -> Option<&Provider> {
+        self.providers.iter().find(|p| p.id == id)
+    }
+    /// The combo with this client-facing name.
+    pub fn combo(&self, name: &str) -> Option<&Combo> {
+        self.combos.iter().find(|c| c.name == name)
+    }
+}
+
+/// Where config discovery looks, in order (DESIGN §4): `--config`, `$SLUICE_CONFIG`,
+/// `./config.toml`, then the XDG config dir.
+pub fn discover(explicit: Option<&Path>, env_config: Option<&str>) -> Result<PathBuf, ConfigError> {
+    if let Some(p) = explicit {
+        return Ok(p.to_path_buf());
+    }
+    if let Some(p) = env_config.filter(|s| !s.is_empty()) {
+        return Ok(PathBuf::from(p));
+    }
+    let mut looked = vec!["./config.toml".to_string()];
+    let local = PathBuf::from("config.toml");
+    if local.is_file() {
+        return Ok(local);
+    }
+    if let Some(dirs) = project_dirs() {
+        let p = dirs.config_dir().join("config.toml");
+        looked.push(p.display().to_string());
+        if p.is_file() {
+            return Ok(p);
+        }
+    }
+    Err(ConfigError::NotFound { looked: looked.join(", ") })
+}
+
+/// sluice's XDG directories (`~/.config/sluice`, `~/.local/share/sluice`).
+pub fn project_dirs() -> Option<directories::ProjectDirs> {
+    directories::ProjectDirs::from("", "", "sluice")
+}
+
+/// Default data dir: XDG data dir, else `./.sluice`.
+pub fn default_data_dir() -> PathBuf {
+    project_dirs()
+        .map(|d| d.data_dir().to_path_buf())
+        .unwrap_or_else(|| PathBuf::from(".sluice"))
+}
+
+/// Reads, parses and validates the file at `path`, resolving env vars from the process.
+pub fn load(path: &Path) -> Result<Config, ConfigError> {
+    let file = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io { file: file.clone(), source })?;
+    from_str(&text, path, &LoadEnv::process())
+}

@@ -1,0 +1,1 @@
+//! The ratatui operator console (placeholder; being written).

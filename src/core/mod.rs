@@ -1,0 +1,390 @@
+//! `Core`: the only writer of live state. It counts requests and attempts, stamps them with
+//! the injected [`Clock`], and publishes an immutable [`Snapshot`] on a `watch` channel.
+//!
+//! The request path only takes short, uncontended locks (never across `.await`) and calls
+//! `Notify::notify_one`; one publisher task coalesces changes into at most ~20 snapshots/s.
+
+pub mod control;
+pub mod snapshot;
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime};
+
+use tokio::sync::{Notify, watch};
+use tokio_util::sync::CancellationToken;
+
+use crate::clock::{Clock, Instant, unix_ms};
+use crate::config::Config;
+use crate::store::{RequestLogRow, Store};
+use snapshot::{ComboView, ConnectionView, ProviderView, RequestView, Snapshot, Totals, Window, RECENT_CAP};
+
+/// Minimum spacing between two published snapshots (≤ 20 Hz, DESIGN §2).
+pub const PUBLISH_SPACING: Duration = Duration::from_millis(50);
+
+/// Cheap, cloneable handle to the core.
+#[derive(Clone)]
+pub struct Core {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    clock: Arc<dyn Clock>,
+    config: Arc<Config>,
+    started_wall: SystemTime,
+    addrs: Mutex<(String, String)>,
+    stats: Mutex<Stats>,
+    in_flight: AtomicU64,
+    next_id: AtomicU64,
+    version: AtomicU64,
+    draining: AtomicBool,
+    dirty: Notify,
+    tx: watch::Sender<Arc<Snapshot>>,
+    store: Option<Arc<Store>>,
+}
+
+#[derive(Default)]
+struct Stats {
+    totals: Totals,
+    recent: VecDeque<RequestView>,
+    /// (finished at, latency ms, ok) for the last minute.
+    window: VecDeque<(Instant, u64, bool)>,
+    providers: Vec<ProviderStats>,
+}
+
+#[derive(Default, Clone)]
+struct ProviderStats {
+    attempts: u64,
+    failures: u64,
+    in_flight: u64,
+    last_status: u16,
+    last_latency_ms: u64,
+    connections: Vec<ConnStats>,
+}
+
+#[derive(Default, Clone, Copy)]
+struct ConnStats {
+    attempts: u64,
+    failures: u64,
+    in_flight: u64,
+}
+
+/// Marks one client request as in flight until dropped.
+pub struct RequestGuard {
+    core: Core,
+    /// Sequence number since start.
+    pub id: u64,
+    /// When it started (monotonic).
+    pub started: Instant,
+    /// When it started, Unix ms.
+    pub started_unix_ms: u64,
+}
+
+impl Drop for RequestGuard {
+    fn drop(&mut self) {
+        self.core.inner.in_flight.fetch_sub(1, Ordering::Relaxed);
+        self.core.inner.dirty.notify_one();
+    }
+}
+
+/// Marks one upstream attempt as in flight on its provider and connection until dropped.
+pub struct AttemptGuard {
+    core: Core,
+    provider: usize,
+    connection: usize,
+}
+
+impl Drop for AttemptGuard {
+    fn drop(&mut self) {
+        let mut s = self.core.stats();
+        if let Some(p) = s.providers.get_mut(self.provider) {
+            p.in_flight = p.in_flight.saturating_sub(1);
+            if let Some(c) = p.connections.get_mut(self.connection) {
+                c.in_flight = c.in_flight.saturating_sub(1);
+            }
+        }
+        drop(s);
+        self.core.inner.dirty.notify_one();
+    }
+}
+
+impl Core {
+    /// Creates the core for `config`; `store` receives write-behind rows when present.
+    pub fn new(config: Arc<Config>, clock: Arc<dyn Clock>, store: Option<Arc<Store>>) -> Self {
+        let stats = Stats {
+            providers: config
+                .providers
+                .iter()
+                .map(|p| ProviderStats { connections: vec![ConnStats::default(); p.connections.len()], ..Default::default() })
+                .collect(),
+            ..Default::default()
+        };
+        let (tx, _rx) = watch::channel(Arc::new(Snapshot::default()));
+        let core = Core {
+            inner: Arc::new(Inner {
+                started_wall: clock.wall(),
+                clock,
+                config,
+                addrs: Mutex::new((String::new(), String::new())),
+                stats: Mutex::new(stats),
+                in_flight: AtomicU64::new(0),
+                next_id: AtomicU64::new(1),
+                version: AtomicU64::new(0),
+                draining: AtomicBool::new(false),
+                dirty: Notify::new(),
+                tx,
+                store,
+            }),
+        };
+        core.publish();
+        core
+    }
+
+    fn stats(&self) -> MutexGuard<'_, Stats> {
+        self.inner.stats.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The configuration this core serves.
+    pub fn config(&self) -> &Arc<Config> {
+        &self.inner.config
+    }
+
+    /// The injected clock.
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.inner.clock
+    }
+
+    /// Records the bound listener addresses shown in the snapshot.
+    pub fn set_addrs(&self, listen: String, admin: String) {
+        *self.inner.addrs.lock().unwrap_or_else(|e| e.into_inner()) = (listen, admin);
+        self.publish();
+    }
+
+    /// Marks sluice as draining (`/readyz` → 503).
+    pub fn set_draining(&self) {
+        self.inner.draining.store(true, Ordering::Relaxed);
+        self.publish();
+    }
+
+    /// True once shutdown started.
+    pub fn is_draining(&self) -> bool {
+        self.inner.draining.load(Ordering::Relaxed)
+    }
+
+    /// Requests in flight now.
+    pub fn in_flight(&self) -> u64 {
+        self.inner.in_flight.load(Ordering::Relaxed)
+    }
+
+    /// A new receiver of published snapshots.
+    pub fn subscribe(&self) -> watch::Receiver<Arc<Snapshot>> {
+        self.inner.tx.subscribe()
+    }
+
+    /// Starts counting a client request.
+    pub fn begin_request(&self) -> RequestGuard {
+        self.inner.in_flight.fetch_add(1, Ordering::Relaxed);
+        self.inner.dirty.notify_one();
+        RequestGuard {
+            core: self.clone(),
+            id: self.inner.next_id.fetch_add(1, Ordering::Relaxed),
+            started: self.inner.clock.now(),
+            started_unix_ms: unix_ms(self.inner.clock.wall()),
+        }
+    }
+
+    /// Starts counting an upstream attempt on provider `p`, connection `c` (config indices).
+    pub fn begin_attempt(&self, p: usize, c: usize) -> AttemptGuard {
+        let mut s = self.stats();
+        if let Some(ps) = s.providers.get_mut(p) {
+            ps.attempts += 1;
+            ps.in_flight += 1;
+            if let Some(cs) = ps.connections.get_mut(c) {
+                cs.attempts += 1;
+                cs.in_flight += 1;
+            }
+        }
+        drop(s);
+        self.inner.dirty.notify_one();
+        AttemptGuard { core: self.clone(), provider: p, connection: c }
+    }
+
+    /// Records how an attempt's response head came back: `status` (None = transport error)
+    /// after `latency`. A failure is a transport error or a status >= 500.
+    pub fn attempt_result(&self, p: usize, c: usize, status: Option<u16>, latency: Duration) {
+        let failed = status.is_none_or(|s| s >= 500);
+        let mut s = self.stats();
+        if let Some(ps) = s.providers.get_mut(p) {
+            ps.last_status = status.unwrap_or(0);
+            ps.last_latency_ms = u64::try_from(latency.as_millis()).unwrap_or(u64::MAX);
+            if failed {
+                ps.failures += 1;
+                if let Some(cs) = ps.connections.get_mut(c) {
+                    cs.failures += 1;
+                }
+            }
+        }
+        drop(s);
+        self.inner.dirty.notify_one();
+    }
+
+    /// Records a finished request: counters, the recent list, the last-minute window and a
+    /// write-behind `request_log` row. `view.id` and `view.at_unix_ms` come from the guard.
+    pub fn finish_request(&self, guard: &RequestGuard, mut view: RequestView) {
+        let now = self.inner.clock.now();
+        view.id = guard.id;
+        view.at_unix_ms = guard.started_unix_ms;
+        view.latency_ms = u64::try_from(now.saturating_duration_since(guard.started).as_millis()).unwrap_or(u64::MAX);
+        let ok = view.outcome == "ok";
+        if let Some(store) = &self.inner.store {
+            store.record_request(RequestLogRow {
+                at_unix_ms: view.at_unix_ms,
+                route: view.route.clone(),
+                client_model: view.client_model.clone(),
+                target: view.target.clone(),
+                status: view.status,
+                latency_ms: view.latency_ms,
+                attempts: view.attempts,
+                bytes: view.bytes,
+                outcome: view.outcome.clone(),
+            });
+        }
+        let mut s = self.stats();
+        s.totals.requests += 1;
+        if ok {
+            s.totals.ok += 1;
+        } else {
+            s.totals.errors += 1;
+        }
+        s.totals.bytes_out += view.bytes;
+        s.window.push_back((now, view.latency_ms, ok));
+        s.recent.push_front(view);
+        s.recent.truncate(RECENT_CAP);
+        drop(s);
+        self.inner.dirty.notify_one();
+    }
+
+    /// Builds a snapshot of the current state at the clock's `now`.
+    pub fn snapshot(&self) -> Snapshot {
+        let cfg = &self.inner.config;
+        let now = self.inner.clock.now();
+        let wall = self.inner.clock.wall();
+        let (listen, admin_listen) = self.inner.addrs.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let mut s = self.stats();
+        while s.window.front().is_some_and(|(t, _, _)| now.saturating_duration_since(*t) > Duration::from_secs(60)) {
+            s.window.pop_front();
+        }
+        let last_minute = window_stats(&s.window, now);
+        let totals = Totals { in_flight: self.in_flight(), ..s.totals.clone() };
+        let recent: Vec<RequestView> = s.recent.iter().cloned().collect();
+        let providers = cfg
+            .providers
+            .iter()
+            .zip(s.providers.iter())
+            .map(|(p, ps)| ProviderView {
+                id: p.id.clone(),
+                dialect: p.dialect.as_str().into(),
+                base_url: p.base_url.to_string().trim_end_matches('/').to_string(),
+                profile: p.profile.as_str().into(),
+                attempts: ps.attempts,
+                failures: ps.failures,
+                in_flight: ps.in_flight,
+                last_status: ps.last_status,
+                last_latency_ms: ps.last_latency_ms,
+                connections: p
+                    .connections
+                    .iter()
+                    .zip(ps.connections.iter())
+                    .map(|(c, cs)| ConnectionView {
+                        id: c.id.clone(),
+                        auth: c.auth.describe(),
+                        attempts: cs.attempts,
+                        failures: cs.failures,
+                        in_flight: cs.in_flight,
+                    })
+                    .collect(),
+            })
+            .collect();
+        drop(s);
+        Snapshot {
+            version: self.inner.version.fetch_add(1, Ordering::Relaxed) + 1,
+            taken_at_unix_ms: unix_ms(wall),
+            started_at_unix_ms: unix_ms(self.inner.started_wall),
+            listen,
+            admin_listen,
+            config_path: cfg.file.display().to_string(),
+            draining: self.is_draining(),
+            totals,
+            last_minute,
+            recent,
+            providers,
+            combos: cfg
+                .combos
+                .iter()
+                .map(|c| ComboView {
+                    name: c.name.clone(),
+                    strategy: c.strategy.as_str().into(),
+                    targets: c.targets.iter().map(ToString::to_string).collect(),
+                })
+                .collect(),
+        }
+    }
+
+    /// Builds and publishes a snapshot now.
+    pub fn publish(&self) {
+        let snap = Arc::new(self.snapshot());
+        self.inner.tx.send_replace(snap);
+    }
+
+    /// Runs the publisher until `shutdown`: waits for changes, spaces publications by
+    /// [`PUBLISH_SPACING`], and republishes once a second so the last-minute window ages.
+    pub async fn run_publisher(self, shutdown: CancellationToken) {
+        loop {
+            tokio::select! {
+                () = self.inner.dirty.notified() => {}
+                () = tokio::time::sleep(Duration::from_secs(1)) => {}
+                () = shutdown.cancelled() => { self.publish(); return; }
+            }
+            tokio::time::sleep(PUBLISH_SPACING).await;
+            self.publish();
+        }
+    }
+
+    /// The store, when one is attached.
+    pub fn store(&self) -> Option<&Arc<Store>> {
+        self.inner.store.as_ref()
+    }
+}
+
+fn window_stats(window: &VecDeque<(Instant, u64, bool)>, now: Instant) -> Window {
+    let mut lat: Vec<u64> = window.iter().map(|(_, l, _)| *l).collect();
+    lat.sort_unstable();
+    let n = lat.len();
+    let pct = |q: f64| -> u64 {
+        if n == 0 {
+            return 0;
+        }
+        // nearest-rank percentile
+        let rank = ((q * n as f64).ceil() as usize).clamp(1, n);
+        lat[rank - 1]
+    };
+    let ok = window.iter().filter(|(_, _, ok)| *ok).count();
+    let mut spark = vec![0u64; 60];
+    for (t, _, _) in window {
+        let ago = now.saturating_duration_since(*t).as_secs() as usize;
+        if ago < 60 {
+            spark[59 - ago] += 1;
+        }
+    }
+    Window {
+        req_per_s: n as f64 / 60.0,
+        success_ratio: if n == 0 { 1.0 } else { ok as f64 / n as f64 },
+        p50_ms: pct(0.50),
+        p99_ms: pct(0.99),
+        sparkline: spark,
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,149 @@
+//! `Snapshot`: the immutable view model the console and the admin API read (DESIGN §2).
+//!
+//! Built by the core after changes (coalesced, at most ~20 Hz) and published on a
+//! `tokio::sync::watch` channel as `Arc<Snapshot>`. Plain data: tests build one by hand.
+//! Times are wall-clock Unix milliseconds so the same struct serialises for `/api/snapshot`.
+
+use serde::Serialize;
+
+/// Read-only view of sluice at one moment.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Snapshot {
+    /// Increases with every published snapshot.
+    pub version: u64,
+    /// When it was taken, Unix ms.
+    pub taken_at_unix_ms: u64,
+    /// When sluice started, Unix ms.
+    pub started_at_unix_ms: u64,
+    /// Inference listener address, e.g. `127.0.0.1:8787`.
+    pub listen: String,
+    /// Admin listener address, e.g. `127.0.0.1:8788`.
+    pub admin_listen: String,
+    /// Config file path as loaded.
+    pub config_path: String,
+    /// True once shutdown started (`/readyz` answers 503).
+    pub draining: bool,
+    /// Counters since start.
+    pub totals: Totals,
+    /// Rolling last-minute statistics.
+    pub last_minute: Window,
+    /// Most recent finished requests, newest first (at most [`RECENT_CAP`]).
+    pub recent: Vec<RequestView>,
+    /// Configured providers with live per-provider counters.
+    pub providers: Vec<ProviderView>,
+    /// Configured combos.
+    pub combos: Vec<ComboView>,
+}
+
+/// How many finished requests a snapshot keeps.
+pub const RECENT_CAP: usize = 200;
+
+/// Request counters since start.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Totals {
+    /// Requests finished (any outcome).
+    pub requests: u64,
+    /// Finished with a 2xx and, for streams, a complete stream.
+    pub ok: u64,
+    /// Finished with an error status or a broken stream.
+    pub errors: u64,
+    /// Requests currently being served.
+    pub in_flight: u64,
+    /// Bytes relayed to clients.
+    pub bytes_out: u64,
+}
+
+/// Statistics over the last 60 seconds.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Window {
+    /// Requests finished in the window, divided by 60 (req/s).
+    pub req_per_s: f64,
+    /// ok / finished in the window (0.0–1.0); 1.0 when nothing finished.
+    pub success_ratio: f64,
+    /// Median latency in ms (0 when empty).
+    pub p50_ms: u64,
+    /// 99th percentile latency in ms (0 when empty).
+    pub p99_ms: u64,
+    /// Requests finished per second, oldest first, 60 buckets.
+    pub sparkline: Vec<u64>,
+}
+
+/// One finished request as the Requests panel shows it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct RequestView {
+    /// Sequence number since start.
+    pub id: u64,
+    /// When it started, Unix ms.
+    pub at_unix_ms: u64,
+    /// Client route path, e.g. `/v1/messages`.
+    pub route: String,
+    /// Model name the client sent (empty when none was readable).
+    pub client_model: String,
+    /// Last target tried, `provider:connection/model`; empty when none was tried.
+    pub target: String,
+    /// HTTP status returned to the client (0 when the client went away first).
+    pub status: u16,
+    /// Total latency in ms.
+    pub latency_ms: u64,
+    /// Upstream attempts made.
+    pub attempts: u32,
+    /// Body bytes relayed to the client.
+    pub bytes: u64,
+    /// Whether the response was an SSE stream.
+    pub stream: bool,
+    /// `ok`, `upstream_error`, `sluice_error`, `client_error`, `cancelled` or `truncated`.
+    pub outcome: String,
+    /// Short error text (no secrets), empty when ok.
+    pub error: String,
+}
+
+/// One provider with its connections.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ProviderView {
+    /// Provider id.
+    pub id: String,
+    /// `anthropic` or `openai`.
+    pub dialect: String,
+    /// Base URL.
+    pub base_url: String,
+    /// `oauth`, `api_key` or `local`.
+    pub profile: String,
+    /// Attempts sent to this provider since start.
+    pub attempts: u64,
+    /// Attempts that failed (transport error or status >= 500).
+    pub failures: u64,
+    /// Attempts in flight now.
+    pub in_flight: u64,
+    /// Status of the last attempt (0 = transport error or none yet).
+    pub last_status: u16,
+    /// Latency of the last attempt's response head in ms.
+    pub last_latency_ms: u64,
+    /// Connections in config order.
+    pub connections: Vec<ConnectionView>,
+}
+
+/// One connection.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ConnectionView {
+    /// Connection id.
+    pub id: String,
+    /// `passthrough` or `env:VAR` (never the key).
+    pub auth: String,
+    /// Attempts since start.
+    pub attempts: u64,
+    /// Failed attempts since start.
+    pub failures: u64,
+    /// Attempts in flight now.
+    pub in_flight: u64,
+}
+
+/// One combo.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ComboView {
+    /// Client-facing model name.
+    pub name: String,
+    /// Strategy name.
+    pub strategy: String,
+    /// Targets as written, `provider[:connection]/model`.
+    pub targets: Vec<String>,
+}

@@ -1,0 +1,22 @@
+//! sluice: a local LLM proxy with provider resilience and a live terminal operator console.
+//!
+//! Module map (see DESIGN.md §2):
+//! - **policy**: pure decisions (no I/O, no clock reads): [`policy`].
+//! - **core**: the only writer of live state; publishes [`core::snapshot::Snapshot`]s and
+//!   exposes [`core::control::Control`], the one door for operator actions.
+//! - **proxy**: hyper server and client, request lifecycle, SSE relay, dialect errors: [`proxy`].
+//! - **admin**: the loopback admin API: [`admin`].
+//! - **store**: SQLite write-behind persistence on one thread: [`store`].
+//! - **console**: the ratatui operator console: [`console`].
+//! - support: [`config`], [`clock`], [`telemetry`], [`app`] (wires everything together).
+
+pub mod admin;
+pub mod app;
+pub mod clock;
+pub mod config;
+pub mod console;
+pub mod core;
+pub mod policy;
+pub mod proxy;
+pub mod store;
+pub mod telemetry;

@@ -1,0 +1,2 @@
+//! sluice binary (placeholder).
+fn main() {}
