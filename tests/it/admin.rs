@@ -1,0 +1,1 @@
+//! admin integration tests.

@@ -1,0 +1,1 @@
+//! claude_code integration tests.

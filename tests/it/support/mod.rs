@@ -1,0 +1,1 @@
+//! Test support: mock upstream and in-process harness.
