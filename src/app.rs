@@ -123,3 +123,53 @@ impl Running {
         tracing::info!("sluice stopped");
     }
 }
+
+/// The resolved routing table printed by `sluice check`: listeners, providers with their
+/// connections (auth mode only, never keys), combos, and where a plain model goes per route.
+pub fn routing_table(cfg: &Config) -> String {
+    use std::fmt::Write as _;
+    let mut o = String::new();
+    let _ = writeln!(o, "config:  {} (valid)", cfg.file.display());
+    let token = match &cfg.admin.token_env {
+        Some(v) => format!("bearer token from ${v}"),
+        None => "no token".into(),
+    };
+    let _ = writeln!(o, "listen:  {}   admin: {} ({token})", cfg.server.listen, cfg.admin.listen);
+    let _ = writeln!(o, "store:   {}", cfg.store.path.display());
+    let _ = writeln!(o, "logs:    {}", cfg.log.dir.display());
+    let _ = writeln!(o, "\nproviders:");
+    for p in &cfg.providers {
+        let conns: Vec<String> = p.connections.iter().map(|c| format!("{} ({})", c.id, c.auth.describe())).collect();
+        let _ = writeln!(
+            o,
+            "  {:<14} {:<9} {:<40} profile={:<7} connections: {}",
+            p.id,
+            p.dialect.as_str(),
+            p.base_url.to_string().trim_end_matches('/'),
+            p.profile.as_str(),
+            conns.join(", ")
+        );
+    }
+    if !cfg.combos.is_empty() {
+        let _ = writeln!(o, "\ncombos:");
+        for c in &cfg.combos {
+            let t: Vec<String> = c.targets.iter().map(ToString::to_string).collect();
+            let _ = writeln!(o, "  {:<14} ({}) -> {}", c.name, c.strategy.as_str(), t.join(", "));
+        }
+    }
+    let _ = writeln!(o, "\nrouting of a model no combo names:");
+    for (routes, d) in [
+        ("/v1/messages, /v1/messages/count_tokens", crate::config::Dialect::Anthropic),
+        ("/v1/chat/completions, /v1/responses", crate::config::Dialect::OpenAi),
+    ] {
+        let dest = cfg
+            .default_providers
+            .iter()
+            .filter_map(|id| cfg.provider(id))
+            .find(|p| p.dialect == d)
+            .map(|p| format!("{} (model unchanged)", p.id))
+            .unwrap_or_else(|| "nothing: answered 404 no_executable_targets".into());
+        let _ = writeln!(o, "  {routes:<42} [{}] -> {dest}", d.as_str());
+    }
+    o
+}

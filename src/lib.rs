@@ -12,6 +12,7 @@
 
 pub mod admin;
 pub mod app;
+pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod console;

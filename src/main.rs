@@ -1,2 +1,164 @@
-//! sluice binary (placeholder).
-fn main() {}
+//! sluice — a local LLM proxy with provider resilience and a live terminal operator console.
+//!
+//! This binary is thin: it parses the command line, loads the config, sets up logging and
+//! the state database, then runs [`sluice::app`] with or without the console. Module map:
+//!
+//! - policy: `sluice::policy` — pure decisions (candidate selection; resilience layers).
+//! - core: `sluice::core` — live state, `Snapshot` publishing, `Control` (operator door).
+//! - proxy: `sluice::proxy` — hyper server/client, routes, relay, dialect errors.
+//! - admin: `sluice::admin` — `/livez`, `/readyz`, `/metrics`, `/api/snapshot`.
+//! - store: `sluice::store` — SQLite (WAL) on one writer thread.
+//! - console: `sluice::console` — ratatui panels, keymap, themes.
+#![allow(clippy::print_stdout, clippy::print_stderr, reason = "the CLI entry point talks to the user")]
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::Parser;
+
+use sluice::app;
+use sluice::cli::{Cli, Command};
+use sluice::clock::{Clock, SystemClock, unix_ms};
+use sluice::config;
+use sluice::console;
+use sluice::store::{self, Store};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let env_config = std::env::var("SLUICE_CONFIG").ok();
+    let path = match config::discover(cli.config.as_deref(), env_config.as_deref()) {
+        Ok(p) => p,
+        Err(e) => return fail(&e.to_string(), 2),
+    };
+    let cfg = match config::load(&path) {
+        Ok(c) => c,
+        Err(e) => return fail(&e.to_string(), 2),
+    };
+    if let Some(Command::Check) = cli.command {
+        print!("{}", app::routing_table(&cfg));
+        return ExitCode::SUCCESS;
+    }
+    let use_console = !cli.no_console && std::io::stdout().is_terminal() && std::io::stdin().is_terminal();
+    let _log = match sluice::telemetry::init(&cfg.log.dir, &cfg.log.level, !use_console) {
+        Ok(g) => g,
+        Err(e) => return fail(&e.to_string(), 2),
+    };
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    if cli.reset_state {
+        match store::reset_state(&cfg.store.path, unix_ms(clock.wall())) {
+            Ok(Some(moved)) => eprintln!("sluice: moved the state database aside to {}", moved.display()),
+            Ok(None) => eprintln!("sluice: no state database at {}; starting fresh", cfg.store.path.display()),
+            Err(e) => return fail(&e.to_string(), 1),
+        }
+    }
+    let theme = if use_console {
+        let name = cli.theme.clone().unwrap_or_else(|| cfg.console.theme.clone());
+        match console::theme::load(&name, &theme_dirs(&path)) {
+            Ok(t) => Some(t),
+            Err(e) => return fail(&e.to_string(), 2),
+        }
+    } else {
+        None
+    };
+    let store = match Store::open(&cfg.store) {
+        Ok(s) => Arc::new(s),
+        Err(e) => return fail(&e.to_string(), 1),
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().thread_name("sluice").build() {
+        Ok(r) => r,
+        Err(e) => return fail(&format!("cannot start the async runtime: {e}"), 1),
+    };
+    let tick = cfg.console.tick;
+    let code = runtime.block_on(async move {
+        let running = match app::start(cfg, clock.clone(), Some(store.clone())).await {
+            Ok(r) => r,
+            Err(e) => return fail(&e.to_string(), 1),
+        };
+        let shutdown = running.shutdown_token();
+        tokio::spawn(signals(shutdown.clone()));
+        let console_thread = theme.map(|theme| {
+            let snapshots = running.core.subscribe();
+            let control = running.control.clone();
+            let clock = clock.clone();
+            let shutdown = shutdown.clone();
+            std::thread::Builder::new().name("sluice-console".into()).spawn(move || {
+                let opts = console::ConsoleOptions { theme, tick };
+                let r = console::run(snapshots, control.clone(), clock, opts, shutdown);
+                // However the console ended, sluice stops with it.
+                control.request_shutdown();
+                r
+            })
+        });
+        if console_thread.is_none() {
+            eprintln!(
+                "sluice: listening on http://{} (admin http://{}); Ctrl-C to stop",
+                running.listen, running.admin_listen
+            );
+        }
+        running.wait().await;
+        store.close();
+        match console_thread {
+            Some(Ok(handle)) => match handle.join() {
+                Ok(Ok(())) => ExitCode::SUCCESS,
+                Ok(Err(e)) => fail(&format!("console error: {e}"), 1),
+                Err(_) => fail("the console thread panicked; the terminal was restored", 1),
+            },
+            Some(Err(e)) => fail(&format!("cannot start the console thread: {e}"), 1),
+            None => ExitCode::SUCCESS,
+        }
+    });
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    code
+}
+
+/// Ctrl-C or SIGTERM starts the drain; a second signal exits at once.
+async fn signals(shutdown: tokio_util::sync::CancellationToken) {
+    wait_signal().await;
+    tracing::info!("signal received; draining (send again to exit now)");
+    shutdown.cancel();
+    wait_signal().await;
+    eprintln!("sluice: second signal; exiting now");
+    std::process::exit(130);
+}
+
+async fn wait_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+/// Where themes are looked up: `themes/` beside the config file, then the XDG config dir.
+fn theme_dirs(config_path: &std::path::Path) -> Vec<PathBuf> {
+    let mut dirs = Vec::new();
+    if let Some(parent) = config_path.parent() {
+        let base = if parent.as_os_str().is_empty() { PathBuf::from(".") } else { parent.to_path_buf() };
+        dirs.push(base.join("themes"));
+    }
+    if let Some(d) = config::project_dirs() {
+        dirs.push(d.config_dir().join("themes"));
+    }
+    dirs
+}
+
+fn fail(msg: &str, code: u8) -> ExitCode {
+    eprintln!("sluice: {msg}");
+    ExitCode::from(code)
+}

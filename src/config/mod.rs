@@ -6,6 +6,7 @@
 //! resolved here at load time, and the value is kept in a [`Secret`] that never prints.
 
 pub mod raw;
+pub mod resilience;
 pub mod validate;
 
 use std::collections::BTreeMap;
@@ -16,6 +17,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+pub use resilience::*;
 pub use validate::{LoadEnv, from_str};
 
 /// One problem found in a config file: where, what, and how to fix it.
@@ -57,7 +59,9 @@ pub enum ConfigError {
         problems: Vec<Problem>,
     },
     /// No config file was found anywhere on the discovery path.
-    #[error("no config file found (looked at: {looked}); pass --config PATH or create ./config.toml")]
+    #[error(
+        "no config file found (looked at: {looked}); pass --config PATH or create ./config.toml"
+    )]
     NotFound {
         /// The places looked at, comma-separated.
         looked: String,
@@ -87,8 +91,20 @@ impl Secret {
     }
     /// A masked form for display: the last 4 characters, e.g. `…a1b2`.
     pub fn masked(&self) -> String {
-        let tail: String = self.0.chars().rev().take(4).collect::<Vec<_>>().into_iter().rev().collect();
-        if self.0.chars().count() <= 8 { "****".into() } else { format!("…{tail}") }
+        let tail: String = self
+            .0
+            .chars()
+            .rev()
+            .take(4)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect();
+        if self.0.chars().count() <= 8 {
+            "****".into()
+        } else {
+            format!("…{tail}")
+        }
     }
 }
 
@@ -235,6 +251,8 @@ pub struct Connection {
     pub concurrency_fail_open: bool,
     /// Egress label for egress-bucketed providers (spec §7). Default `direct`.
     pub egress: String,
+    /// Anthropic subscription low-priority lane (spec §2c). Default false.
+    pub low_priority_mode: bool,
 }
 
 /// An upstream API.
@@ -353,172 +371,6 @@ pub struct ConsoleConfig {
     pub keys: BTreeMap<String, Vec<String>>,
 }
 
-/// Resilience settings (spec §1–§6), with the spec's defaults.
-#[derive(Debug, Clone, Serialize)]
-pub struct Resilience {
-    /// §1 per profile.
-    pub breaker: BTreeMap<Profile, BreakerSettings>,
-    /// §2 per profile.
-    pub cooldown: BTreeMap<Profile, CooldownProfile>,
-    /// §2 shared knobs.
-    pub connection_cooldown: ConnectionCooldownSettings,
-    /// §3.
-    pub model_lockout: ModelLockoutSettings,
-    /// §5.
-    pub queue: QueueSettings,
-    /// §6.
-    pub stream: StreamSettings,
-    /// §2a; zero disables.
-    #[serde(with = "humantime_serde")]
-    pub session_affinity_ttl: Duration,
-}
-
-/// §1 breaker thresholds for one profile.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct BreakerSettings {
-    /// Failures that make it DEGRADED.
-    pub degrade_at: u32,
-    /// Failures that make it OPEN.
-    pub open_at: u32,
-    /// OPEN lasts this long before a probe.
-    #[serde(with = "humantime_serde")]
-    pub reset_timeout: Duration,
-    /// DEGRADED resets after this long without a failure. Default 60s.
-    #[serde(with = "humantime_serde")]
-    pub degraded_quiet_window: Duration,
-    /// A probe that does not settle within this counts as failed. Default 60s.
-    #[serde(with = "humantime_serde")]
-    pub probe_timeout: Duration,
-    /// Cap on reset-timeout escalation. Default 16.
-    pub max_backoff_multiplier: u32,
-}
-
-/// §2 backoff ladder for one profile.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct CooldownProfile {
-    /// First cooldown.
-    #[serde(with = "humantime_serde")]
-    pub base: Duration,
-    /// Cap on the backoff level.
-    pub max_backoff_level: u32,
-}
-
-/// §2 knobs shared by every profile.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ConnectionCooldownSettings {
-    /// Cap on a `cooling` deadline. Default 30m.
-    #[serde(with = "humantime_serde")]
-    pub max_cooldown: Duration,
-    /// A hint longer than this means `quota_wait`. Default 10m.
-    #[serde(with = "humantime_serde")]
-    pub quota_wait_threshold: Duration,
-    /// Cap on `quota_wait`. Default 7d.
-    #[serde(with = "humantime_serde")]
-    pub max_quota_wait: Duration,
-    /// Consecutive 401s before `expired`. Default 3.
-    pub expired_retry_max: u32,
-    /// Body markers meaning the account is banned.
-    pub ban_markers: Vec<String>,
-    /// Body markers of a "request not allowed" 403.
-    pub request_rejected_markers: Vec<String>,
-    /// Body markers of quota exhaustion.
-    pub quota_markers: Vec<String>,
-    /// Cool a connection after a stream stall. Default false.
-    pub stream_stall_cooldown: bool,
-}
-
-/// §3 model lockout settings.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ModelLockoutSettings {
-    /// Master switch. Default false.
-    pub enabled: bool,
-    /// Statuses that count as model-scoped failures.
-    pub error_codes: Vec<u16>,
-    /// First lock duration. Default 120s.
-    #[serde(with = "humantime_serde")]
-    pub base_cooldown: Duration,
-    /// Cap. Default 30m.
-    #[serde(with = "humantime_serde")]
-    pub max_cooldown: Duration,
-    /// Cap on doublings. Default 10.
-    pub max_backoff_steps: u32,
-    /// Double per repeated failure. Default true.
-    pub exponential: bool,
-}
-
-/// §5 admission queue settings.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct QueueSettings {
-    /// Queue-wait budget. Default 30s.
-    #[serde(with = "humantime_serde")]
-    pub max_wait: Duration,
-    /// Execution budget. Default 10m.
-    #[serde(with = "humantime_serde")]
-    pub execution_max_wait: Duration,
-    /// 0 = unlimited.
-    pub max_queue_depth: u32,
-    /// Queue every api_key connection. Default true.
-    pub auto_enable_api_key_connections: bool,
-}
-
-/// §6 stream guard settings.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct StreamSettings {
-    /// Zombie-200 timeout. Default 30s.
-    #[serde(with = "humantime_serde")]
-    pub readiness_timeout: Duration,
-    /// Keepalive interval while upstream is silent. Default 15s.
-    #[serde(with = "humantime_serde")]
-    pub heartbeat_interval: Duration,
-    /// No-content abandon timeout. Default 180s.
-    #[serde(with = "humantime_serde")]
-    pub content_stall_timeout: Duration,
-}
-
-/// A §7 restatement rule.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Restatement {
-    /// Rule id.
-    pub id: String,
-    /// Only for this provider, if set.
-    pub provider: Option<String>,
-    /// Statuses it applies to.
-    pub from_statuses: Vec<u16>,
-    /// Status it restates to.
-    pub to_status: u16,
-    /// Any of these in the body triggers it.
-    pub text_markers: Vec<String>,
-    /// Any of these in the body vetoes it.
-    pub exclude_markers: Vec<String>,
-    /// What the client is told to wait. Default 60s.
-    pub default_retry_after: Duration,
-}
-
-/// A §7 provider error rule (kept as parsed; applied by the resilience core).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ErrorRule {
-    /// Rule id.
-    pub id: String,
-    /// Only for this provider, if set.
-    pub provider: Option<String>,
-    /// Statuses it matches (empty = any).
-    pub statuses: Vec<u16>,
-    /// Body error types/codes it matches.
-    pub error_types: Vec<String>,
-    /// Header name → substring.
-    pub header_markers: BTreeMap<String, String>,
-    /// Body substrings.
-    pub text_markers: Vec<String>,
-    /// Body substrings that veto.
-    pub exclude_markers: Vec<String>,
-    /// Resulting reason.
-    pub reason: String,
-    /// `model` | `connection` | `provider`.
-    pub scope: String,
-    /// Optional override of the base cooldown.
-    pub base_cooldown: Option<Duration>,
-}
-
 /// The validated configuration.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -580,7 +432,9 @@ pub fn discover(explicit: Option<&Path>, env_config: Option<&str>) -> Result<Pat
             return Ok(p);
         }
     }
-    Err(ConfigError::NotFound { looked: looked.join(", ") })
+    Err(ConfigError::NotFound {
+        looked: looked.join(", "),
+    })
 }
 
 /// sluice's XDG directories (`~/.config/sluice`, `~/.local/share/sluice`).
@@ -598,6 +452,9 @@ pub fn default_data_dir() -> PathBuf {
 /// Reads, parses and validates the file at `path`, resolving env vars from the process.
 pub fn load(path: &Path) -> Result<Config, ConfigError> {
     let file = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io { file: file.clone(), source })?;
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
+        file: file.clone(),
+        source,
+    })?;
     from_str(&text, path, &LoadEnv::process())
 }

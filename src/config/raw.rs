@@ -4,7 +4,10 @@
 //! (DESIGN §4 or a resilience-spec §). Values stay loosely typed here (strings, `toml::Value`)
 //! so stage two can report the key path, the bad value and the fix in one message.
 
-#![allow(missing_docs, reason = "fields mirror config keys one to one; config.toml and CONFIG.md document them")]
+#![allow(
+    missing_docs,
+    reason = "fields mirror config keys one to one; config.toml and CONFIG.md document them"
+)]
 
 use std::collections::BTreeMap;
 

@@ -1,1 +1,263 @@
-//! The ratatui operator console (placeholder; being written).
+//! The ratatui operator console: [`run`] owns the terminal, [`render`] draws one frame.
+//!
+//! The console reads `Arc<Snapshot>`s from a `watch` channel and acts only through
+//! [`Control`] (house-style §4.3): it never touches core state. The loop is a `tokio::select!`
+//! over terminal events, new snapshots, a tick (uptime, message expiry) and shutdown, with a
+//! dirty flag so it redraws only when something changed, at most ~10 frames per second.
+//! UI state lives in [`app::App`] (TEA style: keys in, [`app::Action`]s out); drawing is a pure
+//! function of the app, the [`theme::Theme`] and `now`, so tests render into a `TestBackend`.
+//!
+//! Layout: a grid at ≥ 100×30; below that one panel at a time with a tab bar; below 60×15
+//! only a "terminal too small" notice.
+
+pub mod app;
+pub mod panels;
+pub mod theme;
+
+use std::io;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crossterm::event::{Event, EventStream};
+use futures_util::StreamExt;
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::Modifier;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Paragraph, Tabs, Wrap};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use self::app::{Action, App, Focus};
+use self::theme::{Role, Theme};
+use crate::clock::{Clock, unix_ms};
+use crate::core::control::Control;
+use crate::core::snapshot::Snapshot;
+
+/// Smallest usable terminal, columns × rows; below it only a notice is drawn.
+pub const MIN_SIZE: (u16, u16) = (60, 15);
+/// Smallest terminal for the grid layout, columns × rows; below it panels become tabs.
+pub const GRID_SIZE: (u16, u16) = (100, 30);
+/// Least time between two frames (≈ 10 fps).
+pub const MIN_FRAME_INTERVAL: Duration = Duration::from_millis(100);
+/// Shortest tick accepted (a smaller `tick` is raised to this).
+const MIN_TICK: Duration = Duration::from_millis(50);
+
+/// How the console looks and wakes up.
+#[derive(Debug, Clone)]
+pub struct ConsoleOptions {
+    /// Resolved theme (see [`theme::load`]).
+    pub theme: Theme,
+    /// Tick period for uptime and countdowns (config `console.tick`, default 250 ms).
+    pub tick: Duration,
+}
+
+/// Which layout a terminal size gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LayoutMode {
+    /// Below [`MIN_SIZE`]: only the "terminal too small" notice.
+    TooSmall,
+    /// Between [`MIN_SIZE`] and [`GRID_SIZE`]: one panel at a time with a tab bar.
+    Tabs,
+    /// At least [`GRID_SIZE`]: all panels at once.
+    Grid,
+}
+
+impl LayoutMode {
+    /// The layout for a terminal of `area`'s size.
+    pub fn for_area(area: Rect) -> Self {
+        if area.width < MIN_SIZE.0 || area.height < MIN_SIZE.1 {
+            LayoutMode::TooSmall
+        } else if area.width < GRID_SIZE.0 || area.height < GRID_SIZE.1 {
+            LayoutMode::Tabs
+        } else {
+            LayoutMode::Grid
+        }
+    }
+}
+
+/// Draws the whole screen for `app` into `frame`. `now_unix_ms` is wall-clock Unix ms (uptime,
+/// message expiry). Never panics, whatever the frame size.
+pub fn render(frame: &mut Frame, app: &app::App, theme: &theme::Theme, now_unix_ms: u64) {
+    let area = frame.area();
+    let mode = LayoutMode::for_area(area);
+    if mode == LayoutMode::TooSmall {
+        render_too_small(frame, area, theme);
+        return;
+    }
+    let tab_h = if mode == LayoutMode::Tabs { 1 } else { 0 };
+    let [header, tabs, body, status] = Layout::vertical([
+        Constraint::Length(panels::header::HEIGHT),
+        Constraint::Length(tab_h),
+        Constraint::Min(0),
+        Constraint::Length(1),
+    ])
+    .areas(area);
+    panels::header::render(frame, header, &app.snapshot, theme, now_unix_ms);
+    match mode {
+        LayoutMode::Grid => {
+            let wanted = panels::providers::wanted_height(&app.snapshot);
+            let providers_h = wanted.min(body.height / 2).max(5);
+            let [top, bottom] =
+                Layout::vertical([Constraint::Length(providers_h), Constraint::Min(0)]).areas(body);
+            render_panel(frame, top, app, theme, Focus::Providers);
+            render_panel(frame, bottom, app, theme, Focus::Requests);
+        }
+        _ => {
+            render_tabs(frame, tabs, app, theme);
+            render_panel(frame, body, app, theme, app.focus);
+        }
+    }
+    panels::status::render(frame, status, app, theme, now_unix_ms);
+    if app.details {
+        panels::overlay::render_details(frame, body, app, theme);
+    }
+    if app.help {
+        panels::overlay::render_help(frame, area, theme);
+    }
+}
+
+fn render_panel(frame: &mut Frame, area: Rect, app: &App, theme: &Theme, panel: Focus) {
+    let focused = app.focus == panel;
+    match panel {
+        Focus::Providers => panels::providers::render(frame, area, app, theme, focused),
+        Focus::Requests => panels::requests::render(frame, area, app, theme, focused),
+    }
+}
+
+fn render_tabs(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
+    let titles = Focus::ALL
+        .iter()
+        .enumerate()
+        .map(|(i, f)| format!("{} {}", i + 1, f.title()));
+    let selected = Focus::ALL.iter().position(|f| *f == app.focus);
+    let tabs = Tabs::new(titles)
+        .select(selected)
+        .style(theme.style(Role::Muted))
+        .highlight_style(theme.style(Role::Title).add_modifier(Modifier::REVERSED));
+    frame.render_widget(tabs, area);
+}
+
+fn render_too_small(frame: &mut Frame, area: Rect, theme: &Theme) {
+    let text = format!(
+        "terminal too small ({}×{}, need ≥ {}×{})",
+        area.width, area.height, MIN_SIZE.0, MIN_SIZE.1
+    );
+    let line = Line::from(Span::styled(text, theme.style(Role::Error))).centered();
+    let y_off = area.height.saturating_sub(1) / 2;
+    let rect = Rect {
+        x: area.x,
+        y: area.y.saturating_add(y_off),
+        width: area.width,
+        height: area.height.saturating_sub(y_off),
+    };
+    frame.render_widget(Paragraph::new(line).wrap(Wrap { trim: true }), rect);
+}
+
+/// Restores the terminal when dropped, so every exit path (errors, unwinding) leaves raw mode
+/// and the alternate screen.
+struct RestoreOnDrop;
+
+impl Drop for RestoreOnDrop {
+    fn drop(&mut self) {
+        // Nothing useful to do if restoring fails; the console must not print.
+        let _ = ratatui::try_restore();
+    }
+}
+
+/// Runs the console until the user quits (`q` / `ctrl-c`, which calls
+/// [`Control::request_shutdown`]) or `shutdown` is cancelled. Blocking: call it on a dedicated
+/// std thread; it builds its own current-thread tokio runtime.
+///
+/// Enters the alternate screen and raw mode and always restores them: on return, on error and
+/// on panic (ratatui's panic hook plus a drop guard).
+///
+/// Errors: terminal setup, drawing, or reading terminal events failed.
+pub fn run(
+    snapshots: watch::Receiver<Arc<Snapshot>>,
+    control: Control,
+    clock: Arc<dyn Clock>,
+    opts: ConsoleOptions,
+    shutdown: CancellationToken,
+) -> io::Result<()> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let _restore = RestoreOnDrop;
+    // Installs a panic hook that restores the terminal, enables raw mode, enters the alternate screen.
+    let mut terminal = ratatui::try_init()?;
+    runtime.block_on(event_loop(
+        &mut terminal,
+        snapshots,
+        &control,
+        clock.as_ref(),
+        &opts,
+        &shutdown,
+    ))
+}
+
+async fn event_loop(
+    terminal: &mut ratatui::DefaultTerminal,
+    mut snapshots: watch::Receiver<Arc<Snapshot>>,
+    control: &Control,
+    clock: &dyn Clock,
+    opts: &ConsoleOptions,
+    shutdown: &CancellationToken,
+) -> io::Result<()> {
+    let first = Arc::clone(&snapshots.borrow_and_update());
+    let mut app = App::new(first);
+    let mut events = EventStream::new();
+    let mut tick = tokio::time::interval(opts.tick.max(MIN_TICK));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let mut snapshots_open = true;
+    let mut dirty = true;
+    let mut last_draw: Option<crate::clock::Instant> = None;
+    let mut drawn_second = 0;
+
+    loop {
+        if dirty {
+            let now = clock.now();
+            if last_draw.is_none_or(|t| now.saturating_duration_since(t) >= MIN_FRAME_INTERVAL) {
+                let now_ms = unix_ms(clock.wall());
+                terminal.draw(|f| render(f, &app, &opts.theme, now_ms))?;
+                drawn_second = now_ms / 1000;
+                last_draw = Some(now);
+                dirty = false;
+            }
+        }
+        let next_frame = last_draw.map_or_else(|| clock.now(), |t| t + MIN_FRAME_INTERVAL);
+        tokio::select! {
+            () = shutdown.cancelled() => return Ok(()),
+            event = events.next() => match event {
+                Some(Ok(Event::Key(key))) => {
+                    if app.on_key(key) == Some(Action::Quit) {
+                        control.request_shutdown();
+                        return Ok(());
+                    }
+                    app.on_tick(unix_ms(clock.wall()));
+                    dirty = true;
+                }
+                Some(Ok(Event::Resize(..))) => dirty = true,
+                Some(Ok(_)) => {}
+                Some(Err(e)) => return Err(e),
+                None => return Ok(()),
+            },
+            changed = snapshots.changed(), if snapshots_open => match changed {
+                Ok(()) => {
+                    let snapshot = Arc::clone(&snapshots.borrow_and_update());
+                    app.set_snapshot(snapshot);
+                    dirty = true;
+                }
+                Err(_) => snapshots_open = false,
+            },
+            _ = tick.tick() => {
+                let now_ms = unix_ms(clock.wall());
+                dirty |= app.on_tick(now_ms) || now_ms / 1000 != drawn_second;
+            }
+            () = tokio::time::sleep_until(next_frame), if dirty => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,6 +1,12 @@
 //! The inference proxy: hyper server, routes, request lifecycle, upstream client, SSE relay
-//! and client-dialect errors.
+//! and client-dialect errors (DESIGN §2 "proxy/").
 
+pub mod body;
+pub mod dialect;
+pub mod forward;
+pub mod headers;
+pub mod relay;
+pub mod routes;
 pub mod server;
 pub mod upstream;
 
@@ -16,7 +22,7 @@ pub struct ProxyState {
     pub core: Core,
     /// Upstream clients per provider.
     pub upstreams: upstream::Upstreams,
-    /// Cancelled when in-flight streams must end now.
+    /// Cancelled when in-flight streams must end now (drain deadline passed).
     pub hard_stop: CancellationToken,
 }
 
@@ -27,5 +33,5 @@ impl ProxyState {
     }
 }
 
-#[doc(hidden)]
+/// Shared handler state.
 pub type Shared = Arc<ProxyState>;

@@ -3,9 +3,121 @@ use super::*;
 #[test]
 fn parses_targets() {
     let t = parse_target("openrouter/z-ai/glm-5").unwrap();
-    assert_eq!((t.provider.as_str(), t.connection, t.model.as_str()), ("openrouter", None, "z-ai/glm-5"));
+    assert_eq!(
+        (t.provider.as_str(), t.connection, t.model.as_str()),
+        ("openrouter", None, "z-ai/glm-5")
+    );
     let t = parse_target("anthropic:mine/claude-haiku-4-5").unwrap();
     assert_eq!(t.connection.as_deref(), Some("mine"));
     assert!(parse_target("nomodel").is_none());
     assert!(parse_target("p/").is_none());
+}
+
+#[test]
+fn log_filters() {
+    for ok in [
+        "info",
+        "WARN",
+        "off",
+        "info,sluice=debug",
+        "sluice::proxy=trace",
+        "hyper=warn,info",
+    ] {
+        assert!(valid_log_filter(ok), "{ok}");
+    }
+    for bad in ["verbose", "", "info,loud", "sluice=loud", "=info"] {
+        assert!(!valid_log_filter(bad), "{bad}");
+    }
+}
+
+#[test]
+fn base_urls() {
+    assert_eq!(
+        parse_base_url("https://openrouter.ai/api/")
+            .unwrap()
+            .to_string(),
+        "https://openrouter.ai/api"
+    );
+    assert!(parse_base_url("http://127.0.0.1:11434").is_some());
+    for bad in [
+        "htp://x",
+        "api.anthropic.com",
+        "https://",
+        "https://x/?a=b",
+        "",
+    ] {
+        assert!(parse_base_url(bad).is_none(), "{bad}");
+    }
+}
+
+#[test]
+fn snippet_redaction_masks_only_secret_looking_words() {
+    let line = "10 |   api_key = \"sk-ant-api03-abcdefGHIJ0123456789\"";
+    let out = redact_snippet_line(line);
+    assert!(!out.contains("abcdef"), "{out}");
+    assert_eq!(
+        out.chars().count(),
+        line.chars().count(),
+        "keeps the caret aligned"
+    );
+    let plain = "5 | base_uri = \"https://api.anthropic.com\"";
+    assert_eq!(redact_snippet_line(plain), plain);
+    let prose = "unknown field `api_key0123456789abcdefgh`";
+    assert_eq!(
+        redact_snippet_line(prose),
+        prose,
+        "only snippet lines are touched"
+    );
+}
+
+#[test]
+fn queue_env_vars_supply_defaults_and_file_wins() {
+    let base = "[[providers]]\nid = \"a\"\ndialect = \"anthropic\"\nbase_url = \"https://x\"\n[[providers.connections]]\nid = \"c\"\nauth = \"passthrough\"\n";
+    let vars = [
+        ("SLUICE_QUEUE_MAX_WAIT", "5s"),
+        ("SLUICE_QUEUE_MAX_DEPTH", "7"),
+        ("SLUICE_RATE_LIMIT_AUTO_ENABLE", "false"),
+        ("SLUICE_STREAM_THROUGHPUT_WATCHDOG", "1"),
+    ];
+    let env = LoadEnv::fixed(&vars, "/d");
+    let cfg = from_str(base, Path::new("q.toml"), &env).unwrap();
+    let q = &cfg.resilience.queue;
+    assert_eq!((q.max_wait, q.max_queue_depth), (Duration::from_secs(5), 7));
+    assert_eq!(q.execution_max_wait, Duration::from_secs(600));
+    assert!(!q.auto_enable_api_key_connections);
+    assert!(cfg.resilience.stream.throughput_watchdog.enabled);
+    let text = format!(
+        "{base}[resilience.queue]\nmax_wait = \"9s\"\nauto_enable_api_key_connections = true\n"
+    );
+    let cfg = from_str(&text, Path::new("q.toml"), &env).unwrap();
+    assert_eq!(
+        cfg.resilience.queue.max_wait,
+        Duration::from_secs(9),
+        "the file beats the env default"
+    );
+    assert!(
+        !cfg.resilience.queue.auto_enable_api_key_connections,
+        "the env var overrides the file"
+    );
+    let bad = [("SLUICE_QUEUE_MAX_DEPTH", "lots")];
+    let err = from_str(base, Path::new("q.toml"), &LoadEnv::fixed(&bad, "/d"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("q.toml: env SLUICE_QUEUE_MAX_DEPTH: 'lots' is not a whole number"),
+        "{err}"
+    );
+}
+
+#[test]
+fn empty_client_keys_off_loopback_is_an_error() {
+    let text = "[server]\nlisten = \"0.0.0.0:8787\"\nclient_keys_env = \"K\"\n[[providers]]\nid = \"a\"\ndialect = \"anthropic\"\nbase_url = \"https://x\"\n[[providers.connections]]\nid = \"c\"\nauth = \"passthrough\"\n";
+    let vars = [("K", " , ,")];
+    let err = from_str(text, Path::new("k.toml"), &LoadEnv::fixed(&vars, "/d"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("server.client_keys_env: environment variable 'K' holds no keys"),
+        "{err}"
+    );
 }

@@ -1,0 +1,49 @@
+//! Command-line arguments (clap): `sluice` runs the proxy with the console, `--no-console`
+//! runs it headless, `check` validates the config and prints the routing table.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+/// sluice: a local LLM proxy that keeps coding agents working when providers fail.
+#[derive(Debug, Parser)]
+#[command(name = "sluice", version, about, long_about = None)]
+pub struct Cli {
+    /// Config file (default: $SLUICE_CONFIG, ./config.toml, then ~/.config/sluice/config.toml).
+    #[arg(long, short = 'c', global = true, value_name = "PATH")]
+    pub config: Option<PathBuf>,
+    /// Run the proxy without the console; logs also go to stderr.
+    #[arg(long)]
+    pub no_console: bool,
+    /// Move the state database aside (never deleted) and start with a fresh one.
+    #[arg(long)]
+    pub reset_state: bool,
+    /// Console theme, overriding [console] theme.
+    #[arg(long, value_name = "NAME")]
+    pub theme: Option<String>,
+    /// What to do (default: run).
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Validate the config and print the resolved routing table.
+    Check,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_flags_and_subcommands() {
+        let c = Cli::try_parse_from(["sluice", "--no-console", "--config", "x.toml"]).unwrap();
+        assert!(c.no_console && c.command.is_none());
+        assert_eq!(c.config.unwrap(), PathBuf::from("x.toml"));
+        let c = Cli::try_parse_from(["sluice", "check", "-c", "y.toml"]).unwrap();
+        assert!(matches!(c.command, Some(Command::Check)));
+        assert!(Cli::try_parse_from(["sluice", "--bogus"]).is_err());
+    }
+}

@@ -1,0 +1,245 @@
+//! Typed resilience settings (`[resilience.*]`, resilience-spec §1–§6) and the §7 rule types.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use super::Profile;
+
+/// Resilience settings (spec §1–§6), with the spec's defaults.
+#[derive(Debug, Clone, Serialize)]
+pub struct Resilience {
+    /// §1 per profile.
+    pub breaker: BTreeMap<Profile, BreakerSettings>,
+    /// §2 per profile.
+    pub cooldown: BTreeMap<Profile, CooldownProfile>,
+    /// §2 shared knobs.
+    pub connection_cooldown: ConnectionCooldownSettings,
+    /// §1b (off by default).
+    pub provider_cooldown: ProviderCooldownSettings,
+    /// §3.
+    pub model_lockout: ModelLockoutSettings,
+    /// §4 cooldown-aware wait.
+    pub combo_cooldown_wait: ComboCooldownWait,
+    /// §5.
+    pub queue: QueueSettings,
+    /// §6.
+    pub stream: StreamSettings,
+    /// §2a; zero disables.
+    #[serde(with = "humantime_serde")]
+    pub session_affinity_ttl: Duration,
+}
+
+/// §1 breaker thresholds for one profile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct BreakerSettings {
+    /// Failures that make it DEGRADED.
+    pub degrade_at: u32,
+    /// Failures that make it OPEN.
+    pub open_at: u32,
+    /// OPEN lasts this long before a probe.
+    #[serde(with = "humantime_serde")]
+    pub reset_timeout: Duration,
+    /// DEGRADED resets after this long without a failure. Default 60s.
+    #[serde(with = "humantime_serde")]
+    pub degraded_quiet_window: Duration,
+    /// A probe that does not settle within this counts as failed. Default 60s.
+    #[serde(with = "humantime_serde")]
+    pub probe_timeout: Duration,
+    /// Cap on reset-timeout escalation. Default 16.
+    pub max_backoff_multiplier: u32,
+}
+
+/// §2 backoff ladder for one profile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct CooldownProfile {
+    /// First cooldown.
+    #[serde(with = "humantime_serde")]
+    pub base: Duration,
+    /// Cap on the backoff level.
+    pub max_backoff_level: u32,
+}
+
+/// §2 knobs shared by every profile.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ConnectionCooldownSettings {
+    /// Cap on a `cooling` deadline. Default 30m.
+    #[serde(with = "humantime_serde")]
+    pub max_cooldown: Duration,
+    /// A hint longer than this means `quota_wait`. Default 10m.
+    #[serde(with = "humantime_serde")]
+    pub quota_wait_threshold: Duration,
+    /// Cap on `quota_wait`. Default 7d.
+    #[serde(with = "humantime_serde")]
+    pub max_quota_wait: Duration,
+    /// Consecutive 401s before `expired`. Default 3.
+    pub expired_retry_max: u32,
+    /// Body markers meaning the account is banned.
+    pub ban_markers: Vec<String>,
+    /// Body markers of a "request not allowed" 403.
+    pub request_rejected_markers: Vec<String>,
+    /// Body markers of quota exhaustion.
+    pub quota_markers: Vec<String>,
+    /// Cool a connection after a stream stall. Default false.
+    pub stream_stall_cooldown: bool,
+}
+
+/// §3 model lockout settings.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ModelLockoutSettings {
+    /// Master switch. Default false.
+    pub enabled: bool,
+    /// Statuses that count as model-scoped failures.
+    pub error_codes: Vec<u16>,
+    /// First lock duration. Default 120s.
+    #[serde(with = "humantime_serde")]
+    pub base_cooldown: Duration,
+    /// Cap. Default 30m.
+    #[serde(with = "humantime_serde")]
+    pub max_cooldown: Duration,
+    /// Cap on doublings. Default 10.
+    pub max_backoff_steps: u32,
+    /// Double per repeated failure. Default true.
+    pub exponential: bool,
+}
+
+/// §5 admission queue settings.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct QueueSettings {
+    /// Queue-wait budget. Default 30s.
+    #[serde(with = "humantime_serde")]
+    pub max_wait: Duration,
+    /// Execution budget. Default 10m.
+    #[serde(with = "humantime_serde")]
+    pub execution_max_wait: Duration,
+    /// 0 = unlimited.
+    pub max_queue_depth: u32,
+    /// Queue every api_key connection. Default true.
+    pub auto_enable_api_key_connections: bool,
+}
+
+/// §6 stream guard settings.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StreamSettings {
+    /// Zombie-200 timeout. Default 30s.
+    #[serde(with = "humantime_serde")]
+    pub readiness_timeout: Duration,
+    /// Keepalive interval while upstream is silent. Default 15s.
+    #[serde(with = "humantime_serde")]
+    pub heartbeat_interval: Duration,
+    /// No-content abandon timeout. Default 180s.
+    #[serde(with = "humantime_serde")]
+    pub content_stall_timeout: Duration,
+    /// Opt-in slow-stream watchdog.
+    pub throughput_watchdog: ThroughputWatchdog,
+}
+
+/// §6 throughput watchdog (`[resilience.stream.throughput_watchdog]`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ThroughputWatchdog {
+    /// Master switch. Default false; `SLUICE_STREAM_THROUGHPUT_WATCHDOG` overrides the file.
+    pub enabled: bool,
+    /// No verdict before this much streaming. Default 30s (sluice; the spec gives none).
+    #[serde(with = "humantime_serde")]
+    pub warmup: Duration,
+    /// Rolling window the rate is measured over. Default 30s (sluice; the spec gives none).
+    #[serde(with = "humantime_serde")]
+    pub window: Duration,
+    /// Abort below this many text bytes per second. Default 10 (sluice; the spec gives none).
+    pub min_bytes_per_sec: u32,
+}
+
+/// §1b optional windowed provider cooldown (`[resilience.provider_cooldown]`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ProviderCooldownSettings {
+    /// Master switch. Default false.
+    pub enabled: bool,
+    /// Thresholds per profile.
+    pub profiles: BTreeMap<Profile, ProviderCooldownProfile>,
+}
+
+/// §1b thresholds for one profile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct ProviderCooldownProfile {
+    /// Counted failures within `failure_window` that cool the provider.
+    pub failure_threshold: u32,
+    /// Window the failures are counted in.
+    #[serde(with = "humantime_serde")]
+    pub failure_window: Duration,
+    /// How long the provider is skipped.
+    #[serde(with = "humantime_serde")]
+    pub cooldown: Duration,
+}
+
+/// §4 cooldown-aware wait (`[resilience.combo_cooldown_wait]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct ComboCooldownWait {
+    /// Master switch. Default true.
+    pub enabled: bool,
+    /// Longest single wait for the earliest transient expiry. Default 60s.
+    #[serde(with = "humantime_serde")]
+    pub max_wait: Duration,
+    /// Waits per request. Default 3.
+    pub max_attempts: u32,
+    /// Total waiting per request. Default 120s.
+    #[serde(with = "humantime_serde")]
+    pub budget: Duration,
+}
+
+/// A §7 restatement rule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Restatement {
+    /// Rule id.
+    pub id: String,
+    /// Only for this provider, if set.
+    pub provider: Option<String>,
+    /// Statuses it applies to.
+    pub from_statuses: Vec<u16>,
+    /// Status it restates to.
+    pub to_status: u16,
+    /// Any of these in the body triggers it.
+    pub text_markers: Vec<String>,
+    /// Any of these in the body vetoes it.
+    pub exclude_markers: Vec<String>,
+    /// What the client is told to wait. Default 60s.
+    pub default_retry_after: Duration,
+}
+
+/// A §7 provider error rule (kept as parsed; applied by the resilience core).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ErrorRule {
+    /// Rule id.
+    pub id: String,
+    /// Only for this provider, if set.
+    pub provider: Option<String>,
+    /// Statuses it matches (empty = any).
+    pub statuses: Vec<u16>,
+    /// Body error types/codes it matches.
+    pub error_types: Vec<String>,
+    /// Header name → substring.
+    pub header_markers: BTreeMap<String, String>,
+    /// Body substrings.
+    pub text_markers: Vec<String>,
+    /// Body substrings that veto.
+    pub exclude_markers: Vec<String>,
+    /// Resulting reason.
+    pub reason: String,
+    /// `model` | `connection` | `provider`.
+    pub scope: String,
+    /// Optional override of the base cooldown.
+    pub base_cooldown: Option<Duration>,
+}
+
+/// The built-in §7 restatement rules, tried after the rules from the config file.
+pub fn builtin_restatements() -> Vec<Restatement> {
+    vec![Restatement {
+        id: "cn-quota".into(),
+        provider: None,
+        from_statuses: vec![400, 403],
+        to_status: 429,
+        text_markers: vec!["用户额度不足".into(), "额度不足".into()],
+        exclude_markers: vec!["无权访问模型".into()],
+        default_retry_after: Duration::from_secs(60),
+    }]
+}

@@ -1,0 +1,378 @@
+//! Providers, connections, combos and routing (DESIGN §4).
+
+use std::collections::{BTreeMap, HashSet};
+
+use super::super::raw;
+use super::*;
+
+impl Validator<'_, '_> {
+    pub(super) fn providers(&mut self, raws: Vec<raw::RawProvider>) -> Vec<Provider> {
+        let mut out = Vec::new();
+        let mut provider_ids = HashSet::new();
+        let mut connection_ids = HashSet::new();
+        for (i, rp) in raws.into_iter().enumerate() {
+            let Some(id) = rp.id.clone().filter(|s| !s.trim().is_empty()) else {
+                self.bad(
+                    format!("providers[{i}].id"),
+                    "is missing",
+                    "give every provider a unique id, e.g. id = \"anthropic\"",
+                );
+                continue;
+            };
+            let k = format!("providers.{id}");
+            if !valid_id(&id) {
+                self.bad(
+                    format!("{k}.id"),
+                    format!(
+                        "'{id}' contains characters other than letters, digits, '-', '_' and '.'"
+                    ),
+                    "use a simple id like \"openrouter\"",
+                );
+            }
+            if !provider_ids.insert(id.clone()) {
+                self.bad(
+                    format!("{k}.id"),
+                    format!("'{id}' is used by two providers"),
+                    "provider ids must be unique",
+                );
+            }
+            let dialect = match rp.dialect.as_deref() {
+                Some("anthropic") => Dialect::Anthropic,
+                Some("openai") => Dialect::OpenAi,
+                Some(other) => {
+                    self.bad(
+                        format!("{k}.dialect"),
+                        format!("'{other}' is not a dialect"),
+                        "use \"anthropic\" or \"openai\"",
+                    );
+                    Dialect::Anthropic
+                }
+                None => {
+                    self.bad(
+                        format!("{k}.dialect"),
+                        "is missing",
+                        "set dialect = \"anthropic\" or \"openai\"",
+                    );
+                    Dialect::Anthropic
+                }
+            };
+            let base_url = match rp.base_url.as_deref() {
+                None => {
+                    self.bad(
+                        format!("{k}.base_url"),
+                        "is missing",
+                        "set base_url, e.g. \"https://api.anthropic.com\"",
+                    );
+                    http::Uri::from_static("http://127.0.0.1")
+                }
+                Some(s) => match parse_base_url(s) {
+                    Some(u) => u,
+                    None => {
+                        self.bad(format!("{k}.base_url"), format!("'{s}' is not a URL"), "use http:// or https:// followed by a host, e.g. \"https://api.anthropic.com\"");
+                        http::Uri::from_static("http://127.0.0.1")
+                    }
+                },
+            };
+            let profile = match rp.profile.as_deref() {
+                None => default_profile(dialect, &base_url),
+                Some("oauth") => Profile::Oauth,
+                Some("api_key") => Profile::ApiKey,
+                Some("local") => Profile::Local,
+                Some(other) => {
+                    self.bad(
+                        format!("{k}.profile"),
+                        format!("'{other}' is not a profile"),
+                        "use \"oauth\", \"api_key\" or \"local\"",
+                    );
+                    Profile::ApiKey
+                }
+            };
+            let connection_strategy = self.strategy(
+                &format!("{k}.connection_strategy"),
+                rp.connection_strategy.as_deref(),
+            );
+            let timeout = self.duration(
+                &format!("{k}.timeout"),
+                rp.timeout.as_ref(),
+                DEFAULT_TIMEOUT,
+            );
+            let connect_timeout = self.duration(
+                &format!("{k}.connect_timeout"),
+                rp.connect_timeout.as_ref(),
+                DEFAULT_CONNECT_TIMEOUT,
+            );
+            self.nonzero(&format!("{k}.timeout"), timeout, "\"10m\"");
+            self.nonzero(&format!("{k}.connect_timeout"), connect_timeout, "\"10s\"");
+            if rp.connections.is_empty() {
+                self.bad(
+                    format!("{k}.connections"),
+                    "is empty",
+                    "add a [[providers.connections]] table with id and auth",
+                );
+            }
+            let mut connections = Vec::new();
+            for (j, rc) in rp.connections.into_iter().enumerate() {
+                let Some(cid) = rc.id.clone().filter(|s| !s.trim().is_empty()) else {
+                    self.bad(
+                        format!("{k}.connections[{j}].id"),
+                        "is missing",
+                        "give every connection a unique id, e.g. id = \"key-a\"",
+                    );
+                    continue;
+                };
+                let ck = format!("{k}.connections.{cid}");
+                if !valid_id(&cid) {
+                    self.bad(format!("{ck}.id"), format!("'{cid}' contains characters other than letters, digits, '-', '_' and '.'"), "use a simple id like \"key-a\"");
+                }
+                if !connection_ids.insert(cid.clone()) {
+                    self.bad(
+                        format!("{ck}.id"),
+                        format!("'{cid}' is used by two connections"),
+                        "connection ids must be unique across the whole file",
+                    );
+                }
+                let auth = match &rc.auth {
+                    Some(toml::Value::String(s)) if s == "passthrough" => Auth::Passthrough,
+                    Some(toml::Value::Table(t))
+                        if t.len() == 1 && t.get("env").is_some_and(toml::Value::is_str) =>
+                    {
+                        let var = t
+                            .get("env")
+                            .and_then(toml::Value::as_str)
+                            .unwrap_or_default()
+                            .to_string();
+                        match self.env_secret(&format!("{ck}.auth.env"), &var) {
+                            Some(secret) => Auth::Key { env: var, secret },
+                            None => Auth::Passthrough,
+                        }
+                    }
+                    // Never echo the value: a string here is often a pasted API key.
+                    Some(toml::Value::Table(t)) => {
+                        let keys: Vec<&str> = t.keys().map(String::as_str).collect();
+                        self.bad(
+                            format!("{ck}.auth"),
+                            format!(
+                                "a table with keys '{}' is not an auth mode (values not shown)",
+                                keys.join(", ")
+                            ),
+                            "use auth = \"passthrough\" or auth = { env = \"VAR_NAME\" } (only the key env, a string)",
+                        );
+                        Auth::Passthrough
+                    }
+                    Some(other) => {
+                        self.bad(
+                            format!("{ck}.auth"),
+                            format!(
+                                "a {} is not an auth mode (value not shown in case it is a secret)",
+                                other.type_str()
+                            ),
+                            "use auth = \"passthrough\", or put the key in an environment variable and write auth = { env = \"VAR_NAME\" }",
+                        );
+                        Auth::Passthrough
+                    }
+                    None => {
+                        self.bad(
+                            format!("{ck}.auth"),
+                            "is missing",
+                            "use auth = \"passthrough\" or auth = { env = \"VAR_NAME\" }",
+                        );
+                        Auth::Passthrough
+                    }
+                };
+                let max_concurrent = rc
+                    .max_concurrent
+                    .map(|n| self.count(&format!("{ck}.max_concurrent"), Some(n), 1, 1, 100_000));
+                let mut model_concurrency = BTreeMap::new();
+                for (m, n) in &rc.model_concurrency {
+                    let n = self.count(
+                        &format!("{ck}.model_concurrency.\"{m}\""),
+                        Some(*n),
+                        1,
+                        1,
+                        100_000,
+                    );
+                    model_concurrency.insert(m.clone(), n);
+                }
+                connections.push(Connection {
+                    id: cid,
+                    auth,
+                    max_concurrent,
+                    model_concurrency,
+                    disable_cooling: rc.disable_cooling.unwrap_or(false),
+                    rate_limit_protection: rc.rate_limit_protection,
+                    concurrency_fail_open: rc.concurrency_fail_open.unwrap_or(true),
+                    egress: rc.egress.clone().unwrap_or_else(|| "direct".into()),
+                    low_priority_mode: rc.low_priority_mode.unwrap_or(false),
+                });
+            }
+            out.push(Provider {
+                id,
+                dialect,
+                base_url,
+                profile,
+                connection_strategy,
+                per_model_quota: rp.per_model_quota.unwrap_or(false),
+                timeout,
+                connect_timeout,
+                quota_groups: rp.quota_groups,
+                egress_bucketed: rp.egress_bucketed.unwrap_or(false),
+                connections,
+            });
+        }
+        out
+    }
+
+    pub(super) fn strategy(&mut self, key: &str, s: Option<&str>) -> Strategy {
+        match s {
+            None => Strategy::Priority,
+            Some(s) => Strategy::parse(s).unwrap_or_else(|| {
+                self.bad(
+                    key,
+                    format!("'{s}' is not a strategy"),
+                    "use priority, round_robin, weighted, least_used, random, p2c or fill_first",
+                );
+                Strategy::Priority
+            }),
+        }
+    }
+
+    pub(super) fn combos(
+        &mut self,
+        raws: Vec<raw::RawCombo>,
+        providers: &[Provider],
+    ) -> Vec<Combo> {
+        let mut out = Vec::new();
+        let mut names = HashSet::new();
+        for (i, rc) in raws.into_iter().enumerate() {
+            let Some(name) = rc.name.clone().filter(|s| !s.trim().is_empty()) else {
+                self.bad(
+                    format!("combos[{i}].name"),
+                    "is missing",
+                    "give the combo the model name clients will send, e.g. name = \"fast\"",
+                );
+                continue;
+            };
+            let k = format!("combos.{name}");
+            if !names.insert(name.clone()) {
+                self.bad(
+                    format!("{k}.name"),
+                    format!("'{name}' is used by two combos"),
+                    "combo names must be unique",
+                );
+            }
+            let strategy = self.strategy(&format!("{k}.strategy"), rc.strategy.as_deref());
+            if rc.targets.is_empty() {
+                self.bad(
+                    format!("{k}.targets"),
+                    "is empty",
+                    "list targets as \"provider/model\", e.g. [\"anthropic/claude-haiku-4-5\"]",
+                );
+            }
+            let mut targets = Vec::new();
+            for (j, t) in rc.targets.iter().enumerate() {
+                let tk = format!("{k}.targets[{j}]");
+                let Some(s) = t.as_str() else {
+                    self.bad(
+                        tk,
+                        format!("'{t}' is not a string"),
+                        "write a target as \"provider/model\" or \"provider:connection/model\"",
+                    );
+                    continue;
+                };
+                match parse_target(s) {
+                    None => self.bad(
+                        tk,
+                        format!("'{s}' is not a target"),
+                        "write \"provider/model\" or \"provider:connection/model\"",
+                    ),
+                    Some(spec) => match providers.iter().find(|p| p.id == spec.provider) {
+                        None => self.bad(
+                            tk,
+                            format!("'{s}' names unknown provider '{}'", spec.provider),
+                            format!(
+                                "define a [[providers]] with id = \"{}\" or fix the name",
+                                spec.provider
+                            ),
+                        ),
+                        Some(p) => {
+                            if let Some(c) = &spec.connection
+                                && !p.connections.iter().any(|x| &x.id == c)
+                            {
+                                self.bad(
+                                    tk,
+                                    format!(
+                                        "'{s}' names unknown connection '{c}' of provider '{}'",
+                                        p.id
+                                    ),
+                                    "use one of that provider's connection ids",
+                                );
+                                continue;
+                            }
+                            targets.push(spec);
+                        }
+                    },
+                }
+            }
+            out.push(Combo {
+                name,
+                strategy,
+                targets,
+            });
+        }
+        out
+    }
+
+    pub(super) fn routing(&mut self, raw: &raw::RawRouting, providers: &[Provider]) -> Vec<String> {
+        let ids: Vec<String> = match &raw.default_provider {
+            // Unset: every provider in file order, so each route's dialect finds the first
+            // provider that speaks it (DESIGN §4 "first listed provider whose dialect matches").
+            None => {
+                let mut ids: Vec<String> = Vec::new();
+                for p in providers {
+                    if !ids.contains(&p.id) {
+                        ids.push(p.id.clone());
+                    }
+                }
+                ids
+            }
+            Some(toml::Value::String(s)) => vec![s.clone()],
+            Some(toml::Value::Array(a)) if a.iter().all(toml::Value::is_str) => a
+                .iter()
+                .filter_map(|v| v.as_str().map(String::from))
+                .collect(),
+            Some(other) => {
+                self.bad(
+                    "routing.default_provider",
+                    format!("'{other}' is not a provider id or list of ids"),
+                    "write \"anthropic\" or [\"anthropic\", \"openrouter\"]",
+                );
+                return Vec::new();
+            }
+        };
+        if raw.default_provider.is_some() && ids.is_empty() {
+            self.bad(
+                "routing.default_provider",
+                "is an empty list",
+                "name at least one provider id, e.g. [\"anthropic\"], or remove the key",
+            );
+        }
+        let mut seen = HashSet::new();
+        for id in &ids {
+            if !seen.insert(id) {
+                self.bad(
+                    "routing.default_provider",
+                    format!("'{id}' is listed twice"),
+                    "list each provider once",
+                );
+            }
+            if !providers.iter().any(|p| &p.id == id) {
+                self.bad(
+                    "routing.default_provider",
+                    format!("'{id}' is not a configured provider"),
+                    "name the id of a [[providers]] table",
+                );
+            }
+        }
+        ids
+    }
+}

@@ -1,0 +1,596 @@
+//! `[resilience.*]` tables (resilience-spec §1–§6), with the spec defaults.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use super::super::raw;
+use super::*;
+
+/// §2: cap on a `cooling` deadline.
+pub const DEFAULT_MAX_COOLDOWN: Duration = Duration::from_secs(30 * 60);
+/// §2: a retry hint longer than this means `quota_wait`.
+pub const DEFAULT_QUOTA_WAIT_THRESHOLD: Duration = Duration::from_secs(10 * 60);
+/// §2: cap on `quota_wait`.
+pub const DEFAULT_MAX_QUOTA_WAIT: Duration = Duration::from_secs(7 * 24 * 3600);
+/// §2: consecutive 401s before `expired`.
+pub const DEFAULT_EXPIRED_RETRY_MAX: u32 = 3;
+/// §2: ban markers.
+pub const DEFAULT_BAN_MARKERS: [&str; 3] = [
+    "account has been disabled",
+    "account has been suspended",
+    "organization has been disabled",
+];
+/// §2: "request not allowed" markers.
+pub const DEFAULT_REQUEST_REJECTED_MARKERS: [&str; 1] = ["request not allowed"];
+/// §2: quota markers.
+pub const DEFAULT_QUOTA_MARKERS: [&str; 6] = [
+    "quota",
+    "insufficient_quota",
+    "usage limit",
+    "limit reached",
+    "resource has been exhausted",
+    "额度",
+];
+/// §3: statuses that count as model-scoped failures.
+pub const DEFAULT_LOCKOUT_ERROR_CODES: [u16; 6] = [403, 404, 429, 502, 503, 504];
+/// §3: first lock duration.
+pub const DEFAULT_LOCKOUT_BASE_COOLDOWN: Duration = Duration::from_secs(120);
+/// §3: lock cap.
+pub const DEFAULT_LOCKOUT_MAX_COOLDOWN: Duration = Duration::from_secs(30 * 60);
+/// §3: cap on doublings.
+pub const DEFAULT_LOCKOUT_MAX_BACKOFF_STEPS: u32 = 10;
+/// §5: queue-wait budget.
+pub const DEFAULT_QUEUE_MAX_WAIT: Duration = Duration::from_secs(30);
+/// §5: execution budget.
+pub const DEFAULT_QUEUE_EXECUTION_MAX_WAIT: Duration = Duration::from_secs(10 * 60);
+/// §5: queue depth cap (0 = unlimited).
+pub const DEFAULT_QUEUE_MAX_DEPTH: u32 = 0;
+/// §6: zombie-200 timeout.
+pub const DEFAULT_READINESS_TIMEOUT: Duration = Duration::from_secs(30);
+/// §6: heartbeat interval.
+pub const DEFAULT_HEARTBEAT_INTERVAL: Duration = Duration::from_secs(15);
+/// §6: content stall timeout.
+pub const DEFAULT_CONTENT_STALL_TIMEOUT: Duration = Duration::from_secs(180);
+/// §6 throughput watchdog warm-up (sluice's choice; the spec gives none).
+pub const DEFAULT_WATCHDOG_WARMUP: Duration = Duration::from_secs(30);
+/// §6 throughput watchdog window (sluice's choice; the spec gives none).
+pub const DEFAULT_WATCHDOG_WINDOW: Duration = Duration::from_secs(30);
+/// §6 throughput watchdog floor (sluice's choice; the spec gives none).
+pub const DEFAULT_WATCHDOG_MIN_BYTES_PER_SEC: u32 = 10;
+/// §4 cooldown-aware wait: longest single wait.
+pub const DEFAULT_COMBO_WAIT_MAX_WAIT: Duration = Duration::from_secs(60);
+/// §4 cooldown-aware wait: waits per request.
+pub const DEFAULT_COMBO_WAIT_MAX_ATTEMPTS: u32 = 3;
+/// §4 cooldown-aware wait: total budget.
+pub const DEFAULT_COMBO_WAIT_BUDGET: Duration = Duration::from_secs(120);
+/// §2a session affinity TTL (1h; `"0s"` disables).
+pub const DEFAULT_SESSION_AFFINITY_TTL: Duration = Duration::from_secs(3600);
+
+/// §5 env var that supplies the default `max_wait`.
+pub const ENV_QUEUE_MAX_WAIT: &str = "SLUICE_QUEUE_MAX_WAIT";
+/// §5 env var that supplies the default `execution_max_wait`.
+pub const ENV_QUEUE_EXECUTION_MAX_WAIT: &str = "SLUICE_QUEUE_EXECUTION_MAX_WAIT";
+/// §5 env var that supplies the default `max_queue_depth`.
+pub const ENV_QUEUE_MAX_DEPTH: &str = "SLUICE_QUEUE_MAX_DEPTH";
+/// §5 env var that overrides `auto_enable_api_key_connections`.
+pub const ENV_RATE_LIMIT_AUTO_ENABLE: &str = "SLUICE_RATE_LIMIT_AUTO_ENABLE";
+/// §6 env var that overrides `throughput_watchdog.enabled`.
+pub const ENV_STREAM_THROUGHPUT_WATCHDOG: &str = "SLUICE_STREAM_THROUGHPUT_WATCHDOG";
+
+/// Breaker defaults per profile (spec §1 profile table; quiet window, probe timeout and
+/// multiplier cap from the §1 prose).
+pub fn default_breaker(p: Profile) -> BreakerSettings {
+    let (degrade_at, open_at, reset) = match p {
+        Profile::Oauth => (5, 8, 60),
+        Profile::ApiKey => (7, 12, 30),
+        Profile::Local => (1, 2, 15),
+    };
+    BreakerSettings {
+        degrade_at,
+        open_at,
+        reset_timeout: Duration::from_secs(reset),
+        degraded_quiet_window: Duration::from_secs(60),
+        probe_timeout: Duration::from_secs(60),
+        max_backoff_multiplier: 16,
+    }
+}
+
+/// Cooldown ladder defaults per profile (spec §2 "Backoff").
+pub fn default_cooldown(p: Profile) -> CooldownProfile {
+    let (base, max_backoff_level) = match p {
+        Profile::Oauth => (5, 8),
+        Profile::ApiKey => (3, 5),
+        Profile::Local => (1, 3),
+    };
+    CooldownProfile {
+        base: Duration::from_secs(base),
+        max_backoff_level,
+    }
+}
+
+/// Windowed provider cooldown defaults per profile (spec §1b table).
+pub fn default_provider_cooldown(p: Profile) -> ProviderCooldownProfile {
+    let (failure_threshold, window_min, cooldown_min) = match p {
+        Profile::Oauth => (10, 15, 5),
+        Profile::ApiKey => (15, 30, 10),
+        Profile::Local => (2, 5, 1),
+    };
+    ProviderCooldownProfile {
+        failure_threshold,
+        failure_window: Duration::from_secs(window_min * 60),
+        cooldown: Duration::from_secs(cooldown_min * 60),
+    }
+}
+
+fn fmt_d(d: Duration) -> String {
+    humantime::format_duration(d).to_string()
+}
+
+impl Validator<'_, '_> {
+    pub(super) fn resilience(&mut self, raw: &raw::RawResilience) -> Resilience {
+        let session_affinity_ttl = self.duration(
+            "resilience.session_affinity_ttl",
+            raw.session_affinity_ttl.as_ref(),
+            DEFAULT_SESSION_AFFINITY_TTL,
+        );
+        Resilience {
+            breaker: self.breakers(&raw.breaker),
+            cooldown: self.cooldown_profiles(&raw.connection_cooldown),
+            connection_cooldown: self.connection_cooldown(&raw.connection_cooldown),
+            provider_cooldown: self.provider_cooldown(&raw.provider_cooldown),
+            model_lockout: self.model_lockout(&raw.model_lockout),
+            combo_cooldown_wait: self.combo_cooldown_wait(&raw.combo_cooldown_wait),
+            queue: self.queue(&raw.queue),
+            stream: self.stream(&raw.stream),
+            session_affinity_ttl,
+        }
+    }
+
+    fn breakers(
+        &mut self,
+        raw: &BTreeMap<String, raw::RawBreaker>,
+    ) -> BTreeMap<Profile, BreakerSettings> {
+        for name in raw.keys() {
+            if parse_profile(name).is_none() {
+                self.bad(
+                    format!("resilience.breaker.{name}"),
+                    format!("'{name}' is not a profile"),
+                    "use [resilience.breaker.oauth], [resilience.breaker.api_key] or [resilience.breaker.local]",
+                );
+            }
+        }
+        let mut out = BTreeMap::new();
+        for p in Profile::ALL {
+            let d = default_breaker(p);
+            let k = format!("resilience.breaker.{}", p.as_str());
+            let Some(rb) = raw.get(p.as_str()) else {
+                out.insert(p, d);
+                continue;
+            };
+            let s = BreakerSettings {
+                degrade_at: self.count(
+                    &format!("{k}.degrade_at"),
+                    rb.degrade_at,
+                    d.degrade_at,
+                    1,
+                    10_000,
+                ),
+                open_at: self.count(&format!("{k}.open_at"), rb.open_at, d.open_at, 1, 10_000),
+                reset_timeout: self.duration(
+                    &format!("{k}.reset_timeout"),
+                    rb.reset_timeout.as_ref(),
+                    d.reset_timeout,
+                ),
+                degraded_quiet_window: self.duration(
+                    &format!("{k}.degraded_quiet_window"),
+                    rb.degraded_quiet_window.as_ref(),
+                    d.degraded_quiet_window,
+                ),
+                probe_timeout: self.duration(
+                    &format!("{k}.probe_timeout"),
+                    rb.probe_timeout.as_ref(),
+                    d.probe_timeout,
+                ),
+                max_backoff_multiplier: self.count(
+                    &format!("{k}.max_backoff_multiplier"),
+                    rb.max_backoff_multiplier,
+                    d.max_backoff_multiplier,
+                    1,
+                    1024,
+                ),
+            };
+            if s.open_at < s.degrade_at {
+                self.bad(
+                    format!("{k}.open_at"),
+                    format!("'{}' is below degrade_at '{}'", s.open_at, s.degrade_at),
+                    "open_at must be at least degrade_at",
+                );
+            }
+            self.nonzero(&format!("{k}.reset_timeout"), s.reset_timeout, "\"30s\"");
+            self.nonzero(&format!("{k}.probe_timeout"), s.probe_timeout, "\"60s\"");
+            out.insert(p, s);
+        }
+        out
+    }
+
+    fn cooldown_profiles(
+        &mut self,
+        rc: &raw::RawConnectionCooldown,
+    ) -> BTreeMap<Profile, CooldownProfile> {
+        let mut out = BTreeMap::new();
+        for p in Profile::ALL {
+            let d = default_cooldown(p);
+            let k = format!("resilience.connection_cooldown.{}", p.as_str());
+            let rp = match p {
+                Profile::Oauth => rc.oauth.as_ref(),
+                Profile::ApiKey => rc.api_key.as_ref(),
+                Profile::Local => rc.local.as_ref(),
+            };
+            let c = match rp {
+                None => d,
+                Some(rp) => CooldownProfile {
+                    base: self.duration(&format!("{k}.base"), rp.base.as_ref(), d.base),
+                    max_backoff_level: self.count(
+                        &format!("{k}.max_backoff_level"),
+                        rp.max_backoff_level,
+                        d.max_backoff_level,
+                        0,
+                        30,
+                    ),
+                },
+            };
+            out.insert(p, c);
+        }
+        out
+    }
+
+    fn connection_cooldown(
+        &mut self,
+        rc: &raw::RawConnectionCooldown,
+    ) -> ConnectionCooldownSettings {
+        let k = "resilience.connection_cooldown";
+        let s = ConnectionCooldownSettings {
+            max_cooldown: self.duration(
+                &format!("{k}.max_cooldown"),
+                rc.max_cooldown.as_ref(),
+                DEFAULT_MAX_COOLDOWN,
+            ),
+            quota_wait_threshold: self.duration(
+                &format!("{k}.quota_wait_threshold"),
+                rc.quota_wait_threshold.as_ref(),
+                DEFAULT_QUOTA_WAIT_THRESHOLD,
+            ),
+            max_quota_wait: self.duration(
+                &format!("{k}.max_quota_wait"),
+                rc.max_quota_wait.as_ref(),
+                DEFAULT_MAX_QUOTA_WAIT,
+            ),
+            expired_retry_max: self.count(
+                &format!("{k}.expired_retry_max"),
+                rc.expired_retry_max,
+                DEFAULT_EXPIRED_RETRY_MAX,
+                1,
+                100,
+            ),
+            ban_markers: rc
+                .ban_markers
+                .clone()
+                .unwrap_or_else(|| strings(&DEFAULT_BAN_MARKERS)),
+            request_rejected_markers: rc
+                .request_rejected_markers
+                .clone()
+                .unwrap_or_else(|| strings(&DEFAULT_REQUEST_REJECTED_MARKERS)),
+            quota_markers: rc
+                .quota_markers
+                .clone()
+                .unwrap_or_else(|| strings(&DEFAULT_QUOTA_MARKERS)),
+            stream_stall_cooldown: rc.stream_stall_cooldown.unwrap_or(false),
+        };
+        self.nonzero(&format!("{k}.max_cooldown"), s.max_cooldown, "\"30m\"");
+        for (name, list) in [
+            ("ban_markers", &s.ban_markers),
+            ("request_rejected_markers", &s.request_rejected_markers),
+            ("quota_markers", &s.quota_markers),
+        ] {
+            if list.iter().any(|m| m.trim().is_empty()) {
+                self.bad(
+                    format!("{k}.{name}"),
+                    "contains an empty marker, which would match every body",
+                    "remove the \"\" entry",
+                );
+            }
+        }
+        s
+    }
+
+    fn provider_cooldown(&mut self, raw: &raw::RawProviderCooldown) -> ProviderCooldownSettings {
+        let mut profiles = BTreeMap::new();
+        for p in Profile::ALL {
+            let d = default_provider_cooldown(p);
+            let k = format!("resilience.provider_cooldown.{}", p.as_str());
+            let rp = match p {
+                Profile::Oauth => raw.oauth.as_ref(),
+                Profile::ApiKey => raw.api_key.as_ref(),
+                Profile::Local => raw.local.as_ref(),
+            };
+            let c = match rp {
+                None => d,
+                Some(rp) => ProviderCooldownProfile {
+                    failure_threshold: self.count(
+                        &format!("{k}.failure_threshold"),
+                        rp.failure_threshold,
+                        d.failure_threshold,
+                        1,
+                        10_000,
+                    ),
+                    failure_window: self.duration(
+                        &format!("{k}.failure_window"),
+                        rp.failure_window.as_ref(),
+                        d.failure_window,
+                    ),
+                    cooldown: self.duration(
+                        &format!("{k}.cooldown"),
+                        rp.cooldown.as_ref(),
+                        d.cooldown,
+                    ),
+                },
+            };
+            self.nonzero(&format!("{k}.failure_window"), c.failure_window, "\"15m\"");
+            profiles.insert(p, c);
+        }
+        ProviderCooldownSettings {
+            enabled: raw.enabled.unwrap_or(false),
+            profiles,
+        }
+    }
+
+    fn model_lockout(&mut self, rl: &raw::RawModelLockout) -> ModelLockoutSettings {
+        let k = "resilience.model_lockout";
+        let mut error_codes = Vec::new();
+        match &rl.error_codes {
+            None => error_codes.extend(DEFAULT_LOCKOUT_ERROR_CODES),
+            Some(codes) => {
+                for &c in codes {
+                    match u16::try_from(c) {
+                        Ok(s) if (400..=599).contains(&s) => error_codes.push(s),
+                        _ => self.bad(
+                            format!("{k}.error_codes"),
+                            format!("'{c}' is not an HTTP error status"),
+                            "use statuses from 400 to 599",
+                        ),
+                    }
+                }
+            }
+        }
+        let s = ModelLockoutSettings {
+            enabled: rl.enabled.unwrap_or(false),
+            error_codes,
+            base_cooldown: self.duration(
+                &format!("{k}.base_cooldown"),
+                rl.base_cooldown.as_ref(),
+                DEFAULT_LOCKOUT_BASE_COOLDOWN,
+            ),
+            max_cooldown: self.duration(
+                &format!("{k}.max_cooldown"),
+                rl.max_cooldown.as_ref(),
+                DEFAULT_LOCKOUT_MAX_COOLDOWN,
+            ),
+            max_backoff_steps: self.count(
+                &format!("{k}.max_backoff_steps"),
+                rl.max_backoff_steps,
+                DEFAULT_LOCKOUT_MAX_BACKOFF_STEPS,
+                0,
+                30,
+            ),
+            exponential: rl.exponential.unwrap_or(true),
+        };
+        self.nonzero(&format!("{k}.base_cooldown"), s.base_cooldown, "\"120s\"");
+        if s.max_cooldown < s.base_cooldown {
+            self.bad(
+                format!("{k}.max_cooldown"),
+                format!(
+                    "'{}' is shorter than base_cooldown '{}'",
+                    fmt_d(s.max_cooldown),
+                    fmt_d(s.base_cooldown)
+                ),
+                "max_cooldown must be at least base_cooldown",
+            );
+        }
+        s
+    }
+
+    fn combo_cooldown_wait(&mut self, raw: &raw::RawComboCooldownWait) -> ComboCooldownWait {
+        let k = "resilience.combo_cooldown_wait";
+        let s = ComboCooldownWait {
+            enabled: raw.enabled.unwrap_or(true),
+            max_wait: self.duration(
+                &format!("{k}.max_wait"),
+                raw.max_wait.as_ref(),
+                DEFAULT_COMBO_WAIT_MAX_WAIT,
+            ),
+            max_attempts: self.count(
+                &format!("{k}.max_attempts"),
+                raw.max_attempts,
+                DEFAULT_COMBO_WAIT_MAX_ATTEMPTS,
+                0,
+                100,
+            ),
+            budget: self.duration(
+                &format!("{k}.budget"),
+                raw.budget.as_ref(),
+                DEFAULT_COMBO_WAIT_BUDGET,
+            ),
+        };
+        if s.budget < s.max_wait {
+            self.bad(
+                format!("{k}.budget"),
+                format!(
+                    "'{}' is shorter than max_wait '{}'",
+                    fmt_d(s.budget),
+                    fmt_d(s.max_wait)
+                ),
+                "budget must be at least max_wait",
+            );
+        }
+        s
+    }
+
+    /// §5. Precedence for the three durations/depth: the file's value, else the `SLUICE_QUEUE_*`
+    /// env var (which "supplies the default"), else the spec default. `auto_enable_api_key_connections`:
+    /// `SLUICE_RATE_LIMIT_AUTO_ENABLE` overrides the file.
+    fn queue(&mut self, rq: &raw::RawQueue) -> QueueSettings {
+        let k = "resilience.queue";
+        let max_wait_default = self.env_duration(ENV_QUEUE_MAX_WAIT, DEFAULT_QUEUE_MAX_WAIT);
+        let exec_default = self.env_duration(
+            ENV_QUEUE_EXECUTION_MAX_WAIT,
+            DEFAULT_QUEUE_EXECUTION_MAX_WAIT,
+        );
+        let depth_default =
+            self.env_count(ENV_QUEUE_MAX_DEPTH, DEFAULT_QUEUE_MAX_DEPTH, 0, 100_000);
+        let auto = self
+            .env_bool(ENV_RATE_LIMIT_AUTO_ENABLE)
+            .or(rq.auto_enable_api_key_connections)
+            .unwrap_or(true);
+        QueueSettings {
+            max_wait: clamp_queue(self.duration(
+                &format!("{k}.max_wait"),
+                rq.max_wait.as_ref(),
+                max_wait_default,
+            )),
+            execution_max_wait: clamp_queue(self.duration(
+                &format!("{k}.execution_max_wait"),
+                rq.execution_max_wait.as_ref(),
+                exec_default,
+            )),
+            max_queue_depth: self.count(
+                &format!("{k}.max_queue_depth"),
+                rq.max_queue_depth,
+                depth_default,
+                0,
+                100_000,
+            ),
+            auto_enable_api_key_connections: auto,
+        }
+    }
+
+    fn stream(&mut self, rs: &raw::RawStream) -> StreamSettings {
+        let k = "resilience.stream";
+        let s = StreamSettings {
+            readiness_timeout: self.duration(
+                &format!("{k}.readiness_timeout"),
+                rs.readiness_timeout.as_ref(),
+                DEFAULT_READINESS_TIMEOUT,
+            ),
+            heartbeat_interval: self.duration(
+                &format!("{k}.heartbeat_interval"),
+                rs.heartbeat_interval.as_ref(),
+                DEFAULT_HEARTBEAT_INTERVAL,
+            ),
+            content_stall_timeout: self.duration(
+                &format!("{k}.content_stall_timeout"),
+                rs.content_stall_timeout.as_ref(),
+                DEFAULT_CONTENT_STALL_TIMEOUT,
+            ),
+            throughput_watchdog: self.watchdog(rs.throughput_watchdog.as_ref()),
+        };
+        self.nonzero(
+            &format!("{k}.readiness_timeout"),
+            s.readiness_timeout,
+            "\"30s\"",
+        );
+        self.nonzero(
+            &format!("{k}.heartbeat_interval"),
+            s.heartbeat_interval,
+            "\"15s\"",
+        );
+        self.nonzero(
+            &format!("{k}.content_stall_timeout"),
+            s.content_stall_timeout,
+            "\"180s\"",
+        );
+        s
+    }
+
+    fn watchdog(&mut self, raw: Option<&raw::RawThroughputWatchdog>) -> ThroughputWatchdog {
+        let k = "resilience.stream.throughput_watchdog";
+        let empty = raw::RawThroughputWatchdog::default();
+        let raw = raw.unwrap_or(&empty);
+        let enabled = self
+            .env_bool(ENV_STREAM_THROUGHPUT_WATCHDOG)
+            .or(raw.enabled)
+            .unwrap_or(false);
+        let s = ThroughputWatchdog {
+            enabled,
+            warmup: self.duration(
+                &format!("{k}.warmup"),
+                raw.warmup.as_ref(),
+                DEFAULT_WATCHDOG_WARMUP,
+            ),
+            window: self.duration(
+                &format!("{k}.window"),
+                raw.window.as_ref(),
+                DEFAULT_WATCHDOG_WINDOW,
+            ),
+            min_bytes_per_sec: self.count(
+                &format!("{k}.min_bytes_per_sec"),
+                raw.min_bytes_per_sec,
+                DEFAULT_WATCHDOG_MIN_BYTES_PER_SEC,
+                1,
+                u32::MAX,
+            ),
+        };
+        self.nonzero(&format!("{k}.window"), s.window, "\"30s\"");
+        s
+    }
+
+    /// A duration from an env var (not a secret, so its value may be quoted), else `default`.
+    fn env_duration(&mut self, var: &str, default: Duration) -> Duration {
+        let Some(v) = (self.env.var)(var).filter(|v| !v.trim().is_empty()) else {
+            return default;
+        };
+        match humantime::parse_duration(v.trim()) {
+            Ok(d) => d,
+            Err(_) => {
+                self.bad(
+                    format!("env {var}"),
+                    format!("'{v}' is not a duration"),
+                    format!("set {var} like \"30s\" or \"10m\", or unset it"),
+                );
+                default
+            }
+        }
+    }
+
+    fn env_count(&mut self, var: &str, default: u32, min: u32, max: u32) -> u32 {
+        let Some(v) = (self.env.var)(var).filter(|v| !v.trim().is_empty()) else {
+            return default;
+        };
+        match v.trim().parse::<u32>() {
+            Ok(n) if (min..=max).contains(&n) => n,
+            _ => {
+                self.bad(
+                    format!("env {var}"),
+                    format!("'{v}' is not a whole number from {min} to {max}"),
+                    format!("set {var} to a number in range, or unset it"),
+                );
+                default
+            }
+        }
+    }
+
+    fn env_bool(&mut self, var: &str) -> Option<bool> {
+        let v = (self.env.var)(var).filter(|v| !v.trim().is_empty())?;
+        match v.trim().to_ascii_lowercase().as_str() {
+            "1" | "true" | "yes" | "on" => Some(true),
+            "0" | "false" | "no" | "off" => Some(false),
+            _ => {
+                self.bad(
+                    format!("env {var}"),
+                    format!("'{v}' is not a boolean"),
+                    format!("set {var} to true or false, or unset it"),
+                );
+                None
+            }
+        }
+    }
+}

@@ -1,0 +1,165 @@
+//! Providers panel: one row per provider with its live counters, an indented row per
+//! connection (auth shown as `passthrough` / `env:VAR`, never a key), then the combos.
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Flex, Layout, Rect};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Cell, Paragraph, Row, Table, TableState};
+
+use super::{block, fmt_ms, fmt_status, status_style};
+use crate::console::app::App;
+use crate::console::theme::{Role, Theme};
+use crate::core::snapshot::{ProviderView, Snapshot};
+
+/// Column widths after the first (provider/connection, sized to the names): dialect/auth,
+/// profile, attempts, failures, in-flight, last status, last latency.
+const WIDTHS: [Constraint; 7] = [
+    Constraint::Length(24),
+    Constraint::Length(8),
+    Constraint::Length(6),
+    Constraint::Length(5),
+    Constraint::Length(5),
+    Constraint::Length(4),
+    Constraint::Length(7),
+];
+
+/// Rows this panel would like (borders, header, providers, connections, combos).
+pub fn wanted_height(snap: &Snapshot) -> u16 {
+    let rows: usize = snap.providers.iter().map(|p| 1 + p.connections.len()).sum();
+    let combos = if snap.combos.is_empty() {
+        0
+    } else {
+        snap.combos.len() + 1
+    };
+    u16::try_from(rows + combos + 3).unwrap_or(u16::MAX)
+}
+
+/// Draws the Providers panel into `area`; `focused` highlights its border and selection.
+pub fn render(f: &mut Frame, area: Rect, app: &App, theme: &Theme, focused: bool) {
+    let snap = &app.snapshot;
+    let outer = block("Providers", focused, theme);
+    let inner = outer.inner(area);
+    f.render_widget(outer, area);
+    if inner.is_empty() {
+        return;
+    }
+    let combo_rows = if snap.combos.is_empty() {
+        0
+    } else {
+        snap.combos.len() + 1
+    };
+    let combo_h = u16::try_from(combo_rows)
+        .unwrap_or(u16::MAX)
+        .min(inner.height / 2);
+    let [table_area, combo_area] =
+        Layout::vertical([Constraint::Min(0), Constraint::Length(combo_h)]).areas(inner);
+
+    let muted = theme.style(Role::Muted);
+    let header = Row::new([
+        "provider",
+        "dialect / auth",
+        "profile",
+        "att",
+        "fail",
+        "infl",
+        "last",
+        "lat",
+    ])
+    .style(muted);
+    let mut rows = Vec::new();
+    let mut selected_row = None;
+    for (i, p) in snap.providers.iter().enumerate() {
+        if i == app.provider_selected {
+            selected_row = Some(rows.len());
+        }
+        rows.push(provider_row(p, theme));
+        for c in &p.connections {
+            let fail_style = if c.failures > 0 {
+                theme.style(Role::Error)
+            } else {
+                muted
+            };
+            rows.push(Row::new([
+                Cell::from(format!("  └ {}", c.id)),
+                Cell::from(c.auth.clone()),
+                Cell::from(""),
+                Cell::from(c.attempts.to_string()),
+                Cell::from(Span::styled(c.failures.to_string(), fail_style)),
+                Cell::from(c.in_flight.to_string()),
+                Cell::from(""),
+                Cell::from(""),
+            ]));
+        }
+    }
+    if rows.is_empty() {
+        f.render_widget(
+            Paragraph::new(Span::styled("no providers configured", muted)),
+            table_area,
+        );
+    } else {
+        let name_w = snap
+            .providers
+            .iter()
+            .flat_map(|p| {
+                std::iter::once(p.id.chars().count())
+                    .chain(p.connections.iter().map(|c| c.id.chars().count() + 4))
+            })
+            .max()
+            .unwrap_or(0)
+            .clamp(12, 32);
+        let widths =
+            std::iter::once(Constraint::Length(u16::try_from(name_w).unwrap_or(12))).chain(WIDTHS);
+        let table = Table::new(rows, widths)
+            .flex(Flex::Start)
+            .header(header)
+            .row_highlight_style(if focused {
+                theme.style(Role::Selection)
+            } else {
+                Default::default()
+            });
+        let mut state = TableState::default().with_selected(selected_row);
+        f.render_stateful_widget(table, table_area, &mut state);
+    }
+
+    if !combo_area.is_empty() {
+        let mut lines = vec![Line::from(Span::styled("combos", theme.style(Role::Title)))];
+        lines.extend(snap.combos.iter().map(|c| {
+            Line::from(vec![
+                Span::raw(format!("  {}", c.name)),
+                Span::styled(format!(" ({}) → ", c.strategy), muted),
+                Span::raw(c.targets.join(", ")),
+            ])
+        }));
+        f.render_widget(Paragraph::new(lines), combo_area);
+    }
+}
+
+fn provider_row<'a>(p: &ProviderView, theme: &Theme) -> Row<'a> {
+    let muted = theme.style(Role::Muted);
+    let fail_style = if p.failures > 0 {
+        theme.style(Role::Error)
+    } else {
+        muted
+    };
+    let (last, lat) = if p.attempts == 0 {
+        (Span::styled("—", muted), Span::styled("—", muted))
+    } else {
+        (
+            Span::styled(
+                fmt_status(p.last_status),
+                status_style(p.last_status, theme),
+            ),
+            Span::raw(fmt_ms(p.last_latency_ms)),
+        )
+    };
+    Row::new([
+        Cell::from(Span::styled(p.id.clone(), theme.style(Role::Title))),
+        Cell::from(p.dialect.clone()),
+        Cell::from(p.profile.clone()),
+        Cell::from(p.attempts.to_string()),
+        Cell::from(Span::styled(p.failures.to_string(), fail_style)),
+        Cell::from(p.in_flight.to_string()),
+        Cell::from(last),
+        Cell::from(lat),
+    ])
+}

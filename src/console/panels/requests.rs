@@ -1,0 +1,89 @@
+//! Requests panel: the most recent finished requests, newest first.
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Rect};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Cell, Paragraph, Row, Table, TableState};
+
+use super::{block, fmt_clock_utc, fmt_ms, fmt_status, status_style};
+use crate::console::app::App;
+use crate::console::theme::{Role, Theme};
+use crate::core::snapshot::RequestView;
+
+/// Column widths: time, model → target, status, latency, attempts, outcome.
+const WIDTHS: [Constraint; 6] = [
+    Constraint::Length(8),
+    Constraint::Fill(1),
+    Constraint::Length(3),
+    Constraint::Length(7),
+    Constraint::Length(3),
+    Constraint::Length(14),
+];
+
+/// Draws the Requests panel into `area`; `focused` highlights its border and selection.
+pub fn render(f: &mut Frame, area: Rect, app: &App, theme: &Theme, focused: bool) {
+    let snap = &app.snapshot;
+    let outer = block("Requests", focused, theme);
+    let inner = outer.inner(area);
+    f.render_widget(outer, area);
+    if inner.is_empty() {
+        return;
+    }
+    let muted = theme.style(Role::Muted);
+    if snap.recent.is_empty() {
+        f.render_widget(
+            Paragraph::new(Span::styled("no requests yet", muted)),
+            inner,
+        );
+        return;
+    }
+    let header =
+        Row::new(["time", "model → target", "st", "latency", "att", "outcome"]).style(muted);
+    let rows = snap.recent.iter().map(|r| row(r, theme));
+    let table = Table::new(rows, WIDTHS)
+        .header(header)
+        .row_highlight_style(if focused {
+            theme.style(Role::Selection)
+        } else {
+            Default::default()
+        });
+    let mut state = TableState::default().with_selected(Some(app.request_selected));
+    f.render_stateful_widget(table, inner, &mut state);
+}
+
+/// `client_model → target`, with `?` for a missing model and `—` when no target was tried.
+pub fn route_label(r: &RequestView) -> String {
+    let model = if r.client_model.is_empty() {
+        "?"
+    } else {
+        &r.client_model
+    };
+    let target = if r.target.is_empty() {
+        "—"
+    } else {
+        &r.target
+    };
+    format!("{model} → {target}")
+}
+
+fn row<'a>(r: &RequestView, theme: &Theme) -> Row<'a> {
+    let outcome_role = if r.outcome == "ok" {
+        Role::Ok
+    } else {
+        Role::Error
+    };
+    Row::new([
+        Cell::from(Span::styled(
+            fmt_clock_utc(r.at_unix_ms),
+            theme.style(Role::Muted),
+        )),
+        Cell::from(route_label(r)),
+        Cell::from(Span::styled(
+            fmt_status(r.status),
+            status_style(r.status, theme),
+        )),
+        Cell::from(Line::from(fmt_ms(r.latency_ms)).right_aligned()),
+        Cell::from(Line::from(r.attempts.to_string()).right_aligned()),
+        Cell::from(Span::styled(r.outcome.clone(), theme.style(outcome_role))),
+    ])
+}

@@ -1,0 +1,177 @@
+//! Request bodies: reading under the size limit, probing the JSON for `model` and `stream`
+//! without building a DOM, and rewriting only the top-level `model` for combo targets.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Limited};
+use hyper::body::Incoming;
+use serde::de::{Deserializer, MapAccess, Visitor};
+use serde_json::value::RawValue;
+
+use super::dialect::ProxyError;
+
+/// Reads the whole request body, refusing more than `limit` bytes. A `content-length` over
+/// the limit is refused before reading anything; a chunked body stops at the limit.
+pub async fn read_limited(body: Incoming, content_length: Option<u64>, limit: u64) -> Result<Bytes, ProxyError> {
+    if content_length.is_some_and(|n| n > limit) {
+        return Err(ProxyError::TooLarge { limit });
+    }
+    let cap = usize::try_from(limit).unwrap_or(usize::MAX);
+    match Limited::new(body, cap).collect().await {
+        Ok(c) => Ok(c.to_bytes()),
+        Err(e) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => Err(ProxyError::TooLarge { limit }),
+        Err(e) => Err(ProxyError::BadRequest(format!("could not read the request body: {e}"))),
+    }
+}
+
+/// What sluice needs from an inference body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Probe {
+    /// Top-level `model`.
+    pub model: String,
+    /// Top-level `stream` (false when absent).
+    pub stream: bool,
+}
+
+#[derive(serde::Deserialize)]
+struct RawProbe<'a> {
+    #[serde(borrow, default)]
+    model: Option<Cow<'a, str>>,
+    #[serde(default)]
+    stream: Option<serde_json::Value>,
+}
+
+/// Parses the body as a JSON object and extracts `model` (required, non-empty string) and
+/// `stream`. Errors are `BadRequest` with a message fit for the client.
+pub fn probe(body: &[u8]) -> Result<Probe, ProxyError> {
+    let trimmed = body.iter().position(|b| !b.is_ascii_whitespace()).map(|i| &body[i..]).unwrap_or(&[]);
+    if trimmed.first() != Some(&b'{') {
+        return Err(ProxyError::BadRequest("request body must be a JSON object".into()));
+    }
+    let raw: RawProbe<'_> = serde_json::from_slice(body).map_err(|e| ProxyError::BadRequest(format!("request body is not valid JSON: {e}")))?;
+    let model = match raw.model {
+        Some(m) if !m.trim().is_empty() => m.into_owned(),
+        Some(_) => return Err(ProxyError::BadRequest("'model' must not be empty".into())),
+        None => return Err(ProxyError::BadRequest("missing required field 'model'".into())),
+    };
+    let stream = matches!(raw.stream, Some(serde_json::Value::Bool(true)));
+    Ok(Probe { model, stream })
+}
+
+/// Rough local token estimate for `count_tokens` when no upstream can count (A23): about
+/// four bytes of JSON text per token.
+pub fn estimate_tokens(body: &[u8]) -> u64 {
+    (body.len() as u64).div_ceil(4).max(1)
+}
+
+/// Returns `body` with the top-level `model` set to `model`. Every other top-level value is
+/// kept byte-for-byte and in order (only whitespace between top-level members may change).
+pub fn rewrite_model(body: &[u8], model: &str) -> Result<Bytes, ProxyError> {
+    let members = TopLevel::parse(body).map_err(|e| ProxyError::BadRequest(format!("request body is not valid JSON: {e}")))?;
+    let new_model = serde_json::to_string(model).map_err(|e| ProxyError::BadRequest(e.to_string()))?;
+    let mut out = Vec::with_capacity(body.len() + model.len());
+    out.push(b'{');
+    let mut seen = false;
+    for (i, (k, v)) in members.0.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        let key = serde_json::to_string(k).map_err(|e| ProxyError::BadRequest(e.to_string()))?;
+        out.extend_from_slice(key.as_bytes());
+        out.push(b':');
+        if k == "model" {
+            out.extend_from_slice(new_model.as_bytes());
+            seen = true;
+        } else {
+            out.extend_from_slice(v.get().as_bytes());
+        }
+    }
+    if !seen {
+        if !members.0.is_empty() {
+            out.push(b',');
+        }
+        out.extend_from_slice(b"\"model\":");
+        out.extend_from_slice(new_model.as_bytes());
+    }
+    out.push(b'}');
+    Ok(Bytes::from(out))
+}
+
+struct TopLevel<'a>(Vec<(Cow<'a, str>, &'a RawValue)>);
+
+impl<'a> TopLevel<'a> {
+    fn parse(body: &'a [u8]) -> Result<Self, serde_json::Error> {
+        let mut de = serde_json::Deserializer::from_slice(body);
+        let v = de.deserialize_map(TopLevelVisitor)?;
+        de.end()?;
+        Ok(v)
+    }
+}
+
+struct TopLevelVisitor;
+
+impl<'de> Visitor<'de> for TopLevelVisitor {
+    type Value = TopLevel<'de>;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut out = Vec::new();
+        while let Some(k) = map.next_key::<Cow<'de, str>>()? {
+            let v: &'de RawValue = map.next_value()?;
+            out.push((k, v));
+        }
+        Ok(TopLevel(out))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn probe_extracts_model_and_stream() {
+        let p = probe(br#"{"model":"claude-x","max_tokens":5,"stream":true,"messages":[]}"#).unwrap();
+        assert_eq!(p, Probe { model: "claude-x".into(), stream: true });
+        let p = probe(br#" {"messages":[{"role":"user","content":"hi"}],"model":"m\u00e9"} "#).unwrap();
+        assert_eq!(p, Probe { model: "mé".into(), stream: false });
+    }
+
+    #[test]
+    fn probe_rejects_bad_bodies_with_client_messages() {
+        for (body, frag) in [
+            (&b"not json"[..], "JSON object"),
+            (b"[1,2]", "JSON object"),
+            (b"{\"model\":", "not valid JSON"),
+            (b"{\"messages\":[]}", "missing required field 'model'"),
+            (b"{\"model\":\"  \"}", "must not be empty"),
+            (b"{\"model\":5}", "not valid JSON"),
+            (b"", "JSON object"),
+        ] {
+            let e = probe(body).unwrap_err();
+            assert!(matches!(e, ProxyError::BadRequest(_)));
+            assert!(e.to_string().contains(frag), "{e} should contain {frag}");
+        }
+    }
+
+    #[test]
+    fn rewrite_changes_only_model_and_keeps_order_and_bytes() {
+        let body = br#"{"system":[{"type":"text","text":"a","cache_control":{"type":"ephemeral"}}], "model" : "fast","thinking":{"type":"adaptive","display":"omitted"},"n":1.50}"#;
+        let out = rewrite_model(body, "z-ai/glm-5").unwrap();
+        assert_eq!(
+            std::str::from_utf8(&out).unwrap(),
+            r#"{"system":[{"type":"text","text":"a","cache_control":{"type":"ephemeral"}}],"model":"z-ai/glm-5","thinking":{"type":"adaptive","display":"omitted"},"n":1.50}"#
+        );
+        let out = rewrite_model(br#"{}"#, "m").unwrap();
+        assert_eq!(&out[..], br#"{"model":"m"}"#);
+        assert!(rewrite_model(b"{\"a\":1} trailing", "m").is_err());
+    }
+
+    #[test]
+    fn estimate_is_positive() {
+        assert_eq!(estimate_tokens(b""), 1);
+        assert_eq!(estimate_tokens(&[b'a'; 400]), 100);
+    }
+}

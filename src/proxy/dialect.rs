@@ -1,0 +1,238 @@
+//! `ProxyError` and its rendering in the client's dialect: the one place that builds the error
+//! JSON, status and `retry-after` of every error sluice itself produces.
+//!
+//! Anthropic routes (`/v1/messages*`) get `{"type":"error","error":{"type","message"}}`;
+//! OpenAI routes get `{"error":{"message","type","code"}}` (clients-and-conventions §2, §3).
+//! Upstream error bodies are never re-rendered here: they pass through unchanged.
+
+use bytes::Bytes;
+use http::{HeaderValue, Response, StatusCode, header};
+use serde_json::json;
+
+use crate::config::Dialect;
+
+/// An error sluice produces itself (not an upstream reply).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProxyError {
+    /// No route matches the method and path.
+    #[error("no route for {method} {path}")]
+    NotFound {
+        /// Request method.
+        method: String,
+        /// Request path.
+        path: String,
+    },
+    /// The path exists but not with this method.
+    #[error("{method} is not allowed on {path}")]
+    MethodNotAllowed {
+        /// Request method.
+        method: String,
+        /// Request path.
+        path: String,
+    },
+    /// The body is over `server.max_body` bytes.
+    #[error("request body is larger than the {limit}-byte limit; raise [server] max_body if this is intended")]
+    TooLarge {
+        /// The limit in bytes.
+        limit: u64,
+    },
+    /// The body is not what the route expects (malformed JSON, missing `model`, …).
+    #[error("{0}")]
+    BadRequest(String),
+    /// The client's sluice key is missing or wrong.
+    #[error("missing or invalid sluice client key; send it as x-api-key or Authorization: Bearer")]
+    Unauthorized,
+    /// The model names no configured target for this route's dialect (spec §8).
+    #[error("model '{model}' resolves to no configured target for this route{hint}")]
+    NoTargets {
+        /// The client's model.
+        model: String,
+        /// Extra explanation, e.g. skipped dialect mismatches.
+        hint: String,
+    },
+    /// Every attempt failed at the transport level (connect refused, reset, timeout).
+    #[error("upstream unreachable: {0}")]
+    Unreachable(String),
+    /// The upstream did not answer within the provider's `timeout`.
+    #[error("upstream timed out after {0}")]
+    Timeout(String),
+    /// sluice is shutting down and no longer accepts requests.
+    #[error("sluice is shutting down; retry shortly")]
+    Draining,
+}
+
+impl ProxyError {
+    /// The HTTP status this error is answered with.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Self::NotFound { .. } | Self::NoTargets { .. } => StatusCode::NOT_FOUND,
+            Self::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
+            Self::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::BadRequest(_) => StatusCode::BAD_REQUEST,
+            Self::Unauthorized => StatusCode::UNAUTHORIZED,
+            Self::Unreachable(_) => StatusCode::BAD_GATEWAY,
+            Self::Timeout(_) => StatusCode::GATEWAY_TIMEOUT,
+            Self::Draining => StatusCode::SERVICE_UNAVAILABLE,
+        }
+    }
+
+    /// Short machine-readable kind for logs, the request log and the OpenAI `code` field.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::NotFound { .. } => "not_found",
+            Self::MethodNotAllowed { .. } => "method_not_allowed",
+            Self::TooLarge { .. } => "request_too_large",
+            Self::BadRequest(_) => "invalid_request",
+            Self::Unauthorized => "invalid_api_key",
+            Self::NoTargets { .. } => "no_executable_targets",
+            Self::Unreachable(_) => "upstream_unreachable",
+            Self::Timeout(_) => "upstream_timeout",
+            Self::Draining => "draining",
+        }
+    }
+}
+
+/// Anthropic error `type` for a status (Anthropic API errors table).
+pub fn anthropic_type(status: StatusCode) -> &'static str {
+    match status.as_u16() {
+        400 | 405 | 422 => "invalid_request_error",
+        401 => "authentication_error",
+        402 => "billing_error",
+        403 => "permission_error",
+        404 => "not_found_error",
+        409 => "conflict_error",
+        413 => "request_too_large",
+        429 => "rate_limit_error",
+        503 | 529 => "overloaded_error",
+        504 => "timeout_error",
+        _ => "api_error",
+    }
+}
+
+/// OpenAI error `type` for a status.
+pub fn openai_type(status: StatusCode) -> &'static str {
+    match status.as_u16() {
+        401 => "authentication_error",
+        403 => "permission_error",
+        404 => "not_found_error",
+        429 => "rate_limit_error",
+        400..=499 => "invalid_request_error",
+        _ => "api_error",
+    }
+}
+
+/// The JSON body of `err` in `dialect`.
+pub fn body(err: &ProxyError, dialect: Dialect) -> Bytes {
+    let status = err.status();
+    let message = err.to_string();
+    let v = match dialect {
+        Dialect::Anthropic => json!({"type": "error", "error": {"type": anthropic_type(status), "message": message}}),
+        Dialect::OpenAi => json!({"error": {"message": message, "type": openai_type(status), "param": null, "code": err.kind()}}),
+    };
+    Bytes::from(v.to_string())
+}
+
+/// The complete response for `err` in `dialect`: status, JSON body, content type.
+pub fn render<B: From<Bytes>>(err: &ProxyError, dialect: Dialect) -> Response<B> {
+    let mut resp = Response::new(B::from(body(err, dialect)));
+    *resp.status_mut() = err.status();
+    resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    if matches!(err, ProxyError::Draining) {
+        resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    }
+    resp
+}
+
+/// The well-formed error event that ends an SSE stream sluice must cut short (shutdown
+/// deadline, upstream break after the head). Anthropic: `event: error` (`api_error` or
+/// `overloaded_error`); OpenAI chat: an error chunk then `data: [DONE]`; Responses:
+/// `response.failed`. `overloaded` picks the retryable overload type.
+pub fn sse_error_event(kind: SseKind, message: &str, overloaded: bool) -> Bytes {
+    let etype = if overloaded { "overloaded_error" } else { "api_error" };
+    let s = match kind {
+        SseKind::Anthropic => format!(
+            "event: error\ndata: {}\n\n",
+            json!({"type": "error", "error": {"type": etype, "message": message}})
+        ),
+        SseKind::OpenAiChat => format!(
+            "data: {}\n\ndata: [DONE]\n\n",
+            json!({"error": {"message": message, "type": if overloaded { "server_is_overloaded" } else { "api_error" }, "param": null, "code": etype}})
+        ),
+        SseKind::OpenAiResponses => format!(
+            "event: response.failed\ndata: {}\n\n",
+            json!({"type": "response.failed", "response": {"status": "failed", "error": {"code": if overloaded { "server_is_overloaded" } else { "server_error" }, "message": message}}})
+        ),
+    };
+    Bytes::from(s)
+}
+
+/// Which SSE wire format a stream uses, from the route.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SseKind {
+    /// Anthropic Messages events.
+    Anthropic,
+    /// OpenAI chat completion chunks.
+    OpenAiChat,
+    /// OpenAI Responses semantic events.
+    OpenAiResponses,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::Value;
+
+    fn parse(b: &Bytes) -> Value {
+        serde_json::from_slice(b).unwrap()
+    }
+
+    #[test]
+    fn anthropic_shape_and_types() {
+        let cases = [
+            (ProxyError::BadRequest("bad".into()), 400, "invalid_request_error"),
+            (ProxyError::TooLarge { limit: 10 }, 413, "request_too_large"),
+            (ProxyError::NotFound { method: "GET".into(), path: "/x".into() }, 404, "not_found_error"),
+            (ProxyError::Unauthorized, 401, "authentication_error"),
+            (ProxyError::Unreachable("refused".into()), 502, "api_error"),
+            (ProxyError::Timeout("10m".into()), 504, "timeout_error"),
+            (ProxyError::Draining, 503, "overloaded_error"),
+        ];
+        for (err, status, ty) in cases {
+            let r: Response<Bytes> = render(&err, Dialect::Anthropic);
+            assert_eq!(r.status().as_u16(), status, "{err:?}");
+            assert_eq!(r.headers()[header::CONTENT_TYPE], "application/json");
+            let v = parse(r.body());
+            assert_eq!(v["type"], "error");
+            assert_eq!(v["error"]["type"], ty, "{err:?}");
+            assert_eq!(v["error"]["message"], err.to_string());
+        }
+    }
+
+    #[test]
+    fn openai_shape_and_codes() {
+        let r: Response<Bytes> = render(&ProxyError::TooLarge { limit: 1024 }, Dialect::OpenAi);
+        assert_eq!(r.status(), StatusCode::PAYLOAD_TOO_LARGE);
+        let v = parse(r.body());
+        assert_eq!(v["error"]["type"], "invalid_request_error");
+        assert_eq!(v["error"]["code"], "request_too_large");
+        assert!(v["error"]["message"].as_str().unwrap().contains("1024"));
+        assert!(v.get("type").is_none(), "no Anthropic envelope on OpenAI routes");
+        let r: Response<Bytes> = render(&ProxyError::Unreachable("x".into()), Dialect::OpenAi);
+        assert_eq!(parse(r.body())["error"]["code"], "upstream_unreachable");
+        let r: Response<Bytes> = render(&ProxyError::Draining, Dialect::OpenAi);
+        assert_eq!(r.headers()[header::RETRY_AFTER], "1");
+    }
+
+    #[test]
+    fn sse_error_events_are_well_formed() {
+        let a = sse_error_event(SseKind::Anthropic, "cut", true);
+        let s = std::str::from_utf8(&a).unwrap();
+        assert!(s.starts_with("event: error\ndata: {") && s.ends_with("}\n\n"));
+        let data: Value = serde_json::from_str(s.lines().nth(1).unwrap().strip_prefix("data: ").unwrap()).unwrap();
+        assert_eq!(data["error"]["type"], "overloaded_error");
+        let c = sse_error_event(SseKind::OpenAiChat, "cut", false);
+        assert!(std::str::from_utf8(&c).unwrap().ends_with("data: [DONE]\n\n"));
+        let r = sse_error_event(SseKind::OpenAiResponses, "cut", false);
+        assert!(std::str::from_utf8(&r).unwrap().starts_with("event: response.failed\n"));
+    }
+}

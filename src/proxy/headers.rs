@@ -1,0 +1,241 @@
+//! Header rules for both directions: what is forwarded upstream, what comes back to the
+//! client, and how credentials are passed through or injected (DESIGN §3).
+
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+
+use crate::config::{Auth, Dialect, Secret};
+
+/// Hop-by-hop headers (RFC 9110 §7.6.1) plus the non-standard ones proxies also drop.
+const HOP_BY_HOP: [&str; 9] = [
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+];
+
+/// Session and lease headers sluice consumes and never forwards (spec §2a, §2b).
+const SESSION: [&str; 4] = ["x-session-id", "x-claude-code-session-id", "x-codex-session-id", "x-sluice-session"];
+
+fn is_hop_by_hop(name: &HeaderName, listed: &[String]) -> bool {
+    let n = name.as_str();
+    HOP_BY_HOP.contains(&n) || listed.iter().any(|l| l == n)
+}
+
+/// Header names listed in the `Connection` header (also hop-by-hop), lowercased.
+fn connection_listed(h: &HeaderMap) -> Vec<String> {
+    h.get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|s| s.trim().to_ascii_lowercase())
+        .filter(|s| !s.is_empty())
+        .collect()
+}
+
+/// Which client header carried sluice's own client key (so it is not forwarded).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientKeyHeader {
+    /// `x-api-key`.
+    XApiKey,
+    /// `Authorization: Bearer`.
+    Authorization,
+}
+
+/// The client presented no valid sluice client key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BadClientKey;
+
+/// Checks the client's sluice key against `keys` (accepted from either header, A24).
+/// `Ok(None)` when no keys are configured; `Err(BadClientKey)` when keys are configured and
+/// none match.
+pub fn check_client_key(h: &HeaderMap, keys: &[Secret]) -> Result<Option<ClientKeyHeader>, BadClientKey> {
+    if keys.is_empty() {
+        return Ok(None);
+    }
+    let matches = |v: &str| keys.iter().any(|k| constant_time_eq(k.expose().as_bytes(), v.as_bytes()));
+    if let Some(v) = h.get("x-api-key").and_then(|v| v.to_str().ok())
+        && matches(v.trim())
+    {
+        return Ok(Some(ClientKeyHeader::XApiKey));
+    }
+    if let Some(v) = h.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok())
+        && let Some(tok) = v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer "))
+        && matches(tok.trim())
+    {
+        return Ok(Some(ClientKeyHeader::Authorization));
+    }
+    Err(BadClientKey)
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// The headers sent upstream for one attempt: the client's headers minus hop-by-hop,
+/// `host`, `content-length`, `accept-encoding` (SSE is never compressed, spec §6), session
+/// headers and `x-sluice-*`; credentials passed through or replaced per `auth`.
+pub fn upstream_request(client: &HeaderMap, auth: &Auth, dialect: Dialect, client_key: Option<ClientKeyHeader>, body_len: usize) -> HeaderMap {
+    let listed = connection_listed(client);
+    let mut out = HeaderMap::with_capacity(client.len() + 1);
+    for (name, value) in client {
+        let n = name.as_str();
+        if is_hop_by_hop(name, &listed)
+            || n == "host"
+            || n == "content-length"
+            || n == "accept-encoding"
+            || SESSION.contains(&n)
+            || n.starts_with("x-sluice-")
+        {
+            continue;
+        }
+        out.append(name.clone(), value.clone());
+    }
+    match client_key {
+        Some(ClientKeyHeader::XApiKey) => {
+            out.remove("x-api-key");
+        }
+        Some(ClientKeyHeader::Authorization) => {
+            out.remove(header::AUTHORIZATION);
+        }
+        None => {}
+    }
+    if let Auth::Key { secret, .. } = auth {
+        out.remove("x-api-key");
+        out.remove(header::AUTHORIZATION);
+        match dialect {
+            Dialect::Anthropic => {
+                if let Ok(mut v) = HeaderValue::from_str(secret.expose()) {
+                    v.set_sensitive(true);
+                    out.insert(HeaderName::from_static("x-api-key"), v);
+                }
+            }
+            Dialect::OpenAi => {
+                if let Ok(mut v) = HeaderValue::from_str(&format!("Bearer {}", secret.expose())) {
+                    v.set_sensitive(true);
+                    out.insert(header::AUTHORIZATION, v);
+                }
+            }
+        }
+    }
+    out.insert(header::CONTENT_LENGTH, HeaderValue::from(body_len));
+    out
+}
+
+/// The upstream response headers relayed to the client: everything but hop-by-hop headers.
+/// `content-length` is dropped for SSE (sluice may append a final error event).
+pub fn client_response(upstream: &HeaderMap, is_sse: bool) -> HeaderMap {
+    let listed = connection_listed(upstream);
+    let mut out = HeaderMap::with_capacity(upstream.len());
+    for (name, value) in upstream {
+        if is_hop_by_hop(name, &listed) || (is_sse && name == header::CONTENT_LENGTH) {
+            continue;
+        }
+        out.append(name.clone(), value.clone());
+    }
+    out
+}
+
+/// True when the response is an SSE stream.
+pub fn is_event_stream(h: &HeaderMap) -> bool {
+    h.get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim_start().to_ascii_lowercase().starts_with("text/event-stream"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn client() -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in [
+            ("host", "127.0.0.1:8787"),
+            ("connection", "keep-alive, x-custom-hop"),
+            ("x-custom-hop", "1"),
+            ("keep-alive", "timeout=5"),
+            ("te", "trailers"),
+            ("accept-encoding", "gzip"),
+            ("content-length", "99"),
+            ("anthropic-version", "2023-06-01"),
+            ("anthropic-beta", "claude-code-20250219,interleaved-thinking-2025-05-14"),
+            ("x-claude-code-session-id", "abc"),
+            ("x-session-id", "s1"),
+            ("x-sluice-lease-owner", "vlo_x"),
+            ("x-api-key", "sk-client"),
+            ("authorization", "Bearer tok-client"),
+            ("user-agent", "claude-cli/2.1"),
+        ] {
+            h.append(HeaderName::from_static(k), HeaderValue::from_static(v));
+        }
+        h
+    }
+
+    #[test]
+    fn passthrough_forwards_credentials_and_betas_and_drops_hop_and_session_headers() {
+        let out = upstream_request(&client(), &Auth::Passthrough, Dialect::Anthropic, None, 12);
+        assert_eq!(out["anthropic-beta"], "claude-code-20250219,interleaved-thinking-2025-05-14");
+        assert_eq!(out["anthropic-version"], "2023-06-01");
+        assert_eq!(out["x-api-key"], "sk-client");
+        assert_eq!(out["authorization"], "Bearer tok-client");
+        assert_eq!(out["user-agent"], "claude-cli/2.1");
+        assert_eq!(out["content-length"], "12");
+        for gone in ["host", "connection", "x-custom-hop", "keep-alive", "te", "accept-encoding", "x-claude-code-session-id", "x-session-id", "x-sluice-lease-owner"] {
+            assert!(out.get(gone).is_none(), "{gone} must not be forwarded");
+        }
+    }
+
+    #[test]
+    fn injected_key_replaces_client_credentials_in_the_dialect_header() {
+        let auth = Auth::Key { env: "K".into(), secret: Secret::new("sk-configured") };
+        let a = upstream_request(&client(), &auth, Dialect::Anthropic, None, 0);
+        assert_eq!(a["x-api-key"], "sk-configured");
+        assert!(a.get("authorization").is_none());
+        let o = upstream_request(&client(), &auth, Dialect::OpenAi, None, 0);
+        assert_eq!(o["authorization"], "Bearer sk-configured");
+        assert!(o.get("x-api-key").is_none());
+    }
+
+    #[test]
+    fn client_key_accepted_from_either_header_and_not_forwarded() {
+        let keys = [Secret::new("sluice-key")];
+        let mut h = HeaderMap::new();
+        assert_eq!(check_client_key(&h, &[]), Ok(None));
+        assert_eq!(check_client_key(&h, &keys), Err(BadClientKey));
+        h.insert("x-api-key", HeaderValue::from_static("sluice-key"));
+        h.insert("authorization", HeaderValue::from_static("Bearer sk-ant-oat-user"));
+        let which = check_client_key(&h, &keys).unwrap();
+        assert_eq!(which, Some(ClientKeyHeader::XApiKey));
+        let out = upstream_request(&h, &Auth::Passthrough, Dialect::Anthropic, which, 0);
+        assert!(out.get("x-api-key").is_none());
+        assert_eq!(out["authorization"], "Bearer sk-ant-oat-user");
+        let mut h = HeaderMap::new();
+        h.insert("authorization", HeaderValue::from_static("Bearer sluice-key"));
+        assert_eq!(check_client_key(&h, &keys), Ok(Some(ClientKeyHeader::Authorization)));
+        h.insert("authorization", HeaderValue::from_static("Bearer wrong"));
+        assert_eq!(check_client_key(&h, &keys), Err(BadClientKey));
+    }
+
+    #[test]
+    fn response_headers_keep_upstream_fields_but_not_hop_by_hop() {
+        let mut h = HeaderMap::new();
+        h.insert("content-type", HeaderValue::from_static("text/event-stream; charset=utf-8"));
+        h.insert("content-length", HeaderValue::from_static("10"));
+        h.insert("transfer-encoding", HeaderValue::from_static("chunked"));
+        h.insert("retry-after", HeaderValue::from_static("3"));
+        h.insert("request-id", HeaderValue::from_static("req_1"));
+        assert!(is_event_stream(&h));
+        let out = client_response(&h, true);
+        assert_eq!(out["retry-after"], "3");
+        assert_eq!(out["request-id"], "req_1");
+        assert!(out.get("transfer-encoding").is_none() && out.get("content-length").is_none());
+        assert!(client_response(&h, false).get("content-length").is_some());
+    }
+}

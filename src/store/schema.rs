@@ -1,0 +1,209 @@
+//! Schema migrations, versioned with `PRAGMA user_version`, and connection setup.
+//!
+//! `MIGRATIONS[i]` takes the database from version `i` to `i + 1`. Each step runs in its own
+//! `IMMEDIATE` transaction together with the `user_version` bump, so a crash mid-migration leaves
+//! the previous version intact. Never edit a shipped step: append a new one (later issues only
+//! add columns with `ALTER TABLE … ADD COLUMN`).
+
+use std::path::Path;
+use std::time::Duration;
+
+use rusqlite::{Connection, OpenFlags, TransactionBehavior};
+
+use super::StoreError;
+
+/// How long a statement waits for a lock held by another connection before failing.
+pub(crate) const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Schema v1: every table DESIGN §6 names. Deadlines are wall-clock Unix ms (converted to
+/// monotonic deadlines on load); `connections` never holds credentials.
+const V1: &str = "
+CREATE TABLE request_log (
+    id            INTEGER PRIMARY KEY,
+    at_unix_ms    INTEGER NOT NULL,
+    route         TEXT    NOT NULL,
+    client_model  TEXT    NOT NULL,
+    target        TEXT    NOT NULL,
+    status        INTEGER NOT NULL,
+    latency_ms    INTEGER NOT NULL,
+    attempts      INTEGER NOT NULL,
+    bytes         INTEGER NOT NULL,
+    outcome       TEXT    NOT NULL
+);
+CREATE INDEX request_log_at ON request_log (at_unix_ms);
+
+CREATE TABLE circuit_breakers (
+    provider              TEXT    PRIMARY KEY,
+    state                 TEXT    NOT NULL DEFAULT 'closed',
+    consecutive_failures  INTEGER NOT NULL DEFAULT 0,
+    open_cycles           INTEGER NOT NULL DEFAULT 0,
+    opened_at_unix_ms     INTEGER,
+    retry_at_unix_ms      INTEGER,
+    last_transition_unix_ms INTEGER,
+    last_error            TEXT,
+    updated_at_unix_ms    INTEGER NOT NULL
+);
+
+CREATE TABLE connections (
+    provider              TEXT    NOT NULL,
+    connection            TEXT    NOT NULL,
+    state                 TEXT    NOT NULL DEFAULT 'active',
+    reason                TEXT,
+    backoff_level         INTEGER NOT NULL DEFAULT 0,
+    consecutive_failures  INTEGER NOT NULL DEFAULT 0,
+    cooldown_until_unix_ms INTEGER,
+    last_error            TEXT,
+    updated_at_unix_ms    INTEGER NOT NULL,
+    PRIMARY KEY (provider, connection)
+);
+
+CREATE TABLE model_lockouts (
+    provider              TEXT    NOT NULL,
+    connection            TEXT    NOT NULL,
+    model                 TEXT    NOT NULL,
+    scope                 TEXT    NOT NULL DEFAULT 'model',
+    reason                TEXT,
+    failures              INTEGER NOT NULL DEFAULT 0,
+    backoff_level         INTEGER NOT NULL DEFAULT 0,
+    locked_until_unix_ms  INTEGER,
+    updated_at_unix_ms    INTEGER NOT NULL,
+    PRIMARY KEY (provider, connection, model)
+);
+
+CREATE TABLE session_affinity (
+    session_key           TEXT    PRIMARY KEY,
+    route                 TEXT    NOT NULL DEFAULT '',
+    target                TEXT    NOT NULL,
+    expires_at_unix_ms    INTEGER NOT NULL,
+    updated_at_unix_ms    INTEGER NOT NULL
+);
+CREATE INDEX session_affinity_expires ON session_affinity (expires_at_unix_ms);
+
+CREATE TABLE settings (
+    key                   TEXT    PRIMARY KEY,
+    value                 TEXT    NOT NULL,
+    updated_at_unix_ms    INTEGER NOT NULL
+);
+";
+
+/// Every migration step, in order; `MIGRATIONS[i]` moves `user_version` from `i` to `i + 1`.
+pub(crate) const MIGRATIONS: &[&str] = &[V1];
+
+/// Schema version this binary writes (the number of migration steps).
+pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
+
+/// Every table schema v1 creates (for tests and diagnostics).
+pub const TABLES: [&str; 6] = [
+    "request_log",
+    "circuit_breakers",
+    "connections",
+    "model_lockouts",
+    "session_affinity",
+    "settings",
+];
+
+/// The fix appended to every "cannot open / migrate" message.
+pub(crate) const RESET_HINT: &str = "move it aside with 'sluice --reset-state' or set [store] path";
+
+/// Opens the writer connection: creates the parent directory, checks the file is a writable
+/// SQLite database, turns on WAL, `synchronous=NORMAL` and the busy timeout, and migrates.
+pub(crate) fn open_writer(path: &Path) -> Result<Connection, StoreError> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| StoreError::Open {
+            path: path.to_path_buf(),
+            message: format!(
+                "cannot create the directory '{}' for the state database ({e}); check its permissions or set [store] path",
+                dir.display()
+            ),
+        })?;
+    }
+    let open_err = |e: &dyn std::fmt::Display| StoreError::Open {
+        path: path.to_path_buf(),
+        message: format!("cannot open the state database ({e}); {RESET_HINT}"),
+    };
+    let mut conn = Connection::open(path).map_err(|e| open_err(&e))?;
+    conn.busy_timeout(BUSY_TIMEOUT).map_err(|e| open_err(&e))?;
+    // The first statement that reads the header: a garbage file fails here with
+    // "file is not a database".
+    let mode: String = conn
+        .pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0))
+        .map_err(|e| open_err(&e))?;
+    if conn
+        .is_readonly(rusqlite::MAIN_DB)
+        .map_err(|e| open_err(&e))?
+    {
+        return Err(StoreError::Open {
+            path: path.to_path_buf(),
+            message: "cannot open the state database for writing (the file or its directory is read-only); check permissions or set [store] path".into(),
+        });
+    }
+    if !mode.eq_ignore_ascii_case("wal") {
+        tracing::warn!(path = %path.display(), mode = %mode, "state database is not in WAL mode");
+    }
+    conn.pragma_update(None, "synchronous", "NORMAL")
+        .map_err(|e| open_err(&e))?;
+    migrate(&mut conn, path)?;
+    Ok(conn)
+}
+
+/// Opens a read-only connection for the reading helpers (WAL allows readers beside the writer).
+pub(crate) fn open_reader(path: &Path) -> rusqlite::Result<Connection> {
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | OpenFlags::SQLITE_OPEN_URI,
+    )?;
+    conn.busy_timeout(BUSY_TIMEOUT)?;
+    Ok(conn)
+}
+
+/// The database's `user_version`.
+pub(crate) fn user_version(conn: &Connection) -> rusqlite::Result<i64> {
+    conn.pragma_query_value(None, "user_version", |r| r.get(0))
+}
+
+/// Runs every migration step above the database's `user_version`. A database newer than
+/// [`SCHEMA_VERSION`] is refused, never downgraded.
+pub(crate) fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
+    let open_err = |e: rusqlite::Error| StoreError::Open {
+        path: path.to_path_buf(),
+        message: format!("cannot open the state database ({e}); {RESET_HINT}"),
+    };
+    let found = user_version(conn).map_err(open_err)?;
+    check_version(path, found)?;
+    for (step, sql) in MIGRATIONS.iter().enumerate() {
+        let to = u32::try_from(step + 1).unwrap_or(u32::MAX);
+        let migrate_err = |e: rusqlite::Error| StoreError::Migrate {
+            path: path.to_path_buf(),
+            version: to,
+            message: e.to_string(),
+        };
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(migrate_err)?;
+        // Re-read inside the write lock: another process may have migrated meanwhile.
+        let current = user_version(&tx).map_err(migrate_err)?;
+        check_version(path, current)?;
+        if current > i64::try_from(step).unwrap_or(i64::MAX) {
+            continue;
+        }
+        tx.execute_batch(sql).map_err(migrate_err)?;
+        tx.pragma_update(None, "user_version", i64::from(to))
+            .map_err(migrate_err)?;
+        tx.commit().map_err(migrate_err)?;
+        tracing::info!(path = %path.display(), version = to, "state database migrated");
+    }
+    Ok(())
+}
+
+fn check_version(path: &Path, found: i64) -> Result<(), StoreError> {
+    if found < 0 || found > i64::from(SCHEMA_VERSION) {
+        return Err(StoreError::TooNew {
+            path: path.to_path_buf(),
+            found,
+            known: SCHEMA_VERSION,
+        });
+    }
+    Ok(())
+}

@@ -1,0 +1,279 @@
+//! The writer thread: owns the `rusqlite::Connection`, batches queued rows into transactions and
+//! enforces `request_log` retention.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender, TryRecvError};
+use std::time::Duration;
+
+use rusqlite::{Connection, TransactionBehavior, params};
+
+use super::RequestLogRow;
+
+/// Most rows written in one transaction.
+pub(crate) const MAX_BATCH_ROWS: usize = 4096;
+/// Most request time (by `at_unix_ms`, ms) one batch spans: kill -9 loses at most ~1 s of rows.
+pub(crate) const BATCH_SPAN_MS: u64 = 1_000;
+/// Retention runs at most once per this much request time (ms), unless forced.
+pub(crate) const PRUNE_INTERVAL_MS: u64 = 5_000;
+
+/// A message to the writer thread.
+pub(crate) enum Msg {
+    /// Append one `request_log` row.
+    Row(RequestLogRow),
+    /// Ack once everything queued before this message is committed.
+    Flush(SyncSender<()>),
+    /// Enforce retention now, measuring age against `now_unix_ms` (wall clock, ms).
+    Retain {
+        /// Wall-clock now, Unix ms.
+        now_unix_ms: u64,
+    },
+    /// Commit, enforce retention, checkpoint the WAL and stop.
+    Close,
+    /// Test hook: signal `entered`, then block until `release` yields or disconnects.
+    #[cfg(test)]
+    Pause {
+        /// Signalled once the writer is paused.
+        entered: SyncSender<()>,
+        /// The writer resumes when this yields or its sender is dropped.
+        release: Receiver<()>,
+    },
+}
+
+/// `request_log` bounds.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Retention {
+    /// Keep at most this many rows (the newest).
+    pub(crate) max_rows: u64,
+    /// Keep rows at most this old, ms.
+    pub(crate) max_age_ms: u64,
+}
+
+impl Retention {
+    /// Bounds from the config values.
+    pub(crate) fn new(max_rows: u64, max_age: Duration) -> Self {
+        Self {
+            max_rows,
+            max_age_ms: u64::try_from(max_age.as_millis()).unwrap_or(u64::MAX),
+        }
+    }
+}
+
+/// Saturating `u64` → SQLite integer.
+pub(crate) fn to_sql_int(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+/// Newest `at_unix_ms` in `request_log` (0 when empty).
+pub(crate) fn newest_at(conn: &Connection) -> rusqlite::Result<u64> {
+    let v: Option<i64> =
+        conn.query_row("SELECT MAX(at_unix_ms) FROM request_log", [], |r| r.get(0))?;
+    Ok(v.and_then(|v| u64::try_from(v).ok()).unwrap_or(0))
+}
+
+/// Deletes rows beyond the newest `max_rows` (by id) and rows older than `reference_ms -
+/// max_age_ms`; returns how many rows were deleted.
+pub(crate) fn prune(
+    conn: &Connection,
+    retention: Retention,
+    reference_ms: u64,
+) -> rusqlite::Result<usize> {
+    let by_rows = conn.execute(
+        "DELETE FROM request_log WHERE id <= (SELECT id FROM request_log ORDER BY id DESC LIMIT 1 OFFSET ?1)",
+        params![to_sql_int(retention.max_rows)],
+    )?;
+    let by_age = match reference_ms.checked_sub(retention.max_age_ms) {
+        Some(cutoff) => conn.execute(
+            "DELETE FROM request_log WHERE at_unix_ms < ?1",
+            params![to_sql_int(cutoff)],
+        )?,
+        None => 0,
+    };
+    Ok(by_rows + by_age)
+}
+
+/// State owned by the writer thread.
+pub(crate) struct Writer {
+    conn: Connection,
+    path: PathBuf,
+    rx: Receiver<Msg>,
+    dropped: Arc<AtomicU64>,
+    retention: Retention,
+    /// A non-row message read while draining a batch; handled next.
+    carry: Option<Msg>,
+    /// Newest time seen (row `at_unix_ms` or a `Retain` wall time), ms.
+    reference_ms: u64,
+    /// `reference_ms` at the last retention pass.
+    last_prune_ms: u64,
+    /// Rows written since the last retention pass.
+    since_prune: u64,
+}
+
+impl Writer {
+    /// A writer over an open, migrated connection whose retention already ran at `reference_ms`.
+    pub(crate) fn new(
+        conn: Connection,
+        path: PathBuf,
+        rx: Receiver<Msg>,
+        dropped: Arc<AtomicU64>,
+        retention: Retention,
+        reference_ms: u64,
+    ) -> Self {
+        Self {
+            conn,
+            path,
+            rx,
+            dropped,
+            retention,
+            carry: None,
+            reference_ms,
+            last_prune_ms: reference_ms,
+            since_prune: 0,
+        }
+    }
+
+    /// The thread body: runs until `Close` or until every sender is gone.
+    pub(crate) fn run(mut self) {
+        loop {
+            let msg = match self.carry.take() {
+                Some(m) => m,
+                None => match self.rx.recv() {
+                    Ok(m) => m,
+                    Err(_) => break,
+                },
+            };
+            match msg {
+                Msg::Row(row) => {
+                    let batch = self.collect(row);
+                    self.write(&batch);
+                    if self.since_prune > 0
+                        && (self.reference_ms
+                            >= self.last_prune_ms.saturating_add(PRUNE_INTERVAL_MS)
+                            || self.since_prune >= self.retention.max_rows.max(1))
+                    {
+                        self.prune();
+                    }
+                }
+                Msg::Flush(ack) => {
+                    if self.since_prune > 0 {
+                        self.prune();
+                    }
+                    let _ = ack.send(());
+                }
+                Msg::Retain { now_unix_ms } => {
+                    self.reference_ms = self.reference_ms.max(now_unix_ms);
+                    self.prune();
+                }
+                Msg::Close => break,
+                #[cfg(test)]
+                Msg::Pause { entered, release } => {
+                    let _ = entered.send(());
+                    let _ = release.recv();
+                }
+            }
+        }
+        self.shutdown();
+    }
+
+    /// Drains available rows after `first` into one batch: stops at a non-row message (kept in
+    /// `carry`), an empty queue, [`MAX_BATCH_ROWS`], or a row more than [`BATCH_SPAN_MS`] after
+    /// the first.
+    fn collect(&mut self, first: RequestLogRow) -> Vec<RequestLogRow> {
+        let span_end = first.at_unix_ms.saturating_add(BATCH_SPAN_MS);
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH_ROWS {
+            match self.rx.try_recv() {
+                Ok(Msg::Row(row)) if row.at_unix_ms <= span_end => batch.push(row),
+                Ok(other) => {
+                    self.carry = Some(other);
+                    break;
+                }
+                Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
+            }
+        }
+        batch
+    }
+
+    /// Writes `batch` in one transaction; on failure logs and counts the rows as dropped.
+    fn write(&mut self, batch: &[RequestLogRow]) {
+        match insert_rows(&mut self.conn, batch) {
+            Ok(()) => {
+                self.since_prune += batch.len() as u64;
+                if let Some(newest) = batch.iter().map(|r| r.at_unix_ms).max() {
+                    self.reference_ms = self.reference_ms.max(newest);
+                }
+            }
+            Err(e) => {
+                self.dropped
+                    .fetch_add(batch.len() as u64, Ordering::Relaxed);
+                tracing::warn!(path = %self.path.display(), rows = batch.len(), error = %e, "request_log batch not written");
+            }
+        }
+    }
+
+    fn prune(&mut self) {
+        match prune(&self.conn, self.retention, self.reference_ms) {
+            Ok(n) if n > 0 => tracing::debug!(rows = n, "request_log retention deleted rows"),
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(path = %self.path.display(), error = %e, "request_log retention failed")
+            }
+        }
+        self.last_prune_ms = self.reference_ms;
+        self.since_prune = 0;
+    }
+
+    /// Handles anything queued after `Close` (rows count as dropped, flushes are acked), runs a
+    /// last retention pass and checkpoints the WAL so the file stands alone.
+    fn shutdown(mut self) {
+        while let Ok(msg) = self.rx.try_recv() {
+            match msg {
+                Msg::Row(_) => {
+                    self.dropped.fetch_add(1, Ordering::Relaxed);
+                }
+                Msg::Flush(ack) => {
+                    let _ = ack.send(());
+                }
+                _ => {}
+            }
+        }
+        if self.since_prune > 0 {
+            self.prune();
+        }
+        if let Err(e) = self
+            .conn
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+        {
+            tracing::debug!(path = %self.path.display(), error = %e, "WAL checkpoint at close failed");
+        }
+        if let Err((_, e)) = self.conn.close() {
+            tracing::warn!(path = %self.path.display(), error = %e, "closing the state database failed");
+        }
+    }
+}
+
+/// Inserts `rows` in one `IMMEDIATE` transaction.
+fn insert_rows(conn: &mut Connection, rows: &[RequestLogRow]) -> rusqlite::Result<()> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    {
+        let mut stmt = tx.prepare_cached(
+            "INSERT INTO request_log (at_unix_ms, route, client_model, target, status, latency_ms, attempts, bytes, outcome)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+        )?;
+        for r in rows {
+            stmt.execute(params![
+                to_sql_int(r.at_unix_ms),
+                r.route,
+                r.client_model,
+                r.target,
+                r.status,
+                to_sql_int(r.latency_ms),
+                r.attempts,
+                to_sql_int(r.bytes),
+                r.outcome,
+            ])?;
+        }
+    }
+    tx.commit()
+}

@@ -1,0 +1,672 @@
+//! `MockUpstream`: a scripted Anthropic / OpenAI upstream on `127.0.0.1:0` that records every
+//! request it sees.
+//!
+//! Replies are scripted per (route path, model) with [`MockUpstream::on`], first match wins,
+//! optionally only a number of times; anything unscripted gets a default reply in the real wire
+//! format of the route (a Messages JSON or the `anthropic-text` fixture stream, a chat
+//! completion, a Responses object, `count_tokens`, `GET /v1/models`; 404 elsewhere).
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode};
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use super::body::ChannelBody;
+
+type MockBody = BoxBody<Bytes, std::io::Error>;
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The bytes of `tests/fixtures/sse/<name>.sse`.
+pub fn fixture(name: &str) -> Bytes {
+    let path = format!(
+        "{}/tests/fixtures/sse/{name}.sse",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    Bytes::from(std::fs::read(&path).unwrap_or_else(|e| panic!("fixture {path}: {e}")))
+}
+
+// === Reply ===
+
+/// What the mock does after the last scripted chunk of a streamed reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamEnd {
+    /// End the body cleanly.
+    Finish,
+    /// Keep the connection open, sending nothing more, until the client goes away.
+    Stall,
+    /// Abort the connection mid-body (no terminating chunk).
+    Abort,
+}
+
+#[derive(Debug, Clone)]
+enum ReplyBody {
+    Bytes(Bytes),
+    Chunks {
+        chunks: Vec<(Duration, Bytes)>,
+        end: StreamEnd,
+    },
+    /// Close the connection without any response.
+    Drop,
+    /// A Messages reply carrying `text`, streamed or not as the request asks.
+    AnthropicText(String),
+    /// The route's default reply.
+    Default,
+}
+
+/// A scripted reply: status, headers and a body (JSON, SSE chunks, stall, dropped connection).
+#[derive(Debug, Clone)]
+pub struct Reply {
+    status: u16,
+    headers: Vec<(String, String)>,
+    head_delay: Duration,
+    body: ReplyBody,
+}
+
+impl Reply {
+    fn new(status: u16, body: ReplyBody) -> Self {
+        Self {
+            status,
+            headers: Vec::new(),
+            head_delay: Duration::ZERO,
+            body,
+        }
+    }
+
+    /// The route's default reply (what an unscripted request gets).
+    pub fn default_for_route() -> Self {
+        Self::new(200, ReplyBody::Default)
+    }
+
+    /// `status` with a JSON body.
+    pub fn json(status: u16, body: Value) -> Self {
+        Self::new(
+            status,
+            ReplyBody::Bytes(Bytes::from(serde_json::to_vec(&body).unwrap())),
+        )
+        .header("content-type", "application/json")
+    }
+
+    /// `status` with these exact body bytes and content type.
+    pub fn raw(status: u16, content_type: &str, body: impl Into<Bytes>) -> Self {
+        Self::new(status, ReplyBody::Bytes(body.into())).header("content-type", content_type)
+    }
+
+    /// An Anthropic error: `{"type":"error","error":{"type":..,"message":..},"request_id":..}`.
+    pub fn anthropic_error(status: u16, kind: &str, message: &str) -> Self {
+        Self::json(
+            status,
+            json!({"type": "error", "error": {"type": kind, "message": message}, "request_id": "req_mock01"}),
+        )
+        .header("request-id", "req_mock01")
+    }
+
+    /// An OpenAI error: `{"error":{"message":..,"type":..,"param":null,"code":..}}`.
+    pub fn openai_error(status: u16, kind: &str, code: &str, message: &str) -> Self {
+        Self::json(
+            status,
+            json!({"error": {"message": message, "type": kind, "param": null, "code": code}}),
+        )
+    }
+
+    /// A 200 SSE stream of these chunks, written one by one, then ended.
+    pub fn sse_chunks(chunks: Vec<Bytes>) -> Self {
+        let chunks = chunks.into_iter().map(|c| (Duration::ZERO, c)).collect();
+        Self::new(
+            200,
+            ReplyBody::Chunks {
+                chunks,
+                end: StreamEnd::Finish,
+            },
+        )
+        .header("content-type", "text/event-stream")
+        .header("cache-control", "no-cache")
+    }
+
+    /// A 200 SSE stream of `tests/fixtures/sse/<name>.sse` in one write.
+    pub fn sse_fixture(name: &str) -> Self {
+        Self::sse_chunks(vec![fixture(name)])
+    }
+
+    /// A 200 SSE stream of whole `events` (each `event:`/`data:` block ends with a blank line),
+    /// one write per event.
+    pub fn sse_events(events: &[String]) -> Self {
+        Self::sse_chunks(events.iter().map(|e| Bytes::from(e.clone())).collect())
+    }
+
+    /// A Messages reply with one text block; SSE when the request says `stream: true`.
+    pub fn anthropic_text(text: &str) -> Self {
+        Self::new(200, ReplyBody::AnthropicText(text.to_string()))
+    }
+
+    /// Closes the connection before sending any response (a transport error upstream).
+    pub fn drop_connection() -> Self {
+        Self::new(0, ReplyBody::Drop)
+    }
+
+    /// Adds a response header.
+    pub fn header(mut self, name: &str, value: &str) -> Self {
+        self.headers.push((name.to_string(), value.to_string()));
+        self
+    }
+
+    /// Waits this long before sending the response head.
+    pub fn delay(mut self, d: Duration) -> Self {
+        self.head_delay = d;
+        self
+    }
+
+    /// Re-splits a streamed body into `pieces` writes of about equal size (cut at arbitrary
+    /// byte offsets, even inside an event or a UTF-8 sequence), `pause` before each but the first.
+    pub fn split(mut self, pieces: usize, pause: Duration) -> Self {
+        if let ReplyBody::Chunks { chunks, end } = &self.body {
+            let all: Vec<u8> = chunks.iter().flat_map(|(_, c)| c.iter().copied()).collect();
+            let size = all.len().div_ceil(pieces.max(1)).max(1);
+            let chunks = all
+                .chunks(size)
+                .enumerate()
+                .map(|(i, c)| {
+                    (
+                        if i == 0 { Duration::ZERO } else { pause },
+                        Bytes::copy_from_slice(c),
+                    )
+                })
+                .collect();
+            self.body = ReplyBody::Chunks { chunks, end: *end };
+        }
+        self
+    }
+
+    /// Pauses `pause` before every chunk but the first.
+    pub fn pace(mut self, pause: Duration) -> Self {
+        if let ReplyBody::Chunks { chunks, .. } = &mut self.body {
+            for (i, (d, _)) in chunks.iter_mut().enumerate() {
+                *d = if i == 0 { Duration::ZERO } else { pause };
+            }
+        }
+        self
+    }
+
+    /// After the chunks, hold the connection open without sending more.
+    pub fn then_stall(mut self) -> Self {
+        if let ReplyBody::Chunks { end, .. } = &mut self.body {
+            *end = StreamEnd::Stall;
+        }
+        self
+    }
+
+    /// After the chunks, abort the connection mid-body.
+    pub fn then_abort(mut self) -> Self {
+        if let ReplyBody::Chunks { end, .. } = &mut self.body {
+            *end = StreamEnd::Abort;
+        }
+        self
+    }
+
+    /// The exact bytes a streamed or fixed reply sends (for byte-exact assertions).
+    pub fn body_bytes(&self) -> Bytes {
+        match &self.body {
+            ReplyBody::Bytes(b) => b.clone(),
+            ReplyBody::Chunks { chunks, .. } => Bytes::from(
+                chunks
+                    .iter()
+                    .flat_map(|(_, c)| c.iter().copied())
+                    .collect::<Vec<u8>>(),
+            ),
+            _ => Bytes::new(),
+        }
+    }
+}
+
+// === Recorded ===
+
+/// One request the mock received.
+#[derive(Debug, Clone)]
+pub struct Recorded {
+    /// Method.
+    pub method: Method,
+    /// Path without the query, e.g. `/v1/messages`.
+    pub path: String,
+    /// The query string without `?`, if any.
+    pub query: Option<String>,
+    /// Headers as received.
+    pub headers: HeaderMap,
+    /// Body bytes as received.
+    pub body: Bytes,
+}
+
+impl Recorded {
+    /// The body parsed as JSON (panics if it is not JSON).
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("upstream body is not JSON ({e}): {:?}", self.body))
+    }
+
+    /// The body's `model`, if it is JSON with a string `model`.
+    pub fn model(&self) -> Option<String> {
+        body_model(&self.body)
+    }
+
+    /// A header value as text.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    /// `path?query` as the upstream saw it.
+    pub fn path_and_query(&self) -> String {
+        match &self.query {
+            Some(q) => format!("{}?{q}", self.path),
+            None => self.path.clone(),
+        }
+    }
+}
+
+fn body_model(body: &[u8]) -> Option<String> {
+    serde_json::from_slice::<Value>(body)
+        .ok()?
+        .get("model")?
+        .as_str()
+        .map(str::to_string)
+}
+
+fn body_stream(body: &[u8]) -> bool {
+    serde_json::from_slice::<Value>(body)
+        .ok()
+        .and_then(|v| v.get("stream")?.as_bool())
+        .unwrap_or(false)
+}
+
+// === MockUpstream ===
+
+#[derive(Debug)]
+struct Rule {
+    path: String,
+    model: Option<String>,
+    remaining: Option<usize>,
+    reply: Reply,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    rules: Mutex<Vec<Rule>>,
+    requests: Mutex<Vec<Recorded>>,
+    arrived: Notify,
+}
+
+/// A scripted upstream. Dropping it closes the listener and every open connection.
+#[derive(Debug)]
+pub struct MockUpstream {
+    addr: SocketAddr,
+    state: Arc<State>,
+    cancel: CancellationToken,
+}
+
+/// Scripts one rule: `mock.on("/v1/messages").model("m").times(1).reply(r)`.
+#[derive(Debug)]
+#[must_use = "a rule does nothing until .reply(..)"]
+pub struct RuleBuilder<'a> {
+    mock: &'a MockUpstream,
+    path: String,
+    model: Option<String>,
+    remaining: Option<usize>,
+}
+
+impl RuleBuilder<'_> {
+    /// Only requests whose JSON body has this `model`.
+    pub fn model(mut self, model: &str) -> Self {
+        self.model = Some(model.to_string());
+        self
+    }
+
+    /// Only the next `n` matching requests; later ones fall through to the next rule.
+    pub fn times(mut self, n: usize) -> Self {
+        self.remaining = Some(n);
+        self
+    }
+
+    /// Registers the rule with this reply.
+    pub fn reply(self, reply: Reply) {
+        let rule = Rule {
+            path: self.path,
+            model: self.model,
+            remaining: self.remaining,
+            reply,
+        };
+        self.mock.state.rules.lock().unwrap().push(rule);
+    }
+}
+
+impl Drop for MockUpstream {
+    fn drop(&mut self) {
+        self.cancel.cancel();
+    }
+}
+
+impl MockUpstream {
+    /// Binds `127.0.0.1:0` and starts serving (HTTP/1.1 and h2c, `TCP_NODELAY`).
+    pub async fn start() -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let state = Arc::new(State::default());
+        let cancel = CancellationToken::new();
+        tokio::spawn(accept_loop(listener, state.clone(), cancel.clone()));
+        Self {
+            addr,
+            state,
+            cancel,
+        }
+    }
+
+    /// `http://127.0.0.1:PORT`, the provider `base_url`.
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The bound address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Starts a rule for requests to `path` (no query); `"*"` matches any path.
+    pub fn on(&self, path: &str) -> RuleBuilder<'_> {
+        RuleBuilder {
+            mock: self,
+            path: path.to_string(),
+            model: None,
+            remaining: None,
+        }
+    }
+
+    /// Every request received so far, in arrival order.
+    pub fn requests(&self) -> Vec<Recorded> {
+        self.state.requests.lock().unwrap().clone()
+    }
+
+    /// Requests received for `path` (no query).
+    pub fn requests_to(&self, path: &str) -> Vec<Recorded> {
+        self.requests()
+            .into_iter()
+            .filter(|r| r.path == path)
+            .collect()
+    }
+
+    /// How many requests were received in all.
+    pub fn count(&self) -> usize {
+        self.state.requests.lock().unwrap().len()
+    }
+
+    /// The only request received; panics unless exactly one arrived.
+    pub fn single(&self) -> Recorded {
+        let all = self.requests();
+        assert_eq!(
+            all.len(),
+            1,
+            "expected exactly one upstream request, got {all:#?}"
+        );
+        all.into_iter().next().unwrap()
+    }
+
+    /// Waits (up to 5 s) until at least `n` requests arrived.
+    pub async fn wait_for(&self, n: usize) -> Vec<Recorded> {
+        let waited = tokio::time::timeout(Duration::from_secs(5), async {
+            loop {
+                let notified = self.state.arrived.notified();
+                if self.count() >= n {
+                    return;
+                }
+                notified.await;
+            }
+        })
+        .await;
+        assert!(
+            waited.is_ok(),
+            "mock upstream: waited 5s for {n} requests, got {:#?}",
+            self.requests()
+        );
+        self.requests()
+    }
+}
+
+async fn accept_loop(listener: TcpListener, state: Arc<State>, cancel: CancellationToken) {
+    loop {
+        let accepted = tokio::select! {
+            _ = cancel.cancelled() => return,
+            a = listener.accept() => a,
+        };
+        let Ok((tcp, _)) = accepted else { continue };
+        let _ = tcp.set_nodelay(true);
+        let state = state.clone();
+        let cancel = cancel.clone();
+        tokio::spawn(async move {
+            let svc_cancel = cancel.clone();
+            let svc = service_fn(move |req| handle(state.clone(), svc_cancel.clone(), req));
+            let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+            let conn = builder.serve_connection(TokioIo::new(tcp), svc);
+            tokio::select! {
+                _ = cancel.cancelled() => {}
+                _ = conn => {}
+            }
+        });
+    }
+}
+
+fn pick(state: &State, path: &str, model: Option<&str>) -> Reply {
+    let mut rules = state.rules.lock().unwrap();
+    let found = rules.iter_mut().find(|r| {
+        (r.path == "*" || r.path == path)
+            && r.model.as_deref().is_none_or(|m| Some(m) == model)
+            && r.remaining != Some(0)
+    });
+    match found {
+        Some(rule) => {
+            if let Some(n) = rule.remaining.as_mut() {
+                *n -= 1;
+            }
+            rule.reply.clone()
+        }
+        None => Reply::default_for_route(),
+    }
+}
+
+async fn handle(
+    state: Arc<State>,
+    cancel: CancellationToken,
+    req: Request<Incoming>,
+) -> Result<Response<MockBody>, BoxError> {
+    let (parts, body) = req.into_parts();
+    let body = body.collect().await?.to_bytes();
+    let rec = Recorded {
+        method: parts.method.clone(),
+        path: parts.uri.path().to_string(),
+        query: parts.uri.query().map(str::to_string),
+        headers: parts.headers.clone(),
+        body: body.clone(),
+    };
+    let model = body_model(&body);
+    let reply = pick(&state, &rec.path, model.as_deref());
+    state.requests.lock().unwrap().push(rec.clone());
+    state.arrived.notify_waiters();
+
+    if !reply.head_delay.is_zero() {
+        tokio::time::sleep(reply.head_delay).await;
+    }
+    let reply = match reply.body {
+        ReplyBody::Default => default_reply(&rec),
+        ReplyBody::AnthropicText(ref text) => {
+            anthropic_text_reply(text, &rec, reply.headers.clone())
+        }
+        _ => reply,
+    };
+    let mut builder =
+        Response::builder().status(StatusCode::from_u16(reply.status).unwrap_or(StatusCode::OK));
+    for (k, v) in &reply.headers {
+        builder = builder.header(k.as_str(), HeaderValue::from_str(v).unwrap());
+    }
+    let body: MockBody = match reply.body {
+        ReplyBody::Drop => return Err("mock: dropping the connection as scripted".into()),
+        ReplyBody::Bytes(b) => Full::new(b).map_err(|never| match never {}).boxed(),
+        ReplyBody::Chunks { chunks, end } => {
+            let (tx, body) = ChannelBody::channel();
+            tokio::spawn(async move {
+                for (pause, chunk) in chunks {
+                    if !pause.is_zero() {
+                        tokio::time::sleep(pause).await;
+                    }
+                    if tx.send(Ok(chunk)).await.is_err() {
+                        return;
+                    }
+                }
+                match end {
+                    StreamEnd::Finish => {}
+                    StreamEnd::Stall => {
+                        tokio::select! {
+                            _ = tx.closed() => {}
+                            _ = cancel.cancelled() => {}
+                        }
+                    }
+                    StreamEnd::Abort => {
+                        let _ = tx
+                            .send(Err(std::io::Error::other(
+                                "mock: aborting the stream as scripted",
+                            )))
+                            .await;
+                    }
+                }
+            });
+            body.boxed()
+        }
+        ReplyBody::Default | ReplyBody::AnthropicText(_) => unreachable!("resolved above"),
+    };
+    Ok(builder.body(body)?)
+}
+
+// === default replies in the real wire formats ===
+
+fn default_reply(rec: &Recorded) -> Reply {
+    let model = rec.model().unwrap_or_else(|| "mock-model".to_string());
+    let stream = body_stream(&rec.body);
+    match (&rec.method, rec.path.as_str()) {
+        (&Method::POST, "/v1/messages") if stream => Reply::sse_fixture("anthropic-text"),
+        (&Method::POST, "/v1/messages") => {
+            Reply::json(200, anthropic_message(&model, "Hello from the mock."))
+        }
+        (&Method::POST, "/v1/messages/count_tokens") => {
+            Reply::json(200, json!({"input_tokens": (rec.body.len() / 4).max(1)}))
+        }
+        (&Method::POST, "/v1/chat/completions") if stream => Reply::sse_fixture("openai-chat-text"),
+        (&Method::POST, "/v1/chat/completions") => {
+            Reply::json(200, chat_completion(&model, "Hello from the mock."))
+        }
+        (&Method::POST, "/v1/responses") if stream => Reply::sse_fixture("openai-responses"),
+        (&Method::POST, "/v1/responses") => {
+            Reply::json(200, responses_object(&model, "Hello from the mock."))
+        }
+        (&Method::GET, "/v1/models") => Reply::json(
+            200,
+            json!({
+                "data": [{"id": "mock-model", "type": "model", "display_name": "Mock", "created_at": "2025-01-01T00:00:00Z"}],
+                "has_more": false, "first_id": "mock-model", "last_id": "mock-model"
+            }),
+        ),
+        _ => Reply::anthropic_error(
+            404,
+            "not_found_error",
+            &format!("mock: no route {} {}", rec.method, rec.path),
+        ),
+    }
+}
+
+fn anthropic_text_reply(text: &str, rec: &Recorded, headers: Vec<(String, String)>) -> Reply {
+    let model = rec.model().unwrap_or_else(|| "mock-model".to_string());
+    let mut reply = if body_stream(&rec.body) {
+        Reply::sse_events(&anthropic_text_events(&model, text))
+    } else {
+        Reply::json(200, anthropic_message(&model, text))
+    };
+    reply.headers.extend(headers);
+    reply
+}
+
+/// A non-streaming Messages API response with one text block.
+pub fn anthropic_message(model: &str, text: &str) -> Value {
+    json!({
+        "id": "msg_01MockUpstream",
+        "type": "message",
+        "role": "assistant",
+        "content": [{"type": "text", "text": text}],
+        "model": model,
+        "stop_reason": "end_turn",
+        "stop_sequence": null,
+        "usage": {"input_tokens": 12, "output_tokens": 7}
+    })
+}
+
+fn sse_event(name: &str, data: &Value) -> String {
+    format!("event: {name}\ndata: {data}\n\n")
+}
+
+/// A complete Messages SSE stream with one text block, one string per event.
+pub fn anthropic_text_events(model: &str, text: &str) -> Vec<String> {
+    let start = json!({"type": "message_start", "message": {"id": "msg_01MockUpstream", "type": "message",
+        "role": "assistant", "content": [], "model": model, "stop_reason": null, "stop_sequence": null,
+        "usage": {"input_tokens": 12, "output_tokens": 1}}});
+    vec![
+        sse_event("message_start", &start),
+        sse_event(
+            "content_block_start",
+            &json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+        ),
+        sse_event("ping", &json!({"type": "ping"})),
+        sse_event(
+            "content_block_delta",
+            &json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}}),
+        ),
+        sse_event(
+            "content_block_stop",
+            &json!({"type": "content_block_stop", "index": 0}),
+        ),
+        sse_event(
+            "message_delta",
+            &json!({"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": null},
+                "usage": {"output_tokens": 7}}),
+        ),
+        sse_event("message_stop", &json!({"type": "message_stop"})),
+    ]
+}
+
+/// A non-streaming `chat.completion`.
+pub fn chat_completion(model: &str, text: &str) -> Value {
+    json!({
+        "id": "chatcmpl-Mock",
+        "object": "chat.completion",
+        "created": 1_764_460_800,
+        "model": model,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text, "refusal": null},
+            "logprobs": null, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+    })
+}
+
+/// A non-streaming Responses API object.
+pub fn responses_object(model: &str, text: &str) -> Value {
+    json!({
+        "id": "resp_Mock",
+        "object": "response",
+        "created_at": 1_764_460_800,
+        "status": "completed",
+        "model": model,
+        "output": [{"type": "message", "id": "msg_Mock", "status": "completed", "role": "assistant",
+            "content": [{"type": "output_text", "text": text, "annotations": []}]}],
+        "usage": {"input_tokens": 10, "output_tokens": 5, "total_tokens": 15}
+    })
+}
