@@ -4,7 +4,12 @@
 //! sends N sequential `POST /v1/messages` requests (default 1000, after 200 warm-up) over one
 //! keep-alive connection each way, alternating direct and proxied rounds of 100, and prints
 //! the medians and p99s. Run: `cargo run --release --example overhead [-- N]`.
-#![allow(clippy::print_stdout, clippy::unwrap_used, clippy::expect_used, missing_docs)]
+#![allow(
+    clippy::print_stdout,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    missing_docs
+)]
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -31,11 +36,15 @@ async fn mock() -> std::net::SocketAddr {
             tokio::spawn(async move {
                 let svc = service_fn(|req: hyper::Request<hyper::body::Incoming>| async move {
                     let _ = req.into_body().collect().await;
-                    let mut r = hyper::Response::new(Full::new(Bytes::from_static(REPLY.as_bytes())));
-                    r.headers_mut().insert("content-type", "application/json".parse().unwrap());
+                    let mut r =
+                        hyper::Response::new(Full::new(Bytes::from_static(REPLY.as_bytes())));
+                    r.headers_mut()
+                        .insert("content-type", "application/json".parse().unwrap());
                     Ok::<_, Infallible>(r)
                 });
-                let _ = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(s), svc).await;
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(s), svc)
+                    .await;
             });
         }
     });
@@ -49,7 +58,10 @@ fn pct(v: &mut [f64], q: f64) -> f64 {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
-    let n: usize = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(1000);
+    let n: usize = std::env::args()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1000);
     let upstream = mock().await;
     let dir = tempfile::tempdir().unwrap();
     let text = format!(
@@ -60,12 +72,15 @@ async fn main() {
     let env = sluice::config::LoadEnv::fixed(&[], dir.path());
     let cfg = sluice::config::from_str(&text, std::path::Path::new("bench.toml"), &env).unwrap();
     let store = Arc::new(sluice::store::Store::open(&cfg.store).unwrap());
-    let running = sluice::app::start(cfg, Arc::new(SystemClock), Some(store)).await.unwrap();
+    let running = sluice::app::start(cfg, Arc::new(SystemClock), Some(store))
+        .await
+        .unwrap();
     let proxy = running.listen;
 
     let mut http = HttpConnector::new();
     http.set_nodelay(true);
-    let client: Client<HttpConnector, Full<Bytes>> = Client::builder(TokioExecutor::new()).build(http);
+    let client: Client<HttpConnector, Full<Bytes>> =
+        Client::builder(TokioExecutor::new()).build(http);
     let clock = SystemClock;
     let one = |addr: std::net::SocketAddr| {
         let client = client.clone();
@@ -101,7 +116,11 @@ async fn main() {
     println!("requests: {n} sequential per path, non-streaming POST /v1/messages, zero-delay mock");
     println!("direct  p50 {d50:8.1} us   p99 {d99:8.1} us");
     println!("sluice  p50 {p50:8.1} us   p99 {p99:8.1} us");
-    println!("added   p50 {:8.1} us   p99 {:8.1} us", p50 - d50, p99 - d99);
+    println!(
+        "added   p50 {:8.1} us   p99 {:8.1} us",
+        p50 - d50,
+        p99 - d99
+    );
     running.stop().await;
     tokio::time::sleep(Duration::from_millis(10)).await;
 }

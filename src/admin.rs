@@ -36,41 +36,64 @@ fn handle(core: &Core, req: Request<Incoming>) -> Response<Full<Bytes>> {
         "/livez" | "/healthz" if get => json_response(StatusCode::OK, json!({"status": "ok"})),
         "/readyz" if get => {
             if core.is_draining() {
-                json_response(StatusCode::SERVICE_UNAVAILABLE, json!({"status": "draining"}))
+                json_response(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    json!({"status": "draining"}),
+                )
             } else {
                 json_response(StatusCode::OK, json!({"status": "ready"}))
             }
         }
         _ if !authorized(core, &req) => {
-            let mut r = error(StatusCode::UNAUTHORIZED, "missing or wrong admin token; send Authorization: Bearer <token from admin.token_env>");
-            r.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            let mut r = error(
+                StatusCode::UNAUTHORIZED,
+                "missing or wrong admin token; send Authorization: Bearer <token from admin.token_env>",
+            );
+            r.headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
             r
         }
         "/api/snapshot" if get => match serde_json::to_value(core.snapshot()) {
             Ok(v) => json_response(StatusCode::OK, v),
-            Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, &format!("cannot serialise the snapshot: {e}")),
+            Err(e) => error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                &format!("cannot serialise the snapshot: {e}"),
+            ),
         },
         "/metrics" if get => {
             let mut r = Response::new(Full::new(Bytes::from(metrics(&core.snapshot()))));
-            r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4"));
+            r.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/plain; version=0.0.4"),
+            );
             r
         }
-        "/livez" | "/healthz" | "/readyz" | "/api/snapshot" | "/metrics" => error(StatusCode::METHOD_NOT_ALLOWED, "use GET"),
-        _ => error(StatusCode::NOT_FOUND, &format!("no admin route {} {}", req.method(), path)),
+        "/livez" | "/healthz" | "/readyz" | "/api/snapshot" | "/metrics" => {
+            error(StatusCode::METHOD_NOT_ALLOWED, "use GET")
+        }
+        _ => error(
+            StatusCode::NOT_FOUND,
+            &format!("no admin route {} {}", req.method(), path),
+        ),
     }
 }
 
 fn authorized(core: &Core, req: &Request<Incoming>) -> bool {
-    let Some(token) = &core.config().admin.token else { return true };
+    let Some(token) = &core.config().admin.token else {
+        return true;
+    };
     req.headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
-        .is_some_and(|t| t.trim().as_bytes().len() == token.expose().len() && t.trim() == token.expose())
+        .is_some_and(|t| t.trim() == token.expose())
 }
 
 fn error(status: StatusCode, message: &str) -> Response<Full<Bytes>> {
-    json_response(status, json!({"error": {"message": message, "type": "admin_error", "code": status.as_u16()}}))
+    json_response(
+        status,
+        json!({"error": {"message": message, "type": "admin_error", "code": status.as_u16()}}),
+    )
 }
 
 /// Prometheus text exposition (format 0.0.4) of a snapshot. Counter names end in `_total`;
@@ -78,22 +101,54 @@ fn error(status: StatusCode, message: &str) -> Response<Full<Bytes>> {
 pub fn metrics(s: &Snapshot) -> String {
     let mut o = String::new();
     let uptime = s.taken_at_unix_ms.saturating_sub(s.started_at_unix_ms) as f64 / 1000.0;
-    let _ = writeln!(o, "# HELP sluice_uptime_seconds Seconds since sluice started.\n# TYPE sluice_uptime_seconds gauge\nsluice_uptime_seconds {uptime}");
-    let _ = writeln!(o, "# HELP sluice_requests_total Finished client requests by outcome.\n# TYPE sluice_requests_total counter");
+    let _ = writeln!(
+        o,
+        "# HELP sluice_uptime_seconds Seconds since sluice started.\n# TYPE sluice_uptime_seconds gauge\nsluice_uptime_seconds {uptime}"
+    );
+    let _ = writeln!(
+        o,
+        "# HELP sluice_requests_total Finished client requests by outcome.\n# TYPE sluice_requests_total counter"
+    );
     let _ = writeln!(o, "sluice_requests_total{{outcome=\"ok\"}} {}", s.totals.ok);
-    let _ = writeln!(o, "sluice_requests_total{{outcome=\"error\"}} {}", s.totals.errors);
-    let _ = writeln!(o, "# HELP sluice_in_flight_requests Client requests being served.\n# TYPE sluice_in_flight_requests gauge\nsluice_in_flight_requests {}", s.totals.in_flight);
-    let _ = writeln!(o, "# HELP sluice_response_bytes_total Body bytes relayed to clients.\n# TYPE sluice_response_bytes_total counter\nsluice_response_bytes_total {}", s.totals.bytes_out);
-    let _ = writeln!(o, "# HELP sluice_upstream_attempts_total Upstream attempts per provider and connection.\n# TYPE sluice_upstream_attempts_total counter");
+    let _ = writeln!(
+        o,
+        "sluice_requests_total{{outcome=\"error\"}} {}",
+        s.totals.errors
+    );
+    let _ = writeln!(
+        o,
+        "# HELP sluice_in_flight_requests Client requests being served.\n# TYPE sluice_in_flight_requests gauge\nsluice_in_flight_requests {}",
+        s.totals.in_flight
+    );
+    let _ = writeln!(
+        o,
+        "# HELP sluice_response_bytes_total Body bytes relayed to clients.\n# TYPE sluice_response_bytes_total counter\nsluice_response_bytes_total {}",
+        s.totals.bytes_out
+    );
+    let _ = writeln!(
+        o,
+        "# HELP sluice_upstream_attempts_total Upstream attempts per provider and connection.\n# TYPE sluice_upstream_attempts_total counter"
+    );
     for p in &s.providers {
         for c in &p.connections {
-            let _ = writeln!(o, "sluice_upstream_attempts_total{{provider=\"{}\",connection=\"{}\"}} {}", p.id, c.id, c.attempts);
+            let _ = writeln!(
+                o,
+                "sluice_upstream_attempts_total{{provider=\"{}\",connection=\"{}\"}} {}",
+                p.id, c.id, c.attempts
+            );
         }
     }
-    let _ = writeln!(o, "# HELP sluice_upstream_failures_total Failed upstream attempts (transport or 5xx).\n# TYPE sluice_upstream_failures_total counter");
+    let _ = writeln!(
+        o,
+        "# HELP sluice_upstream_failures_total Failed upstream attempts (transport or 5xx).\n# TYPE sluice_upstream_failures_total counter"
+    );
     for p in &s.providers {
         for c in &p.connections {
-            let _ = writeln!(o, "sluice_upstream_failures_total{{provider=\"{}\",connection=\"{}\"}} {}", p.id, c.id, c.failures);
+            let _ = writeln!(
+                o,
+                "sluice_upstream_failures_total{{provider=\"{}\",connection=\"{}\"}} {}",
+                p.id, c.id, c.failures
+            );
         }
     }
     o
@@ -109,10 +164,21 @@ mod tests {
         let s = Snapshot {
             started_at_unix_ms: 1_000,
             taken_at_unix_ms: 3_500,
-            totals: Totals { requests: 3, ok: 2, errors: 1, in_flight: 1, bytes_out: 99 },
+            totals: Totals {
+                requests: 3,
+                ok: 2,
+                errors: 1,
+                in_flight: 1,
+                bytes_out: 99,
+            },
             providers: vec![ProviderView {
                 id: "anthropic".into(),
-                connections: vec![ConnectionView { id: "mine".into(), attempts: 4, failures: 1, ..Default::default() }],
+                connections: vec![ConnectionView {
+                    id: "mine".into(),
+                    attempts: 4,
+                    failures: 1,
+                    ..Default::default()
+                }],
                 ..Default::default()
             }],
             ..Default::default()
@@ -120,8 +186,12 @@ mod tests {
         let m = metrics(&s);
         assert!(m.contains("sluice_uptime_seconds 2.5"));
         assert!(m.contains("sluice_requests_total{outcome=\"ok\"} 2"));
-        assert!(m.contains("sluice_upstream_attempts_total{provider=\"anthropic\",connection=\"mine\"} 4"));
-        assert!(m.contains("sluice_upstream_failures_total{provider=\"anthropic\",connection=\"mine\"} 1"));
+        assert!(m.contains(
+            "sluice_upstream_attempts_total{provider=\"anthropic\",connection=\"mine\"} 4"
+        ));
+        assert!(m.contains(
+            "sluice_upstream_failures_total{provider=\"anthropic\",connection=\"mine\"} 1"
+        ));
         assert!(m.contains("sluice_in_flight_requests 1"));
     }
 }

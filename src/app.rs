@@ -19,7 +19,9 @@ use crate::store::Store;
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
     /// A listener could not be bound.
-    #[error("cannot listen on {addr} ({what}): {source}; is another sluice running? change {key} in the config")]
+    #[error(
+        "cannot listen on {addr} ({what}): {source}; is another sluice running? change {key} in the config"
+    )]
     Bind {
         /// The address.
         addr: SocketAddr,
@@ -51,16 +53,42 @@ pub struct Running {
 }
 
 /// Binds both listeners and starts serving. Returns once both are bound.
-pub async fn start(config: Config, clock: Arc<dyn Clock>, store: Option<Arc<Store>>) -> Result<Running, StartError> {
+pub async fn start(
+    config: Config,
+    clock: Arc<dyn Clock>,
+    store: Option<Arc<Store>>,
+) -> Result<Running, StartError> {
     let config = Arc::new(config);
     let listener = TcpListener::bind(config.server.listen)
         .await
-        .map_err(|source| StartError::Bind { addr: config.server.listen, what: "inference", key: "server.listen", source })?;
+        .map_err(|source| StartError::Bind {
+            addr: config.server.listen,
+            what: "inference",
+            key: "server.listen",
+            source,
+        })?;
     let admin_listener = TcpListener::bind(config.admin.listen)
         .await
-        .map_err(|source| StartError::Bind { addr: config.admin.listen, what: "admin", key: "admin.listen", source })?;
-    let listen = listener.local_addr().map_err(|source| StartError::Bind { addr: config.server.listen, what: "inference", key: "server.listen", source })?;
-    let admin_listen = admin_listener.local_addr().map_err(|source| StartError::Bind { addr: config.admin.listen, what: "admin", key: "admin.listen", source })?;
+        .map_err(|source| StartError::Bind {
+            addr: config.admin.listen,
+            what: "admin",
+            key: "admin.listen",
+            source,
+        })?;
+    let listen = listener.local_addr().map_err(|source| StartError::Bind {
+        addr: config.server.listen,
+        what: "inference",
+        key: "server.listen",
+        source,
+    })?;
+    let admin_listen = admin_listener
+        .local_addr()
+        .map_err(|source| StartError::Bind {
+            addr: config.admin.listen,
+            what: "admin",
+            key: "admin.listen",
+            source,
+        })?;
 
     let core = Core::new(config.clone(), clock, store);
     core.set_addrs(listen.to_string(), admin_listen.to_string());
@@ -68,15 +96,36 @@ pub async fn start(config: Config, clock: Arc<dyn Clock>, store: Option<Arc<Stor
     let hard_stop = CancellationToken::new();
     let control = Control::new(core.clone(), shutdown.clone());
     let upstream = crate::proxy::upstream::Upstreams::new(&config).map_err(StartError::Client)?;
-    let state = Arc::new(crate::proxy::ProxyState::new(core.clone(), upstream, hard_stop.clone()));
+    let state = Arc::new(crate::proxy::ProxyState::new(
+        core.clone(),
+        upstream,
+        hard_stop.clone(),
+    ));
 
     let tasks = vec![
         tokio::spawn(core.clone().run_publisher(hard_stop.clone())),
-        tokio::spawn(crate::proxy::server::serve(listener, state, shutdown.clone(), hard_stop.clone())),
-        tokio::spawn(crate::admin::serve(admin_listener, core.clone(), hard_stop.clone())),
+        tokio::spawn(crate::proxy::server::serve(
+            listener,
+            state,
+            shutdown.clone(),
+            hard_stop.clone(),
+        )),
+        tokio::spawn(crate::admin::serve(
+            admin_listener,
+            core.clone(),
+            hard_stop.clone(),
+        )),
     ];
     tracing::info!(%listen, %admin_listen, config = %config.file.display(), "sluice listening");
-    Ok(Running { listen, admin_listen, core, control, shutdown, hard_stop, tasks })
+    Ok(Running {
+        listen,
+        admin_listen,
+        core,
+        control,
+        shutdown,
+        hard_stop,
+        tasks,
+    })
 }
 
 impl Running {
@@ -104,7 +153,10 @@ impl Running {
         })
         .await;
         if waited.is_err() {
-            tracing::warn!(in_flight = self.core.in_flight(), "drain deadline passed; ending remaining streams");
+            tracing::warn!(
+                in_flight = self.core.in_flight(),
+                "drain deadline passed; ending remaining streams"
+            );
         }
         self.hard_stop.cancel();
         // Give ended streams a moment to flush their final event.
@@ -134,12 +186,20 @@ pub fn routing_table(cfg: &Config) -> String {
         Some(v) => format!("bearer token from ${v}"),
         None => "no token".into(),
     };
-    let _ = writeln!(o, "listen:  {}   admin: {} ({token})", cfg.server.listen, cfg.admin.listen);
+    let _ = writeln!(
+        o,
+        "listen:  {}   admin: {} ({token})",
+        cfg.server.listen, cfg.admin.listen
+    );
     let _ = writeln!(o, "store:   {}", cfg.store.path.display());
     let _ = writeln!(o, "logs:    {}", cfg.log.dir.display());
     let _ = writeln!(o, "\nproviders:");
     for p in &cfg.providers {
-        let conns: Vec<String> = p.connections.iter().map(|c| format!("{} ({})", c.id, c.auth.describe())).collect();
+        let conns: Vec<String> = p
+            .connections
+            .iter()
+            .map(|c| format!("{} ({})", c.id, c.auth.describe()))
+            .collect();
         let _ = writeln!(
             o,
             "  {:<14} {:<9} {:<40} profile={:<7} connections: {}",
@@ -154,13 +214,25 @@ pub fn routing_table(cfg: &Config) -> String {
         let _ = writeln!(o, "\ncombos:");
         for c in &cfg.combos {
             let t: Vec<String> = c.targets.iter().map(ToString::to_string).collect();
-            let _ = writeln!(o, "  {:<14} ({}) -> {}", c.name, c.strategy.as_str(), t.join(", "));
+            let _ = writeln!(
+                o,
+                "  {:<14} ({}) -> {}",
+                c.name,
+                c.strategy.as_str(),
+                t.join(", ")
+            );
         }
     }
     let _ = writeln!(o, "\nrouting of a model no combo names:");
     for (routes, d) in [
-        ("/v1/messages, /v1/messages/count_tokens", crate::config::Dialect::Anthropic),
-        ("/v1/chat/completions, /v1/responses", crate::config::Dialect::OpenAi),
+        (
+            "/v1/messages, /v1/messages/count_tokens",
+            crate::config::Dialect::Anthropic,
+        ),
+        (
+            "/v1/chat/completions, /v1/responses",
+            crate::config::Dialect::OpenAi,
+        ),
     ] {
         let dest = cfg
             .default_providers

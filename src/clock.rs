@@ -29,12 +29,18 @@ pub fn unix_ms(t: SystemTime) -> u64 {
 pub struct SystemClock;
 
 impl Clock for SystemClock {
-    #[expect(clippy::disallowed_methods, reason = "the one place that reads real time")]
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "the one place that reads real time"
+    )]
     fn now(&self) -> Instant {
         Instant::now()
     }
 
-    #[expect(clippy::disallowed_methods, reason = "the one place that reads real time")]
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "the one place that reads real time"
+    )]
     fn wall(&self) -> SystemTime {
         SystemTime::now()
     }
@@ -56,7 +62,10 @@ impl Default for ManualClock {
 
 impl ManualClock {
     /// A manual clock starting at the real current time.
-    #[expect(clippy::disallowed_methods, reason = "the test clock anchors at real time once")]
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "the test clock anchors at real time once"
+    )]
     pub fn new() -> Self {
         Self {
             base: Instant::now(),
@@ -96,7 +105,10 @@ mod tests {
         let (t0, w0) = (c.now(), c.wall());
         c.advance(Duration::from_millis(1500));
         assert_eq!(c.now() - t0, Duration::from_millis(1500));
-        assert_eq!(c.wall().duration_since(w0).unwrap(), Duration::from_millis(1500));
+        assert_eq!(
+            c.wall().duration_since(w0).unwrap(),
+            Duration::from_millis(1500)
+        );
         let clone = c.clone();
         clone.advance(Duration::from_secs(1));
         assert_eq!(c.now() - t0, Duration::from_millis(2500));

@@ -9,7 +9,11 @@
 //! - admin: `sluice::admin` — `/livez`, `/readyz`, `/metrics`, `/api/snapshot`.
 //! - store: `sluice::store` — SQLite (WAL) on one writer thread.
 //! - console: `sluice::console` — ratatui panels, keymap, themes.
-#![allow(clippy::print_stdout, clippy::print_stderr, reason = "the CLI entry point talks to the user")]
+#![allow(
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "the CLI entry point talks to the user"
+)]
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -40,7 +44,8 @@ fn main() -> ExitCode {
         print!("{}", app::routing_table(&cfg));
         return ExitCode::SUCCESS;
     }
-    let use_console = !cli.no_console && std::io::stdout().is_terminal() && std::io::stdin().is_terminal();
+    let use_console =
+        !cli.no_console && std::io::stdout().is_terminal() && std::io::stdin().is_terminal();
     let _log = match sluice::telemetry::init(&cfg.log.dir, &cfg.log.level, !use_console) {
         Ok(g) => g,
         Err(e) => return fail(&e.to_string(), 2),
@@ -48,13 +53,22 @@ fn main() -> ExitCode {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     if cli.reset_state {
         match store::reset_state(&cfg.store.path, unix_ms(clock.wall())) {
-            Ok(Some(moved)) => eprintln!("sluice: moved the state database aside to {}", moved.display()),
-            Ok(None) => eprintln!("sluice: no state database at {}; starting fresh", cfg.store.path.display()),
+            Ok(Some(moved)) => eprintln!(
+                "sluice: moved the state database aside to {}",
+                moved.display()
+            ),
+            Ok(None) => eprintln!(
+                "sluice: no state database at {}; starting fresh",
+                cfg.store.path.display()
+            ),
             Err(e) => return fail(&e.to_string(), 1),
         }
     }
     let theme = if use_console {
-        let name = cli.theme.clone().unwrap_or_else(|| cfg.console.theme.clone());
+        let name = cli
+            .theme
+            .clone()
+            .unwrap_or_else(|| cfg.console.theme.clone());
         match console::theme::load(&name, &theme_dirs(&path)) {
             Ok(t) => Some(t),
             Err(e) => return fail(&e.to_string(), 2),
@@ -66,7 +80,11 @@ fn main() -> ExitCode {
         Ok(s) => Arc::new(s),
         Err(e) => return fail(&e.to_string(), 1),
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().thread_name("sluice").build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("sluice")
+        .build()
+    {
         Ok(r) => r,
         Err(e) => return fail(&format!("cannot start the async runtime: {e}"), 1),
     };
@@ -83,13 +101,15 @@ fn main() -> ExitCode {
             let control = running.control.clone();
             let clock = clock.clone();
             let shutdown = shutdown.clone();
-            std::thread::Builder::new().name("sluice-console".into()).spawn(move || {
-                let opts = console::ConsoleOptions { theme, tick };
-                let r = console::run(snapshots, control.clone(), clock, opts, shutdown);
-                // However the console ended, sluice stops with it.
-                control.request_shutdown();
-                r
-            })
+            std::thread::Builder::new()
+                .name("sluice-console".into())
+                .spawn(move || {
+                    let opts = console::ConsoleOptions { theme, tick };
+                    let r = console::run(snapshots, control.clone(), clock, opts, shutdown);
+                    // However the console ended, sluice stops with it.
+                    control.request_shutdown();
+                    r
+                })
         });
         if console_thread.is_none() {
             eprintln!(
@@ -149,7 +169,11 @@ async fn wait_signal() {
 fn theme_dirs(config_path: &std::path::Path) -> Vec<PathBuf> {
     let mut dirs = Vec::new();
     if let Some(parent) = config_path.parent() {
-        let base = if parent.as_os_str().is_empty() { PathBuf::from(".") } else { parent.to_path_buf() };
+        let base = if parent.as_os_str().is_empty() {
+            PathBuf::from(".")
+        } else {
+            parent.to_path_buf()
+        };
         dirs.push(base.join("themes"));
     }
     if let Some(d) = config::project_dirs() {

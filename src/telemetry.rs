@@ -30,7 +30,10 @@ pub enum TelemetryError {
 /// when `stderr` is true, human-readable lines on stderr. `level` is an `EnvFilter` directive;
 /// `RUST_LOG` overrides it.
 pub fn init(dir: &Path, level: &str, stderr: bool) -> Result<TelemetryGuard, TelemetryError> {
-    let err = |e: &dyn std::fmt::Display| TelemetryError::Dir { dir: dir.display().to_string(), message: e.to_string() };
+    let err = |e: &dyn std::fmt::Display| TelemetryError::Dir {
+        dir: dir.display().to_string(),
+        message: e.to_string(),
+    };
     std::fs::create_dir_all(dir).map_err(|e| err(&e))?;
     let appender = tracing_appender::rolling::RollingFileAppender::builder()
         .rotation(tracing_appender::rolling::Rotation::DAILY)
@@ -41,9 +44,16 @@ pub fn init(dir: &Path, level: &str, stderr: bool) -> Result<TelemetryGuard, Tel
         .map_err(|e| err(&e))?;
     let (file_writer, guard) = tracing_appender::non_blocking(appender);
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(level));
-    let file_layer = tracing_subscriber::fmt::layer().with_ansi(false).with_writer(file_writer);
-    let stderr_layer = stderr.then(|| tracing_subscriber::fmt::layer().with_writer(std::io::stderr));
+    let file_layer = tracing_subscriber::fmt::layer()
+        .with_ansi(false)
+        .with_writer(file_writer);
+    let stderr_layer =
+        stderr.then(|| tracing_subscriber::fmt::layer().with_writer(std::io::stderr));
     // A second init (tests) keeps the first subscriber; that is fine.
-    let _ = tracing_subscriber::registry().with(filter).with(file_layer).with(stderr_layer).try_init();
+    let _ = tracing_subscriber::registry()
+        .with(filter)
+        .with(file_layer)
+        .with(stderr_layer)
+        .try_init();
     Ok(TelemetryGuard { _file: guard })
 }

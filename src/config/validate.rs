@@ -30,10 +30,13 @@ pub const DEFAULT_REQUEST_LOG_MAX_AGE: Duration = Duration::from_secs(7 * 24 * 3
 /// Console tick default (DESIGN §4).
 pub const DEFAULT_TICK: Duration = Duration::from_millis(250);
 
+/// Looks up an environment variable by name.
+pub type VarLookup<'a> = Box<dyn Fn(&str) -> Option<String> + 'a>;
+
 /// Where env vars and relative paths come from while loading.
 pub struct LoadEnv<'a> {
     /// Looks up an environment variable.
-    pub var: Box<dyn Fn(&str) -> Option<String> + 'a>,
+    pub var: VarLookup<'a>,
     /// Base for relative `[store] path` and `[log] dir`.
     pub data_dir: PathBuf,
 }

@@ -18,7 +18,9 @@ use tokio_util::sync::CancellationToken;
 use crate::clock::{Clock, Instant, unix_ms};
 use crate::config::Config;
 use crate::store::{RequestLogRow, Store};
-use snapshot::{ComboView, ConnectionView, ProviderView, RequestView, Snapshot, Totals, Window, RECENT_CAP};
+use snapshot::{
+    ComboView, ConnectionView, ProviderView, RECENT_CAP, RequestView, Snapshot, Totals, Window,
+};
 
 /// Minimum spacing between two published snapshots (≤ 20 Hz, DESIGN §2).
 pub const PUBLISH_SPACING: Duration = Duration::from_millis(50);
@@ -116,7 +118,10 @@ impl Core {
             providers: config
                 .providers
                 .iter()
-                .map(|p| ProviderStats { connections: vec![ConnStats::default(); p.connections.len()], ..Default::default() })
+                .map(|p| ProviderStats {
+                    connections: vec![ConnStats::default(); p.connections.len()],
+                    ..Default::default()
+                })
                 .collect(),
             ..Default::default()
         };
@@ -207,7 +212,11 @@ impl Core {
         }
         drop(s);
         self.inner.dirty.notify_one();
-        AttemptGuard { core: self.clone(), provider: p, connection: c }
+        AttemptGuard {
+            core: self.clone(),
+            provider: p,
+            connection: c,
+        }
     }
 
     /// Records how an attempt's response head came back: `status` (None = transport error)
@@ -235,7 +244,8 @@ impl Core {
         let now = self.inner.clock.now();
         view.id = guard.id;
         view.at_unix_ms = guard.started_unix_ms;
-        view.latency_ms = u64::try_from(now.saturating_duration_since(guard.started).as_millis()).unwrap_or(u64::MAX);
+        view.latency_ms = u64::try_from(now.saturating_duration_since(guard.started).as_millis())
+            .unwrap_or(u64::MAX);
         let ok = view.outcome == "ok";
         if let Some(store) = &self.inner.store {
             store.record_request(RequestLogRow {
@@ -270,13 +280,25 @@ impl Core {
         let cfg = &self.inner.config;
         let now = self.inner.clock.now();
         let wall = self.inner.clock.wall();
-        let (listen, admin_listen) = self.inner.addrs.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let (listen, admin_listen) = self
+            .inner
+            .addrs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
         let mut s = self.stats();
-        while s.window.front().is_some_and(|(t, _, _)| now.saturating_duration_since(*t) > Duration::from_secs(60)) {
+        while s
+            .window
+            .front()
+            .is_some_and(|(t, _, _)| now.saturating_duration_since(*t) > Duration::from_secs(60))
+        {
             s.window.pop_front();
         }
         let last_minute = window_stats(&s.window, now);
-        let totals = Totals { in_flight: self.in_flight(), ..s.totals.clone() };
+        let totals = Totals {
+            in_flight: self.in_flight(),
+            ..s.totals.clone()
+        };
         let recent: Vec<RequestView> = s.recent.iter().cloned().collect();
         let providers = cfg
             .providers

@@ -20,13 +20,23 @@ fn core() -> (Core, ManualClock) {
     )
     .unwrap();
     let clock = ManualClock::new();
-    (Core::new(Arc::new(cfg), Arc::new(clock.clone()), None), clock)
+    (
+        Core::new(Arc::new(cfg), Arc::new(clock.clone()), None),
+        clock,
+    )
 }
 
 fn finish(core: &Core, clock: &ManualClock, latency_ms: u64, outcome: &str) {
     let g = core.begin_request();
     clock.advance(Duration::from_millis(latency_ms));
-    core.finish_request(&g, RequestView { outcome: outcome.into(), status: 200, ..Default::default() });
+    core.finish_request(
+        &g,
+        RequestView {
+            outcome: outcome.into(),
+            status: 200,
+            ..Default::default()
+        },
+    );
 }
 
 #[test]
@@ -35,10 +45,25 @@ fn counts_requests_and_in_flight() {
     let g = core.begin_request();
     assert_eq!(core.snapshot().totals.in_flight, 1);
     clock.advance(Duration::from_millis(40));
-    core.finish_request(&g, RequestView { outcome: "ok".into(), bytes: 10, ..Default::default() });
+    core.finish_request(
+        &g,
+        RequestView {
+            outcome: "ok".into(),
+            bytes: 10,
+            ..Default::default()
+        },
+    );
     drop(g);
     let s = core.snapshot();
-    assert_eq!((s.totals.requests, s.totals.ok, s.totals.in_flight, s.totals.bytes_out), (1, 1, 0, 10));
+    assert_eq!(
+        (
+            s.totals.requests,
+            s.totals.ok,
+            s.totals.in_flight,
+            s.totals.bytes_out
+        ),
+        (1, 1, 0, 10)
+    );
     assert_eq!(s.recent[0].latency_ms, 40);
     assert_eq!(s.recent[0].id, 1);
 }
@@ -47,7 +72,12 @@ fn counts_requests_and_in_flight() {
 fn last_minute_percentiles_and_expiry() {
     let (core, clock) = core();
     for ms in 1..=100 {
-        finish(&core, &clock, ms, if ms % 10 == 0 { "upstream_error" } else { "ok" });
+        finish(
+            &core,
+            &clock,
+            ms,
+            if ms % 10 == 0 { "upstream_error" } else { "ok" },
+        );
     }
     let w = core.snapshot().last_minute;
     assert_eq!(w.p50_ms, 50);
@@ -66,7 +96,14 @@ fn attempts_are_counted_per_provider_and_connection() {
     let a = core.begin_attempt(0, 0);
     core.attempt_result(0, 0, Some(503), Duration::from_millis(5));
     let s = core.snapshot();
-    assert_eq!((s.providers[0].attempts, s.providers[0].failures, s.providers[0].in_flight), (1, 1, 1));
+    assert_eq!(
+        (
+            s.providers[0].attempts,
+            s.providers[0].failures,
+            s.providers[0].in_flight
+        ),
+        (1, 1, 1)
+    );
     assert_eq!(s.providers[0].connections[0].auth, "passthrough");
     drop(a);
     assert_eq!(core.snapshot().providers[0].in_flight, 0);

@@ -46,18 +46,31 @@ pub fn plan(cfg: &Config, dialect: Dialect, model: &str) -> Plan {
     if let Some(combo) = cfg.combo(model) {
         out.combo = Some(combo.name.clone());
         for t in &combo.targets {
-            let Some((pi, p)) = cfg.providers.iter().enumerate().find(|(_, p)| p.id == t.provider) else {
+            let Some((pi, p)) = cfg
+                .providers
+                .iter()
+                .enumerate()
+                .find(|(_, p)| p.id == t.provider)
+            else {
                 continue;
             };
             if p.dialect != dialect {
-                out.skipped.push(Skipped { target: t.to_string(), reason: "dialect_mismatch" });
+                out.skipped.push(Skipped {
+                    target: t.to_string(),
+                    reason: "dialect_mismatch",
+                });
                 continue;
             }
             for (ci, c) in p.connections.iter().enumerate() {
                 if t.connection.as_ref().is_some_and(|pin| pin != &c.id) {
                     continue;
                 }
-                out.candidates.push(Candidate { provider: pi, connection: ci, model: t.model.clone(), rewrite: t.model != model });
+                out.candidates.push(Candidate {
+                    provider: pi,
+                    connection: ci,
+                    model: t.model.clone(),
+                    rewrite: t.model != model,
+                });
             }
         }
         return out;
@@ -70,7 +83,12 @@ pub fn plan(cfg: &Config, dialect: Dialect, model: &str) -> Plan {
             continue;
         }
         for ci in 0..p.connections.len() {
-            out.candidates.push(Candidate { provider: pi, connection: ci, model: model.to_string(), rewrite: false });
+            out.candidates.push(Candidate {
+                provider: pi,
+                connection: ci,
+                model: model.to_string(),
+                rewrite: false,
+            });
         }
         // A model no combo names goes to the first provider whose dialect matches (DESIGN §4).
         break;
@@ -118,10 +136,26 @@ mod tests {
     fn plain_model_goes_to_first_default_provider_of_the_route_dialect() {
         let c = cfg(TWO);
         let p = plan(&c, Dialect::Anthropic, "claude-opus-4-1");
-        assert_eq!(p.candidates.len(), 2, "both anthropic connections, in config order");
-        assert!(p.candidates.iter().all(|x| x.provider == 0 && x.model == "claude-opus-4-1" && !x.rewrite));
+        assert_eq!(
+            p.candidates.len(),
+            2,
+            "both anthropic connections, in config order"
+        );
+        assert!(
+            p.candidates
+                .iter()
+                .all(|x| x.provider == 0 && x.model == "claude-opus-4-1" && !x.rewrite)
+        );
         let p = plan(&c, Dialect::OpenAi, "gpt-x");
-        assert_eq!(p.candidates, vec![Candidate { provider: 1, connection: 0, model: "gpt-x".into(), rewrite: false }]);
+        assert_eq!(
+            p.candidates,
+            vec![Candidate {
+                provider: 1,
+                connection: 0,
+                model: "gpt-x".into(),
+                rewrite: false
+            }]
+        );
     }
 
     #[test]
@@ -129,9 +163,26 @@ mod tests {
         let c = cfg(TWO);
         let p = plan(&c, Dialect::Anthropic, "fast");
         assert_eq!(p.combo.as_deref(), Some("fast"));
-        assert_eq!(p.skipped, vec![Skipped { target: "oa/z-ai/glm-5".into(), reason: "dialect_mismatch" }]);
-        let got: Vec<(usize, &str)> = p.candidates.iter().map(|x| (x.connection, x.model.as_str())).collect();
-        assert_eq!(got, vec![(1, "claude-haiku-4-5"), (0, "claude-sonnet-4-5"), (1, "claude-sonnet-4-5")]);
+        assert_eq!(
+            p.skipped,
+            vec![Skipped {
+                target: "oa/z-ai/glm-5".into(),
+                reason: "dialect_mismatch"
+            }]
+        );
+        let got: Vec<(usize, &str)> = p
+            .candidates
+            .iter()
+            .map(|x| (x.connection, x.model.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (1, "claude-haiku-4-5"),
+                (0, "claude-sonnet-4-5"),
+                (1, "claude-sonnet-4-5")
+            ]
+        );
         assert!(p.candidates.iter().all(|x| x.rewrite));
     }
 }

@@ -14,15 +14,26 @@ use super::dialect::ProxyError;
 
 /// Reads the whole request body, refusing more than `limit` bytes. A `content-length` over
 /// the limit is refused before reading anything; a chunked body stops at the limit.
-pub async fn read_limited(body: Incoming, content_length: Option<u64>, limit: u64) -> Result<Bytes, ProxyError> {
+pub async fn read_limited(
+    body: Incoming,
+    content_length: Option<u64>,
+    limit: u64,
+) -> Result<Bytes, ProxyError> {
     if content_length.is_some_and(|n| n > limit) {
         return Err(ProxyError::TooLarge { limit });
     }
     let cap = usize::try_from(limit).unwrap_or(usize::MAX);
     match Limited::new(body, cap).collect().await {
         Ok(c) => Ok(c.to_bytes()),
-        Err(e) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => Err(ProxyError::TooLarge { limit }),
-        Err(e) => Err(ProxyError::BadRequest(format!("could not read the request body: {e}"))),
+        Err(e)
+            if e.downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some() =>
+        {
+            Err(ProxyError::TooLarge { limit })
+        }
+        Err(e) => Err(ProxyError::BadRequest(format!(
+            "could not read the request body: {e}"
+        ))),
     }
 }
 
@@ -46,15 +57,26 @@ struct RawProbe<'a> {
 /// Parses the body as a JSON object and extracts `model` (required, non-empty string) and
 /// `stream`. Errors are `BadRequest` with a message fit for the client.
 pub fn probe(body: &[u8]) -> Result<Probe, ProxyError> {
-    let trimmed = body.iter().position(|b| !b.is_ascii_whitespace()).map(|i| &body[i..]).unwrap_or(&[]);
+    let trimmed = body
+        .iter()
+        .position(|b| !b.is_ascii_whitespace())
+        .map(|i| &body[i..])
+        .unwrap_or(&[]);
     if trimmed.first() != Some(&b'{') {
-        return Err(ProxyError::BadRequest("request body must be a JSON object".into()));
+        return Err(ProxyError::BadRequest(
+            "request body must be a JSON object".into(),
+        ));
     }
-    let raw: RawProbe<'_> = serde_json::from_slice(body).map_err(|e| ProxyError::BadRequest(format!("request body is not valid JSON: {e}")))?;
+    let raw: RawProbe<'_> = serde_json::from_slice(body)
+        .map_err(|e| ProxyError::BadRequest(format!("request body is not valid JSON: {e}")))?;
     let model = match raw.model {
         Some(m) if !m.trim().is_empty() => m.into_owned(),
         Some(_) => return Err(ProxyError::BadRequest("'model' must not be empty".into())),
-        None => return Err(ProxyError::BadRequest("missing required field 'model'".into())),
+        None => {
+            return Err(ProxyError::BadRequest(
+                "missing required field 'model'".into(),
+            ));
+        }
     };
     let stream = matches!(raw.stream, Some(serde_json::Value::Bool(true)));
     Ok(Probe { model, stream })
@@ -69,8 +91,10 @@ pub fn estimate_tokens(body: &[u8]) -> u64 {
 /// Returns `body` with the top-level `model` set to `model`. Every other top-level value is
 /// kept byte-for-byte and in order (only whitespace between top-level members may change).
 pub fn rewrite_model(body: &[u8], model: &str) -> Result<Bytes, ProxyError> {
-    let members = TopLevel::parse(body).map_err(|e| ProxyError::BadRequest(format!("request body is not valid JSON: {e}")))?;
-    let new_model = serde_json::to_string(model).map_err(|e| ProxyError::BadRequest(e.to_string()))?;
+    let members = TopLevel::parse(body)
+        .map_err(|e| ProxyError::BadRequest(format!("request body is not valid JSON: {e}")))?;
+    let new_model =
+        serde_json::to_string(model).map_err(|e| ProxyError::BadRequest(e.to_string()))?;
     let mut out = Vec::with_capacity(body.len() + model.len());
     out.push(b'{');
     let mut seen = false;
@@ -133,10 +157,24 @@ mod tests {
 
     #[test]
     fn probe_extracts_model_and_stream() {
-        let p = probe(br#"{"model":"claude-x","max_tokens":5,"stream":true,"messages":[]}"#).unwrap();
-        assert_eq!(p, Probe { model: "claude-x".into(), stream: true });
-        let p = probe(br#" {"messages":[{"role":"user","content":"hi"}],"model":"m\u00e9"} "#).unwrap();
-        assert_eq!(p, Probe { model: "mé".into(), stream: false });
+        let p =
+            probe(br#"{"model":"claude-x","max_tokens":5,"stream":true,"messages":[]}"#).unwrap();
+        assert_eq!(
+            p,
+            Probe {
+                model: "claude-x".into(),
+                stream: true
+            }
+        );
+        let p =
+            probe(br#" {"messages":[{"role":"user","content":"hi"}],"model":"m\u00e9"} "#).unwrap();
+        assert_eq!(
+            p,
+            Probe {
+                model: "mé".into(),
+                stream: false
+            }
+        );
     }
 
     #[test]

@@ -31,7 +31,9 @@ pub enum ProxyError {
         path: String,
     },
     /// The body is over `server.max_body` bytes.
-    #[error("request body is larger than the {limit}-byte limit; raise [server] max_body if this is intended")]
+    #[error(
+        "request body is larger than the {limit}-byte limit; raise [server] max_body if this is intended"
+    )]
     TooLarge {
         /// The limit in bytes.
         limit: u64,
@@ -126,8 +128,12 @@ pub fn body(err: &ProxyError, dialect: Dialect) -> Bytes {
     let status = err.status();
     let message = err.to_string();
     let v = match dialect {
-        Dialect::Anthropic => json!({"type": "error", "error": {"type": anthropic_type(status), "message": message}}),
-        Dialect::OpenAi => json!({"error": {"message": message, "type": openai_type(status), "param": null, "code": err.kind()}}),
+        Dialect::Anthropic => {
+            json!({"type": "error", "error": {"type": anthropic_type(status), "message": message}})
+        }
+        Dialect::OpenAi => {
+            json!({"error": {"message": message, "type": openai_type(status), "param": null, "code": err.kind()}})
+        }
     };
     Bytes::from(v.to_string())
 }
@@ -136,9 +142,13 @@ pub fn body(err: &ProxyError, dialect: Dialect) -> Bytes {
 pub fn render<B: From<Bytes>>(err: &ProxyError, dialect: Dialect) -> Response<B> {
     let mut resp = Response::new(B::from(body(err, dialect)));
     *resp.status_mut() = err.status();
-    resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
     if matches!(err, ProxyError::Draining) {
-        resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        resp.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
     }
     resp
 }
@@ -148,7 +158,11 @@ pub fn render<B: From<Bytes>>(err: &ProxyError, dialect: Dialect) -> Response<B>
 /// `overloaded_error`); OpenAI chat: an error chunk then `data: [DONE]`; Responses:
 /// `response.failed`. `overloaded` picks the retryable overload type.
 pub fn sse_error_event(kind: SseKind, message: &str, overloaded: bool) -> Bytes {
-    let etype = if overloaded { "overloaded_error" } else { "api_error" };
+    let etype = if overloaded {
+        "overloaded_error"
+    } else {
+        "api_error"
+    };
     let s = match kind {
         SseKind::Anthropic => format!(
             "event: error\ndata: {}\n\n",
@@ -189,9 +203,20 @@ mod tests {
     #[test]
     fn anthropic_shape_and_types() {
         let cases = [
-            (ProxyError::BadRequest("bad".into()), 400, "invalid_request_error"),
+            (
+                ProxyError::BadRequest("bad".into()),
+                400,
+                "invalid_request_error",
+            ),
             (ProxyError::TooLarge { limit: 10 }, 413, "request_too_large"),
-            (ProxyError::NotFound { method: "GET".into(), path: "/x".into() }, 404, "not_found_error"),
+            (
+                ProxyError::NotFound {
+                    method: "GET".into(),
+                    path: "/x".into(),
+                },
+                404,
+                "not_found_error",
+            ),
             (ProxyError::Unauthorized, 401, "authentication_error"),
             (ProxyError::Unreachable("refused".into()), 502, "api_error"),
             (ProxyError::Timeout("10m".into()), 504, "timeout_error"),
@@ -216,7 +241,10 @@ mod tests {
         assert_eq!(v["error"]["type"], "invalid_request_error");
         assert_eq!(v["error"]["code"], "request_too_large");
         assert!(v["error"]["message"].as_str().unwrap().contains("1024"));
-        assert!(v.get("type").is_none(), "no Anthropic envelope on OpenAI routes");
+        assert!(
+            v.get("type").is_none(),
+            "no Anthropic envelope on OpenAI routes"
+        );
         let r: Response<Bytes> = render(&ProxyError::Unreachable("x".into()), Dialect::OpenAi);
         assert_eq!(parse(r.body())["error"]["code"], "upstream_unreachable");
         let r: Response<Bytes> = render(&ProxyError::Draining, Dialect::OpenAi);
@@ -228,11 +256,21 @@ mod tests {
         let a = sse_error_event(SseKind::Anthropic, "cut", true);
         let s = std::str::from_utf8(&a).unwrap();
         assert!(s.starts_with("event: error\ndata: {") && s.ends_with("}\n\n"));
-        let data: Value = serde_json::from_str(s.lines().nth(1).unwrap().strip_prefix("data: ").unwrap()).unwrap();
+        let data: Value =
+            serde_json::from_str(s.lines().nth(1).unwrap().strip_prefix("data: ").unwrap())
+                .unwrap();
         assert_eq!(data["error"]["type"], "overloaded_error");
         let c = sse_error_event(SseKind::OpenAiChat, "cut", false);
-        assert!(std::str::from_utf8(&c).unwrap().ends_with("data: [DONE]\n\n"));
+        assert!(
+            std::str::from_utf8(&c)
+                .unwrap()
+                .ends_with("data: [DONE]\n\n")
+        );
         let r = sse_error_event(SseKind::OpenAiResponses, "cut", false);
-        assert!(std::str::from_utf8(&r).unwrap().starts_with("event: response.failed\n"));
+        assert!(
+            std::str::from_utf8(&r)
+                .unwrap()
+                .starts_with("event: response.failed\n")
+        );
     }
 }

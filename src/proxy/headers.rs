@@ -19,7 +19,12 @@ const HOP_BY_HOP: [&str; 9] = [
 ];
 
 /// Session and lease headers sluice consumes and never forwards (spec §2a, §2b).
-const SESSION: [&str; 4] = ["x-session-id", "x-claude-code-session-id", "x-codex-session-id", "x-sluice-session"];
+const SESSION: [&str; 4] = [
+    "x-session-id",
+    "x-claude-code-session-id",
+    "x-codex-session-id",
+    "x-sluice-session",
+];
 
 fn is_hop_by_hop(name: &HeaderName, listed: &[String]) -> bool {
     let n = name.as_str();
@@ -53,18 +58,26 @@ pub struct BadClientKey;
 /// Checks the client's sluice key against `keys` (accepted from either header, A24).
 /// `Ok(None)` when no keys are configured; `Err(BadClientKey)` when keys are configured and
 /// none match.
-pub fn check_client_key(h: &HeaderMap, keys: &[Secret]) -> Result<Option<ClientKeyHeader>, BadClientKey> {
+pub fn check_client_key(
+    h: &HeaderMap,
+    keys: &[Secret],
+) -> Result<Option<ClientKeyHeader>, BadClientKey> {
     if keys.is_empty() {
         return Ok(None);
     }
-    let matches = |v: &str| keys.iter().any(|k| constant_time_eq(k.expose().as_bytes(), v.as_bytes()));
+    let matches = |v: &str| {
+        keys.iter()
+            .any(|k| constant_time_eq(k.expose().as_bytes(), v.as_bytes()))
+    };
     if let Some(v) = h.get("x-api-key").and_then(|v| v.to_str().ok())
         && matches(v.trim())
     {
         return Ok(Some(ClientKeyHeader::XApiKey));
     }
     if let Some(v) = h.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok())
-        && let Some(tok) = v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer "))
+        && let Some(tok) = v
+            .strip_prefix("Bearer ")
+            .or_else(|| v.strip_prefix("bearer "))
         && matches(tok.trim())
     {
         return Ok(Some(ClientKeyHeader::Authorization));
@@ -82,7 +95,13 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 /// The headers sent upstream for one attempt: the client's headers minus hop-by-hop,
 /// `host`, `content-length`, `accept-encoding` (SSE is never compressed, spec §6), session
 /// headers and `x-sluice-*`; credentials passed through or replaced per `auth`.
-pub fn upstream_request(client: &HeaderMap, auth: &Auth, dialect: Dialect, client_key: Option<ClientKeyHeader>, body_len: usize) -> HeaderMap {
+pub fn upstream_request(
+    client: &HeaderMap,
+    auth: &Auth,
+    dialect: Dialect,
+    client_key: Option<ClientKeyHeader>,
+    body_len: usize,
+) -> HeaderMap {
     let listed = connection_listed(client);
     let mut out = HeaderMap::with_capacity(client.len() + 1);
     for (name, value) in client {
@@ -147,7 +166,11 @@ pub fn client_response(upstream: &HeaderMap, is_sse: bool) -> HeaderMap {
 pub fn is_event_stream(h: &HeaderMap) -> bool {
     h.get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.trim_start().to_ascii_lowercase().starts_with("text/event-stream"))
+        .is_some_and(|v| {
+            v.trim_start()
+                .to_ascii_lowercase()
+                .starts_with("text/event-stream")
+        })
 }
 
 #[cfg(test)]
@@ -165,7 +188,10 @@ mod tests {
             ("accept-encoding", "gzip"),
             ("content-length", "99"),
             ("anthropic-version", "2023-06-01"),
-            ("anthropic-beta", "claude-code-20250219,interleaved-thinking-2025-05-14"),
+            (
+                "anthropic-beta",
+                "claude-code-20250219,interleaved-thinking-2025-05-14",
+            ),
             ("x-claude-code-session-id", "abc"),
             ("x-session-id", "s1"),
             ("x-sluice-lease-owner", "vlo_x"),
@@ -181,20 +207,36 @@ mod tests {
     #[test]
     fn passthrough_forwards_credentials_and_betas_and_drops_hop_and_session_headers() {
         let out = upstream_request(&client(), &Auth::Passthrough, Dialect::Anthropic, None, 12);
-        assert_eq!(out["anthropic-beta"], "claude-code-20250219,interleaved-thinking-2025-05-14");
+        assert_eq!(
+            out["anthropic-beta"],
+            "claude-code-20250219,interleaved-thinking-2025-05-14"
+        );
         assert_eq!(out["anthropic-version"], "2023-06-01");
         assert_eq!(out["x-api-key"], "sk-client");
         assert_eq!(out["authorization"], "Bearer tok-client");
         assert_eq!(out["user-agent"], "claude-cli/2.1");
         assert_eq!(out["content-length"], "12");
-        for gone in ["host", "connection", "x-custom-hop", "keep-alive", "te", "accept-encoding", "x-claude-code-session-id", "x-session-id", "x-sluice-lease-owner"] {
+        for gone in [
+            "host",
+            "connection",
+            "x-custom-hop",
+            "keep-alive",
+            "te",
+            "accept-encoding",
+            "x-claude-code-session-id",
+            "x-session-id",
+            "x-sluice-lease-owner",
+        ] {
             assert!(out.get(gone).is_none(), "{gone} must not be forwarded");
         }
     }
 
     #[test]
     fn injected_key_replaces_client_credentials_in_the_dialect_header() {
-        let auth = Auth::Key { env: "K".into(), secret: Secret::new("sk-configured") };
+        let auth = Auth::Key {
+            env: "K".into(),
+            secret: Secret::new("sk-configured"),
+        };
         let a = upstream_request(&client(), &auth, Dialect::Anthropic, None, 0);
         assert_eq!(a["x-api-key"], "sk-configured");
         assert!(a.get("authorization").is_none());
@@ -210,15 +252,24 @@ mod tests {
         assert_eq!(check_client_key(&h, &[]), Ok(None));
         assert_eq!(check_client_key(&h, &keys), Err(BadClientKey));
         h.insert("x-api-key", HeaderValue::from_static("sluice-key"));
-        h.insert("authorization", HeaderValue::from_static("Bearer sk-ant-oat-user"));
+        h.insert(
+            "authorization",
+            HeaderValue::from_static("Bearer sk-ant-oat-user"),
+        );
         let which = check_client_key(&h, &keys).unwrap();
         assert_eq!(which, Some(ClientKeyHeader::XApiKey));
         let out = upstream_request(&h, &Auth::Passthrough, Dialect::Anthropic, which, 0);
         assert!(out.get("x-api-key").is_none());
         assert_eq!(out["authorization"], "Bearer sk-ant-oat-user");
         let mut h = HeaderMap::new();
-        h.insert("authorization", HeaderValue::from_static("Bearer sluice-key"));
-        assert_eq!(check_client_key(&h, &keys), Ok(Some(ClientKeyHeader::Authorization)));
+        h.insert(
+            "authorization",
+            HeaderValue::from_static("Bearer sluice-key"),
+        );
+        assert_eq!(
+            check_client_key(&h, &keys),
+            Ok(Some(ClientKeyHeader::Authorization))
+        );
         h.insert("authorization", HeaderValue::from_static("Bearer wrong"));
         assert_eq!(check_client_key(&h, &keys), Err(BadClientKey));
     }
@@ -226,7 +277,10 @@ mod tests {
     #[test]
     fn response_headers_keep_upstream_fields_but_not_hop_by_hop() {
         let mut h = HeaderMap::new();
-        h.insert("content-type", HeaderValue::from_static("text/event-stream; charset=utf-8"));
+        h.insert(
+            "content-type",
+            HeaderValue::from_static("text/event-stream; charset=utf-8"),
+        );
         h.insert("content-length", HeaderValue::from_static("10"));
         h.insert("transfer-encoding", HeaderValue::from_static("chunked"));
         h.insert("retry-after", HeaderValue::from_static("3"));

@@ -29,7 +29,11 @@ pub struct ProxyState {
 impl ProxyState {
     /// Bundles the handler state.
     pub fn new(core: Core, upstreams: upstream::Upstreams, hard_stop: CancellationToken) -> Self {
-        Self { core, upstreams, hard_stop }
+        Self {
+            core,
+            upstreams,
+            hard_stop,
+        }
     }
 }
 

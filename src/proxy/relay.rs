@@ -33,8 +33,18 @@ pub struct Finish {
 
 impl Finish {
     /// Bundles the request guard, its view so far and the attempt that is being relayed.
-    pub fn new(core: Core, request: RequestGuard, view: RequestView, attempt: Option<AttemptGuard>) -> Self {
-        Self { core, request, view, _attempt: attempt }
+    pub fn new(
+        core: Core,
+        request: RequestGuard,
+        view: RequestView,
+        attempt: Option<AttemptGuard>,
+    ) -> Self {
+        Self {
+            core,
+            request,
+            view,
+            _attempt: attempt,
+        }
     }
 
     /// Records the request as finished with `outcome` after `bytes` relayed.
@@ -44,7 +54,8 @@ impl Finish {
         if !error.is_empty() {
             self.view.error = error.to_string();
         }
-        self.core.finish_request(&self.request, std::mem::take(&mut self.view));
+        self.core
+            .finish_request(&self.request, std::mem::take(&mut self.view));
     }
 }
 
@@ -64,7 +75,13 @@ pub struct RelayBody {
 impl RelayBody {
     /// Wraps `upstream`; `sse` is the stream dialect when the response is `text/event-stream`;
     /// `ok_status` is whether the status was 2xx (else the outcome is `upstream_error`).
-    pub fn new(upstream: Incoming, stop: WaitForCancellationFutureOwned, sse: Option<SseKind>, ok_status: bool, finish: Finish) -> Self {
+    pub fn new(
+        upstream: Incoming,
+        stop: WaitForCancellationFutureOwned,
+        sse: Option<SseKind>,
+        ok_status: bool,
+        finish: Finish,
+    ) -> Self {
         Self {
             upstream,
             stop: Box::pin(stop),
@@ -96,6 +113,16 @@ impl RelayBody {
         }
     }
 
+    fn finish_clean(&mut self) {
+        let outcome = if self.ok_status {
+            "ok"
+        } else {
+            "upstream_error"
+        };
+        self.complete(outcome, "");
+        self.ended = true;
+    }
+
     fn complete(&mut self, outcome: &str, error: &str) {
         if let Some(f) = self.finish.take() {
             f.complete(outcome, self.bytes, error);
@@ -120,7 +147,10 @@ impl Body for RelayBody {
     type Data = Bytes;
     type Error = BoxError;
 
-    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         let this = self.get_mut();
         if this.ended {
             return Poll::Ready(None);
@@ -143,6 +173,11 @@ impl Body for RelayBody {
                 if let Some(d) = frame.data_ref() {
                     this.track(d);
                 }
+                if this.upstream.is_end_stream() {
+                    // A sized body is complete once its last byte is out; hyper may not poll
+                    // again, so record the finish now.
+                    this.finish_clean();
+                }
                 Poll::Ready(Some(Ok(frame)))
             }
             Poll::Ready(Some(Err(e))) => {
@@ -158,9 +193,7 @@ impl Body for RelayBody {
                 }
             }
             Poll::Ready(None) => {
-                let outcome = if this.ok_status { "ok" } else { "upstream_error" };
-                this.complete(outcome, "");
-                this.ended = true;
+                this.finish_clean();
                 Poll::Ready(None)
             }
         }
@@ -171,7 +204,11 @@ impl Body for RelayBody {
     }
 
     fn size_hint(&self) -> SizeHint {
-        if self.sse.is_some() { SizeHint::default() } else { self.upstream.size_hint() }
+        if self.sse.is_some() {
+            SizeHint::default()
+        } else {
+            self.upstream.size_hint()
+        }
     }
 }
 

@@ -45,15 +45,34 @@ pub struct Route {
 }
 
 const ROUTES: [Route; 4] = [
-    Route { kind: RouteKind::Messages, path: "/v1/messages", dialect: Dialect::Anthropic },
-    Route { kind: RouteKind::CountTokens, path: "/v1/messages/count_tokens", dialect: Dialect::Anthropic },
-    Route { kind: RouteKind::ChatCompletions, path: "/v1/chat/completions", dialect: Dialect::OpenAi },
-    Route { kind: RouteKind::Responses, path: "/v1/responses", dialect: Dialect::OpenAi },
+    Route {
+        kind: RouteKind::Messages,
+        path: "/v1/messages",
+        dialect: Dialect::Anthropic,
+    },
+    Route {
+        kind: RouteKind::CountTokens,
+        path: "/v1/messages/count_tokens",
+        dialect: Dialect::Anthropic,
+    },
+    Route {
+        kind: RouteKind::ChatCompletions,
+        path: "/v1/chat/completions",
+        dialect: Dialect::OpenAi,
+    },
+    Route {
+        kind: RouteKind::Responses,
+        path: "/v1/responses",
+        dialect: Dialect::OpenAi,
+    },
 ];
 
 /// The dialect used for errors on `path` when no route matched.
 pub fn dialect_for_path(path: &str, h: &http::HeaderMap) -> Dialect {
-    if path.starts_with("/v1/messages") || path.starts_with("/v1/complete") || h.contains_key("anthropic-version") {
+    if path.starts_with("/v1/messages")
+        || path.starts_with("/v1/complete")
+        || h.contains_key("anthropic-version")
+    {
         Dialect::Anthropic
     } else {
         Dialect::OpenAi
@@ -63,7 +82,11 @@ pub fn dialect_for_path(path: &str, h: &http::HeaderMap) -> Dialect {
 /// Dispatches one request on the inference listener.
 pub async fn handle(state: Shared, req: Request<Incoming>) -> Response<ProxyBody> {
     let path = req.uri().path();
-    let path = if path.len() > 1 { path.trim_end_matches('/') } else { path };
+    let path = if path.len() > 1 {
+        path.trim_end_matches('/')
+    } else {
+        path
+    };
     if path == "/api/hello" && (req.method() == Method::HEAD || req.method() == Method::GET) {
         return Response::new(Either::Left(Full::new(Bytes::new())));
     }
@@ -71,16 +94,34 @@ pub async fn handle(state: Shared, req: Request<Incoming>) -> Response<ProxyBody
         if req.method() == Method::GET {
             return models(&state, req).await.map(Either::Left);
         }
-        return error(ProxyError::MethodNotAllowed { method: req.method().to_string(), path: path.to_string() }, Dialect::OpenAi);
+        return error(
+            ProxyError::MethodNotAllowed {
+                method: req.method().to_string(),
+                path: path.to_string(),
+            },
+            Dialect::OpenAi,
+        );
     }
     if let Some(route) = ROUTES.iter().find(|r| r.path == path) {
         if req.method() == Method::POST {
             return forward::handle(state, req, *route).await;
         }
-        return error(ProxyError::MethodNotAllowed { method: req.method().to_string(), path: path.to_string() }, route.dialect);
+        return error(
+            ProxyError::MethodNotAllowed {
+                method: req.method().to_string(),
+                path: path.to_string(),
+            },
+            route.dialect,
+        );
     }
     let d = dialect_for_path(path, req.headers());
-    error(ProxyError::NotFound { method: req.method().to_string(), path: path.to_string() }, d)
+    error(
+        ProxyError::NotFound {
+            method: req.method().to_string(),
+            path: path.to_string(),
+        },
+        d,
+    )
 }
 
 fn error(err: ProxyError, d: Dialect) -> Response<ProxyBody> {
@@ -93,31 +134,54 @@ fn error(err: ProxyError, d: Dialect) -> Response<ProxyBody> {
 /// and OpenAI's `object`/`created`/`owned_by` fields side by side.
 async fn models(state: &Shared, req: Request<Incoming>) -> Response<Full<Bytes>> {
     let cfg = state.core.config().clone();
-    let want = if req.headers().contains_key("anthropic-version") { Dialect::Anthropic } else { Dialect::OpenAi };
-    let mut ids: Vec<(String, String)> = cfg.combos.iter().map(|c| (c.name.clone(), "sluice".to_string())).collect();
+    let want = if req.headers().contains_key("anthropic-version") {
+        Dialect::Anthropic
+    } else {
+        Dialect::OpenAi
+    };
+    let mut ids: Vec<(String, String)> = cfg
+        .combos
+        .iter()
+        .map(|c| (c.name.clone(), "sluice".to_string()))
+        .collect();
     let pick = cfg
         .default_providers
         .iter()
         .filter_map(|id| cfg.providers.iter().position(|p| &p.id == id))
         .find(|&i| cfg.providers[i].dialect == want)
-        .or_else(|| cfg.default_providers.first().and_then(|id| cfg.providers.iter().position(|p| &p.id == id)));
+        .or_else(|| {
+            cfg.default_providers
+                .first()
+                .and_then(|id| cfg.providers.iter().position(|p| &p.id == id))
+        });
     if let Some(i) = pick
         && let (Some(p), Some(client)) = (cfg.providers.get(i), state.upstreams.client(i))
         && let Some(conn) = p.connections.first()
     {
-        let client_key = headers::check_client_key(req.headers(), &cfg.server.client_keys).ok().flatten();
-        let pq = req.uri().path_and_query().map(|x| x.as_str()).unwrap_or("/v1/models");
+        let client_key = headers::check_client_key(req.headers(), &cfg.server.client_keys)
+            .ok()
+            .flatten();
+        let pq = req
+            .uri()
+            .path_and_query()
+            .map(|x| x.as_str())
+            .unwrap_or("/v1/models");
         if let Ok(uri) = state.upstreams.uri(i, pq) {
             let mut up = Request::new(Full::new(Bytes::new()));
             *up.uri_mut() = uri;
-            *up.headers_mut() = headers::upstream_request(req.headers(), &conn.auth, p.dialect, client_key, 0);
+            *up.headers_mut() =
+                headers::upstream_request(req.headers(), &conn.auth, p.dialect, client_key, 0);
             up.headers_mut().remove(http::header::CONTENT_LENGTH);
             let fetched = tokio::time::timeout(Duration::from_secs(5), async {
                 let resp = client.request(up).await.ok()?;
                 if !resp.status().is_success() {
                     return None;
                 }
-                let body = http_body_util::Limited::new(resp.into_body(), 8 << 20).collect().await.ok()?.to_bytes();
+                let body = http_body_util::Limited::new(resp.into_body(), 8 << 20)
+                    .collect()
+                    .await
+                    .ok()?
+                    .to_bytes();
                 serde_json::from_slice::<Value>(&body).ok()
             })
             .await
@@ -143,7 +207,18 @@ async fn models(state: &Shared, req: Request<Incoming>) -> Response<Full<Bytes>>
             })
         })
         .collect();
-    let first = data.first().and_then(|v| v.get("id")).cloned().unwrap_or(Value::Null);
-    let last = data.last().and_then(|v| v.get("id")).cloned().unwrap_or(Value::Null);
-    json_response(StatusCode::OK, json!({"object": "list", "data": data, "has_more": false, "first_id": first, "last_id": last}))
+    let first = data
+        .first()
+        .and_then(|v| v.get("id"))
+        .cloned()
+        .unwrap_or(Value::Null);
+    let last = data
+        .last()
+        .and_then(|v| v.get("id"))
+        .cloned()
+        .unwrap_or(Value::Null);
+    json_response(
+        StatusCode::OK,
+        json!({"object": "list", "data": data, "has_more": false, "first_id": first, "last_id": last}),
+    )
 }

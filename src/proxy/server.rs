@@ -19,13 +19,25 @@ use super::routes::{self, ProxyBody};
 
 /// Serves the inference routes on `listener` until `shutdown`; in-flight requests go on
 /// (their streams end at `hard_stop`).
-pub async fn serve(listener: TcpListener, state: Shared, shutdown: CancellationToken, _hard_stop: CancellationToken) {
-    serve_http(listener, shutdown, "inference", move |req| routes::handle(state.clone(), req)).await;
+pub async fn serve(
+    listener: TcpListener,
+    state: Shared,
+    shutdown: CancellationToken,
+    _hard_stop: CancellationToken,
+) {
+    serve_http(listener, shutdown, "inference", move |req| {
+        routes::handle(state.clone(), req)
+    })
+    .await;
 }
 
 /// Generic accept loop: spawns one task per connection running `handler` per request.
-pub async fn serve_http<F, Fut>(listener: TcpListener, shutdown: CancellationToken, what: &'static str, handler: F)
-where
+pub async fn serve_http<F, Fut>(
+    listener: TcpListener,
+    shutdown: CancellationToken,
+    what: &'static str,
+    handler: F,
+) where
     F: Fn(Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
     Fut: Future<Output = Response<ProxyBody>> + Send + 'static,
 {
@@ -53,7 +65,10 @@ where
                 async move { Ok::<_, Infallible>(h(req).await) }
             });
             let mut builder = auto::Builder::new(TokioExecutor::new());
-            builder.http1().timer(TokioTimer::new()).header_read_timeout(Duration::from_secs(30));
+            builder
+                .http1()
+                .timer(TokioTimer::new())
+                .header_read_timeout(Duration::from_secs(30));
             let conn = builder.serve_connection(TokioIo::new(stream), svc);
             tokio::pin!(conn);
             tokio::select! {

@@ -45,7 +45,9 @@ impl Upstreams {
     /// `/v1/messages?beta=true`.
     pub fn uri(&self, i: usize, path_and_query: &str) -> Result<http::Uri, String> {
         let prefix = self.prefixes.get(i).ok_or("unknown provider")?;
-        join(prefix, path_and_query).parse::<http::Uri>().map_err(|e| e.to_string())
+        join(prefix, path_and_query)
+            .parse::<http::Uri>()
+            .map_err(|e| e.to_string())
     }
 }
 
@@ -94,8 +96,17 @@ mod tests {
 
     #[test]
     fn joins_base_paths_without_doubling_v1() {
-        assert_eq!(join("https://api.anthropic.com", "/v1/messages?beta=true"), "https://api.anthropic.com/v1/messages?beta=true");
-        assert_eq!(join("https://openrouter.ai/api", "/v1/chat/completions"), "https://openrouter.ai/api/v1/chat/completions");
-        assert_eq!(join("http://127.0.0.1:11434/v1", "/v1/chat/completions"), "http://127.0.0.1:11434/v1/chat/completions");
+        assert_eq!(
+            join("https://api.anthropic.com", "/v1/messages?beta=true"),
+            "https://api.anthropic.com/v1/messages?beta=true"
+        );
+        assert_eq!(
+            join("https://openrouter.ai/api", "/v1/chat/completions"),
+            "https://openrouter.ai/api/v1/chat/completions"
+        );
+        assert_eq!(
+            join("http://127.0.0.1:11434/v1", "/v1/chat/completions"),
+            "http://127.0.0.1:11434/v1/chat/completions"
+        );
     }
 }

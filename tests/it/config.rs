@@ -353,35 +353,52 @@ fn looks_like_toml(s: &str) -> bool {
         })
 }
 
-#[test]
-fn readme_toml_blocks_parse() {
-    let path = root().join("README.md");
-    let Ok(readme) = std::fs::read_to_string(&path) else {
-        return; // no README yet
+/// Every ```toml block in a markdown file must be a whole valid config, unless its first line
+/// is a `# fragment` comment. Returns how many blocks were checked in full.
+fn check_markdown_toml_blocks(file: &str) -> usize {
+    let Ok(md) = std::fs::read_to_string(root().join(file)) else {
+        return 0;
     };
-    let mut block: Option<String> = None;
-    let mut count = 0;
-    for line in readme.lines() {
-        match (&mut block, line.trim_start()) {
-            (None, l) if l.starts_with("```toml") => block = Some(String::new()),
-            (Some(b), l) if l.starts_with("```") => {
+    let (mut block, mut count, mut checked) = (None::<String>, 0, 0);
+    for line in md.lines() {
+        let t = line.trim_start();
+        match block.as_mut() {
+            None if t.starts_with("```toml") => block = Some(String::new()),
+            None => {}
+            Some(b) if t.starts_with("```") => {
                 count += 1;
-                let name = format!("README.md toml block {count}");
-                // A block that opens with a `# fragment` comment is a partial example.
+                let name = format!("{file} toml block {count}");
                 if !b.trim_start().starts_with("# fragment") {
+                    checked += 1;
                     if let Err(e) = from_str(b, Path::new(&name), &env()) {
-                        panic!("{name} is not a valid config:\n{e}\n---\n{b}");
+                        panic!(
+                            "{name} is not a valid config (start it with `# fragment` if it is one):\n{e}\n---\n{b}"
+                        );
                     }
                 }
                 block = None;
             }
-            (Some(b), _) => {
+            Some(b) => {
                 b.push_str(line);
                 b.push('\n');
             }
-            (None, _) => {}
         }
     }
+    assert!(block.is_none(), "{file}: unclosed ```toml block");
+    checked
+}
+
+#[test]
+fn readme_toml_blocks_parse() {
+    check_markdown_toml_blocks("README.md");
+}
+
+#[test]
+fn config_md_toml_blocks_parse() {
+    assert!(
+        check_markdown_toml_blocks("CONFIG.md") >= 1,
+        "CONFIG.md has a complete example"
+    );
 }
 
 #[test]

@@ -1,4 +1,13 @@
 //! The one integration test binary: sluice in-process against a scripted mock upstream.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::print_stdout,
+    clippy::print_stderr,
+    missing_docs,
+    reason = "test code: a failed expectation should panic with its message"
+)]
 
 mod support;
 

@@ -10,7 +10,7 @@ use http::Method;
 use serde_json::{Value, json};
 
 use crate::support::client::{self, Resp};
-use crate::support::mock_upstream::anthropic_message;
+use crate::support::wire::anthropic_message;
 use crate::support::{MockUpstream, Reply, Sluice, fill, fixture};
 
 const READ: Duration = Duration::from_secs(5);
