@@ -80,6 +80,7 @@ fn main() -> ExitCode {
         Ok(s) => Arc::new(s),
         Err(e) => return fail(&e.to_string(), 1),
     };
+    store.enforce_retention(unix_ms(clock.wall()));
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("sluice")

@@ -1,6 +1,6 @@
 //! Raw serde mirror of `config.toml` (stage one of two): every table denies unknown keys.
 //!
-//! Field defaults live in `validate.rs` next to the typed values, each citing its source
+//! Field defaults live in `validate` (resilience ones in `validate/defaults.rs`), each citing its source
 //! (DESIGN §4 or a resilience-spec §). Values stay loosely typed here (strings, `toml::Value`)
 //! so stage two can report the key path, the bad value and the fix in one message.
 

@@ -516,11 +516,12 @@ pub fn parse_target(s: &str) -> Option<TargetSpec> {
     })
 }
 
+mod defaults;
 mod providers;
 mod resilience;
 mod rules;
 
-pub use resilience::*;
+pub use defaults::*;
 
 #[cfg(test)]
 mod tests;

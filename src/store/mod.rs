@@ -17,7 +17,7 @@
 //! in via [`Store::enforce_retention`]); the store never reads the clock itself.
 //!
 //! Opening is synchronous (directory, WAL, migrations via `PRAGMA user_version`, see
-//! [`schema`]), so a bad file is a clear startup error naming the path and offering
+//! `schema.rs`), so a bad file is a clear startup error naming the path and offering
 //! `sluice --reset-state` ([`reset_state`]). Reading helpers use a separate read-only connection,
 //! which WAL lets run beside the writer.
 

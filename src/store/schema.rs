@@ -121,6 +121,7 @@ pub(crate) fn open_writer(path: &Path) -> Result<Connection, StoreError> {
         path: path.to_path_buf(),
         message: format!("cannot open the state database ({e}); {RESET_HINT}"),
     };
+    check_header(path).map_err(|e| open_err(&e))?;
     let mut conn = Connection::open(path).map_err(|e| open_err(&e))?;
     conn.busy_timeout(BUSY_TIMEOUT).map_err(|e| open_err(&e))?;
     // The first statement that reads the header: a garbage file fails here with
@@ -144,6 +145,28 @@ pub(crate) fn open_writer(path: &Path) -> Result<Connection, StoreError> {
         .map_err(|e| open_err(&e))?;
     migrate(&mut conn, path)?;
     Ok(conn)
+}
+
+/// Refuses a non-empty file that does not start with the SQLite header before SQLite touches
+/// it: SQLite would otherwise delete a `-wal` it cannot use, and reset-state must keep it.
+fn check_header(path: &Path) -> Result<(), String> {
+    use std::io::Read;
+    const MAGIC: &[u8; 16] = b"SQLite format 3\0";
+    let mut file = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e.to_string()),
+    };
+    let mut head = Vec::with_capacity(MAGIC.len());
+    file.by_ref()
+        .take(MAGIC.len() as u64)
+        .read_to_end(&mut head)
+        .map_err(|e| e.to_string())?;
+    if head.is_empty() || head == MAGIC {
+        Ok(())
+    } else {
+        Err("file is not a database".into())
+    }
 }
 
 /// Opens a read-only connection for the reading helpers (WAL allows readers beside the writer).

@@ -202,7 +202,9 @@ fn reset_state_moves_db_wal_and_shm_aside_and_fresh_open_works() {
     std::fs::write(&path, b"garbage garbage garbage").unwrap();
     std::fs::write(with_suffix(&path, "-wal"), b"wal").unwrap();
     std::fs::write(with_suffix(&path, "-shm"), b"shm").unwrap();
-    assert!(Store::open(&cfg(&path)).is_err());
+    // A failed open leaves every file as it was (SQLite would delete a WAL it cannot use).
+    assert_eq!(Store::open(&cfg(&path)).unwrap_err().kind(), "open");
+    assert_eq!(std::fs::read(with_suffix(&path, "-wal")).unwrap(), b"wal");
 
     let backup = reset_state(&path, 1234).unwrap().unwrap();
     assert_eq!(backup, dir.path().join("sluice.db.bak-1234"));
@@ -396,6 +398,10 @@ fn close_is_idempotent_and_later_calls_are_harmless() {
     let store = Store::open(&cfg(&path)).unwrap();
     store.record_request(row(T0, 0));
     store.close();
+    assert!(
+        !with_suffix(&path, "-wal").exists(),
+        "WAL checkpointed and removed at close"
+    );
     store.close();
     store.flush(); // returns at once
     store.record_request(row(T0 + 1, 1));
@@ -411,10 +417,6 @@ fn close_is_idempotent_and_later_calls_are_harmless() {
     );
     assert!(format!("{store:?}").contains("open: false"));
     drop(store); // Drop after close is a no-op
-    assert!(
-        !with_suffix(&path, "-wal").exists(),
-        "WAL checkpointed and removed at close"
-    );
 }
 
 #[test]

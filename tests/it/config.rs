@@ -111,6 +111,13 @@ fn every_invalid_fixture_fails_with_its_expected_message() {
                 path.display()
             );
         }
+        let problems = err.lines().filter(|l| !l.starts_with(' ')).count();
+        assert_eq!(
+            problems,
+            1,
+            "{}: a fixture breaks exactly one rule, got:\n{err}",
+            path.display()
+        );
         assert_no_secrets(&path, &err);
     }
 }

@@ -154,6 +154,34 @@ fn first_events(name: &str, n: usize) -> Vec<Bytes> {
         .collect()
 }
 
+/// Asserts `tail` ends with a complete `event: error` SSE event in the Anthropic shape.
+fn assert_last_event_is_anthropic_error(tail: &[u8]) {
+    let text = String::from_utf8_lossy(tail).into_owned();
+    let last = text
+        .trim_end_matches('\n')
+        .rsplit("\n\n")
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        text.ends_with("\n\n"),
+        "the final event is terminated by a blank line: {text:?}"
+    );
+    let mut lines = last.lines();
+    assert_eq!(lines.next(), Some("event: error"), "last event: {last:?}");
+    let data = lines
+        .next()
+        .and_then(|l| l.strip_prefix("data: "))
+        .unwrap_or_else(|| panic!("data line: {last:?}"));
+    let v: Value = serde_json::from_str(data).unwrap();
+    assert_eq!(v["type"], "error");
+    assert!(
+        v["error"]["type"].as_str().is_some_and(|t| !t.is_empty()),
+        "{v}"
+    );
+    assert!(v["error"]["message"].as_str().is_some(), "{v}");
+}
+
 // === routes and pass-through ===
 
 #[tokio::test]
@@ -427,6 +455,31 @@ async fn stream_events_reach_the_client_before_the_upstream_finishes() {
         .await;
 
     assert_eq!(&st.received[..], &first_three[..]);
+}
+
+#[tokio::test]
+async fn upstream_breaking_mid_stream_ends_the_client_stream_with_an_error_event() {
+    let mock = MockUpstream::start().await;
+    let events = first_events("anthropic-text", 4);
+    let sent: Vec<u8> = events.iter().flat_map(|b| b.iter().copied()).collect();
+    mock.on("/v1/messages")
+        .reply(Reply::sse_chunks(events).then_abort());
+    let s = Sluice::start(&fill(ANTHROPIC, &mock), &[]).await;
+
+    let mut st = client::open_json(
+        &s.url("/v1/messages"),
+        &anthropic_body("claude-x", true),
+        &[AV, KEY],
+    )
+    .await;
+    let (got, _) = st.read_to_end(READ).await;
+
+    assert!(
+        got.starts_with(&sent),
+        "relayed bytes first: {:?}",
+        String::from_utf8_lossy(&got)
+    );
+    assert_last_event_is_anthropic_error(&got[sent.len()..]);
 }
 
 // === combos and fallback ===
@@ -1059,28 +1112,5 @@ async fn stop_ends_a_stalled_stream_with_an_anthropic_error_event() {
         "what the upstream sent comes first: {:?}",
         String::from_utf8_lossy(&got)
     );
-    let text = String::from_utf8_lossy(&got[sent.len()..]).into_owned();
-    let last = text
-        .trim_end_matches('\n')
-        .rsplit("\n\n")
-        .next()
-        .unwrap_or_default()
-        .to_string();
-    assert!(
-        text.ends_with("\n\n"),
-        "the final event is terminated by a blank line: {text:?}"
-    );
-    let mut lines = last.lines();
-    assert_eq!(lines.next(), Some("event: error"), "last event: {last:?}");
-    let data = lines
-        .next()
-        .and_then(|l| l.strip_prefix("data: "))
-        .unwrap_or_else(|| panic!("data line: {last:?}"));
-    let v: Value = serde_json::from_str(data).unwrap();
-    assert_eq!(v["type"], "error");
-    assert!(
-        v["error"]["type"].as_str().is_some_and(|t| !t.is_empty()),
-        "{v}"
-    );
-    assert!(v["error"]["message"].as_str().is_some(), "{v}");
+    assert_last_event_is_anthropic_error(&got[sent.len()..]);
 }

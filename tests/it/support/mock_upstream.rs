@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode};
+use http::{HeaderValue, Method, Request, Response, StatusCode};
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
@@ -23,6 +23,8 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::body::ChannelBody;
+pub use super::recorded::Recorded;
+use super::recorded::{body_model, body_stream};
 use super::wire::{anthropic_message, anthropic_text_events, chat_completion, responses_object};
 
 type MockBody = BoxBody<Bytes, std::io::Error>;
@@ -46,7 +48,7 @@ pub enum StreamEnd {
     Finish,
     /// Keep the connection open, sending nothing more, until the client goes away.
     Stall,
-    /// Abort the connection mid-body (no terminating chunk).
+    /// Abort the connection mid-body (no terminating chunk), 20 ms after the last chunk.
     Abort,
 }
 
@@ -227,64 +229,6 @@ impl Reply {
             _ => Bytes::new(),
         }
     }
-}
-
-// === Recorded ===
-
-/// One request the mock received.
-#[derive(Debug, Clone)]
-pub struct Recorded {
-    /// Method.
-    pub method: Method,
-    /// Path without the query, e.g. `/v1/messages`.
-    pub path: String,
-    /// The query string without `?`, if any.
-    pub query: Option<String>,
-    /// Headers as received.
-    pub headers: HeaderMap,
-    /// Body bytes as received.
-    pub body: Bytes,
-}
-
-impl Recorded {
-    /// The body parsed as JSON (panics if it is not JSON).
-    pub fn json(&self) -> Value {
-        serde_json::from_slice(&self.body)
-            .unwrap_or_else(|e| panic!("upstream body is not JSON ({e}): {:?}", self.body))
-    }
-
-    /// The body's `model`, if it is JSON with a string `model`.
-    pub fn model(&self) -> Option<String> {
-        body_model(&self.body)
-    }
-
-    /// A header value as text.
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.get(name).and_then(|v| v.to_str().ok())
-    }
-
-    /// `path?query` as the upstream saw it.
-    pub fn path_and_query(&self) -> String {
-        match &self.query {
-            Some(q) => format!("{}?{q}", self.path),
-            None => self.path.clone(),
-        }
-    }
-}
-
-fn body_model(body: &[u8]) -> Option<String> {
-    serde_json::from_slice::<Value>(body)
-        .ok()?
-        .get("model")?
-        .as_str()
-        .map(str::to_string)
-}
-
-fn body_stream(body: &[u8]) -> bool {
-    serde_json::from_slice::<Value>(body)
-        .ok()
-        .and_then(|v| v.get("stream")?.as_bool())
-        .unwrap_or(false)
 }
 
 // === MockUpstream ===
@@ -536,6 +480,8 @@ async fn handle(
                         }
                     }
                     StreamEnd::Abort => {
+                        // Let hyper flush what was sent; an error drops its unflushed buffer.
+                        tokio::time::sleep(Duration::from_millis(20)).await;
                         let _ = tx
                             .send(Err(std::io::Error::other(
                                 "mock: aborting the stream as scripted",

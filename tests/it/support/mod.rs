@@ -9,6 +9,7 @@ pub mod body;
 pub mod client;
 pub mod harness;
 pub mod mock_upstream;
+pub mod recorded;
 pub mod wire;
 
 pub use harness::{Sluice, fill};
