@@ -1,66 +1,85 @@
 //! The admin API on its own loopback listener (DESIGN §3): health probes, Prometheus
-//! metrics and the Snapshot as JSON. GET endpoints build a fresh snapshot at request time,
-//! so they show what the next request would see.
+//! metrics, the Snapshot as JSON, and the resilience endpoints of spec §1 and §3a. GET
+//! endpoints evaluate state at request time with the same lazy refresh as routing, so they
+//! show what the next request would see; POST/PATCH/DELETE call [`Control`], the one door
+//! for operator actions.
 //!
-//! Every route but `/livez` and `/readyz` requires `Authorization: Bearer <token>` when
-//! `[admin] token_env` is set. Errors use the OpenAI-style error JSON.
+//! Every route but `/livez`, `/healthz` and `/readyz` requires `Authorization: Bearer
+//! <token>` when `[admin] token_env` is set. Errors are `{"error":{"message","type","code"}}`.
 
 use std::fmt::Write as _;
 
 use bytes::Bytes;
 use http::{HeaderValue, Method, Request, Response, StatusCode, header};
-use http_body_util::{Either, Full};
+use http_body_util::{BodyExt, Either, Full, Limited};
 use hyper::body::Incoming;
-use serde_json::json;
+use serde::Deserialize;
+use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::core::Core;
+use crate::core::control::{ClearTarget, Control, ControlError, SettingsPatch};
 use crate::core::snapshot::Snapshot;
 use crate::proxy::forward::json_response;
 use crate::proxy::server::serve_http;
 
+/// Admin request bodies are small JSON documents; larger ones are refused.
+const MAX_ADMIN_BODY: usize = 64 * 1024;
+
 /// Serves the admin API until `stop` (it outlives the drain, so `/readyz` can say 503).
-pub async fn serve(listener: TcpListener, core: Core, stop: CancellationToken) {
+pub async fn serve(listener: TcpListener, control: Control, stop: CancellationToken) {
     serve_http(listener, stop, "admin", move |req| {
-        let core = core.clone();
-        async move { handle(&core, req).map(Either::Left) }
+        let control = control.clone();
+        async move { handle(&control, req).await.map(Either::Left) }
     })
     .await;
 }
 
-fn handle(core: &Core, req: Request<Incoming>) -> Response<Full<Bytes>> {
-    let path = req.uri().path().trim_end_matches('/');
-    let get = req.method() == Method::GET || req.method() == Method::HEAD;
-    match path {
-        "/livez" | "/healthz" if get => json_response(StatusCode::OK, json!({"status": "ok"})),
+async fn handle(control: &Control, req: Request<Incoming>) -> Response<Full<Bytes>> {
+    let core = control.core();
+    let path = req.uri().path().trim_end_matches('/').to_string();
+    let method = req.method().clone();
+    let get = method == Method::GET || method == Method::HEAD;
+    match path.as_str() {
+        "/livez" | "/healthz" if get => {
+            return json_response(StatusCode::OK, json!({"status": "ok"}));
+        }
         "/readyz" if get => {
-            if core.is_draining() {
+            return if core.is_draining() {
                 json_response(
                     StatusCode::SERVICE_UNAVAILABLE,
                     json!({"status": "draining"}),
                 )
             } else {
                 json_response(StatusCode::OK, json!({"status": "ready"}))
-            }
+            };
         }
-        _ if !authorized(core, &req) => {
-            let mut r = error(
-                StatusCode::UNAUTHORIZED,
-                "missing or wrong admin token; send Authorization: Bearer <token from admin.token_env>",
-            );
-            r.headers_mut()
-                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-            r
-        }
-        "/api/snapshot" if get => match serde_json::to_value(core.snapshot()) {
+        _ => {}
+    }
+    if !authorized(core, &req) {
+        let mut r = error(
+            StatusCode::UNAUTHORIZED,
+            "missing or wrong admin token; send Authorization: Bearer <token from admin.token_env>",
+        );
+        r.headers_mut()
+            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        return r;
+    }
+    let query = req.uri().query().unwrap_or("").to_string();
+    let body = match read_body(req).await {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
+    match (method.as_str(), path.as_str()) {
+        ("GET" | "HEAD", "/api/snapshot") => match serde_json::to_value(core.snapshot()) {
             Ok(v) => json_response(StatusCode::OK, v),
             Err(e) => error(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 &format!("cannot serialise the snapshot: {e}"),
             ),
         },
-        "/metrics" if get => {
+        ("GET" | "HEAD", "/metrics") => {
             let mut r = Response::new(Full::new(Bytes::from(metrics(&core.snapshot()))));
             r.headers_mut().insert(
                 header::CONTENT_TYPE,
@@ -68,14 +87,179 @@ fn handle(core: &Core, req: Request<Incoming>) -> Response<Full<Bytes>> {
             );
             r
         }
-        "/livez" | "/healthz" | "/readyz" | "/api/snapshot" | "/metrics" => {
-            error(StatusCode::METHOD_NOT_ALLOWED, "use GET")
+        ("GET" | "HEAD", "/api/monitoring/health") => {
+            json_response(StatusCode::OK, health(&core.snapshot()))
         }
+        ("POST", "/api/resilience/reset") => {
+            #[derive(Deserialize, Default)]
+            #[serde(deny_unknown_fields)]
+            struct ResetBody {
+                provider: Option<String>,
+            }
+            let b: ResetBody = match parse_json(&body) {
+                Ok(b) => b,
+                Err(r) => return *r,
+            };
+            answer(
+                control
+                    .reset_breakers(b.provider.as_deref())
+                    .map(|ids| json!({"reset": ids})),
+            )
+        }
+        ("GET" | "HEAD", "/api/resilience/cooldowns") => {
+            let provider = query_param(&query, "provider");
+            json_response(
+                StatusCode::OK,
+                cooldowns(&core.snapshot(), provider.as_deref()),
+            )
+        }
+        ("POST", "/api/resilience/cooldowns") => {
+            #[derive(Deserialize)]
+            #[serde(deny_unknown_fields, rename_all = "camelCase")]
+            struct ClearBody {
+                connection_ids: Option<Vec<String>>,
+                all: Option<bool>,
+                provider: Option<String>,
+            }
+            let b: ClearBody = match parse_json(&body) {
+                Ok(b) => b,
+                Err(r) => return *r,
+            };
+            let target = match (b.connection_ids, b.all) {
+                (Some(ids), None | Some(false)) if b.provider.is_none() => {
+                    ClearTarget::Connections(ids)
+                }
+                (None, Some(true)) => ClearTarget::All {
+                    provider: b.provider,
+                },
+                _ => {
+                    return error(
+                        StatusCode::BAD_REQUEST,
+                        "send {\"connectionIds\": [..]} or {\"all\": true, \"provider\"?: \"..\"}",
+                    );
+                }
+            };
+            answer(control.clear_cooldowns(&target).and_then(|r| {
+                serde_json::to_value(r).map_err(|e| ControlError::Invalid {
+                    field: "report".into(),
+                    message: e.to_string(),
+                })
+            }))
+        }
+        ("GET" | "HEAD", "/api/resilience/model-cooldowns") => {
+            json_response(StatusCode::OK, model_cooldowns(&core.snapshot()))
+        }
+        ("DELETE", "/api/resilience/model-cooldowns") => {
+            #[derive(Deserialize)]
+            #[serde(deny_unknown_fields)]
+            struct Reenable {
+                provider: String,
+                connection: String,
+                model: String,
+            }
+            let b: Reenable = match parse_json(&body) {
+                Ok(b) => b,
+                Err(r) => return *r,
+            };
+            answer(
+                control
+                    .reenable_model(&b.provider, &b.connection, &b.model)
+                    .map(|removed| json!({"removed": removed})),
+            )
+        }
+        ("GET" | "HEAD", "/api/resilience") => {
+            let (settings, overrides) = control.settings();
+            json_response(
+                StatusCode::OK,
+                json!({"settings": settings, "overrides": overrides}),
+            )
+        }
+        ("PATCH", "/api/resilience") => {
+            let patch: SettingsPatch = match parse_json(&body) {
+                Ok(p) => p,
+                Err(r) => return *r,
+            };
+            answer(
+                control
+                    .patch_settings(&patch)
+                    .map(|s| json!({"settings": s})),
+            )
+        }
+        ("DELETE", "/api/resilience") => {
+            control.revert_settings();
+            let (settings, _) = control.settings();
+            json_response(
+                StatusCode::OK,
+                json!({"settings": settings, "overrides": {}}),
+            )
+        }
+        (
+            _,
+            "/api/snapshot"
+            | "/metrics"
+            | "/api/monitoring/health"
+            | "/api/resilience/reset"
+            | "/api/resilience/cooldowns"
+            | "/api/resilience/model-cooldowns"
+            | "/api/resilience",
+        ) => error(
+            StatusCode::METHOD_NOT_ALLOWED,
+            &format!("{method} is not allowed on {path}"),
+        ),
         _ => error(
             StatusCode::NOT_FOUND,
-            &format!("no admin route {} {}", req.method(), path),
+            &format!("no admin route {method} {path}"),
         ),
     }
+}
+
+async fn read_body(req: Request<Incoming>) -> Result<Bytes, Response<Full<Bytes>>> {
+    match Limited::new(req.into_body(), MAX_ADMIN_BODY)
+        .collect()
+        .await
+    {
+        Ok(c) => Ok(c.to_bytes()),
+        Err(_) => Err(error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "admin request bodies are limited to 64 KiB",
+        )),
+    }
+}
+
+fn parse_json<T: for<'de> Deserialize<'de>>(body: &[u8]) -> Result<T, Box<Response<Full<Bytes>>>> {
+    let body = if body.iter().all(u8::is_ascii_whitespace) {
+        &b"{}"[..]
+    } else {
+        body
+    };
+    serde_json::from_slice(body).map_err(|e| {
+        Box::new(error(
+            StatusCode::BAD_REQUEST,
+            &format!("invalid JSON body: {e}"),
+        ))
+    })
+}
+
+fn answer(r: Result<Value, ControlError>) -> Response<Full<Bytes>> {
+    match r {
+        Ok(v) => json_response(StatusCode::OK, v),
+        Err(ControlError::Invalid { field, message }) => json_response(
+            StatusCode::BAD_REQUEST,
+            json!({"error": {"message": format!("{field}: {message}"), "type": "invalid_request_error", "code": 400, "field": field}}),
+        ),
+        Err(e @ (ControlError::UnknownProvider(_) | ControlError::UnknownConnection(_))) => {
+            error(StatusCode::NOT_FOUND, &e.to_string())
+        }
+    }
+}
+
+fn query_param(query: &str, name: &str) -> Option<String> {
+    query
+        .split('&')
+        .filter_map(|kv| kv.split_once('='))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v.to_string())
+        .filter(|v| !v.is_empty())
 }
 
 fn authorized(core: &Core, req: &Request<Incoming>) -> bool {
@@ -94,6 +278,79 @@ fn error(status: StatusCode, message: &str) -> Response<Full<Bytes>> {
         status,
         json!({"error": {"message": message, "type": "admin_error", "code": status.as_u16()}}),
     )
+}
+
+fn remaining_ms(until: Option<u64>, now: u64) -> u64 {
+    until.map_or(0, |u| u.saturating_sub(now))
+}
+
+/// `GET /api/monitoring/health`: every provider breaker (spec §1).
+pub fn health(s: &Snapshot) -> Value {
+    let now = s.taken_at_unix_ms;
+    json!({"breakers": s.providers.iter().map(|p| json!({
+        "provider": p.id,
+        "state": p.breaker.state,
+        "failureCount": p.breaker.failure_count,
+        "degradeAt": p.breaker.degrade_at,
+        "openAt": p.breaker.open_at,
+        "nextProbeAt": p.breaker.next_probe_at_unix_ms,
+        "retryAfterMs": remaining_ms(p.breaker.next_probe_at_unix_ms, now),
+        "multiplier": p.breaker.multiplier,
+        "providerCooldownUntil": p.provider_cooldown_until_unix_ms,
+        "transitions": p.breaker.transitions.iter().map(|t| json!({"at": t.at_unix_ms, "from": t.from, "to": t.to, "reason": t.reason})).collect::<Vec<_>>(),
+    })).collect::<Vec<_>>()})
+}
+
+/// `GET /api/resilience/cooldowns[?provider=]`: every connection with its state and its model
+/// lockouts (spec §3a). No credentials.
+pub fn cooldowns(s: &Snapshot, provider: Option<&str>) -> Value {
+    let now = s.taken_at_unix_ms;
+    let mut out = Vec::new();
+    for p in s
+        .providers
+        .iter()
+        .filter(|p| provider.is_none_or(|x| x == p.id))
+    {
+        for c in &p.connections {
+            let locks: Vec<Value> = s
+                .lockouts
+                .iter()
+                .filter(|l| l.provider == p.id && l.connection == c.id)
+                .map(|l| lockout_json(l, now))
+                .collect();
+            out.push(json!({
+                "provider": p.id,
+                "connection": c.id,
+                "status": c.status,
+                "remainingMs": remaining_ms(c.cooldown_until_unix_ms, now),
+                "cooldownUntil": c.cooldown_until_unix_ms,
+                "backoffLevel": c.backoff_level,
+                "lastErrorKind": c.last_error_kind,
+                "lastError": c.last_error,
+                "lastStatus": c.last_status,
+                "lockouts": locks,
+            }));
+        }
+    }
+    json!({"connections": out})
+}
+
+fn lockout_json(l: &crate::core::snapshot::LockoutView, now: u64) -> Value {
+    json!({
+        "provider": l.provider,
+        "connection": l.connection,
+        "model": l.model,
+        "scope": l.scope,
+        "reason": l.reason,
+        "failures": l.failures,
+        "expiresAt": l.until_unix_ms,
+        "remainingMs": l.until_unix_ms.saturating_sub(now),
+    })
+}
+
+/// `GET /api/resilience/model-cooldowns`: active lockouts (spec §3a).
+pub fn model_cooldowns(s: &Snapshot) -> Value {
+    json!({"lockouts": s.lockouts.iter().map(|l| lockout_json(l, s.taken_at_unix_ms)).collect::<Vec<_>>()})
 }
 
 /// Prometheus text exposition (format 0.0.4) of a snapshot. Counter names end in `_total`;
@@ -151,17 +408,47 @@ pub fn metrics(s: &Snapshot) -> String {
             );
         }
     }
+    let _ = writeln!(
+        o,
+        "# HELP sluice_breaker_open Whether a provider breaker is open (1) or half-open (0.5).\n# TYPE sluice_breaker_open gauge"
+    );
+    for p in &s.providers {
+        let v = match p.breaker.state.as_str() {
+            "open" => 1.0,
+            "half_open" => 0.5,
+            _ => 0.0,
+        };
+        let _ = writeln!(o, "sluice_breaker_open{{provider=\"{}\"}} {v}", p.id);
+    }
+    let _ = writeln!(
+        o,
+        "# HELP sluice_connection_excluded Whether a connection is excluded (cooling, quota wait or terminal).\n# TYPE sluice_connection_excluded gauge"
+    );
+    for p in &s.providers {
+        for c in &p.connections {
+            let v = u8::from(c.status != "active" && !c.status.is_empty());
+            let _ = writeln!(
+                o,
+                "sluice_connection_excluded{{provider=\"{}\",connection=\"{}\",status=\"{}\"}} {v}",
+                p.id, c.id, c.status
+            );
+        }
+    }
+    let _ = writeln!(
+        o,
+        "# HELP sluice_model_lockouts Active model lockouts.\n# TYPE sluice_model_lockouts gauge\nsluice_model_lockouts {}",
+        s.lockouts.len()
+    );
     o
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::snapshot::{ConnectionView, ProviderView, Totals};
+    use crate::core::snapshot::{BreakerView, ConnectionView, LockoutView, ProviderView, Totals};
 
-    #[test]
-    fn metrics_text_has_counters_per_connection() {
-        let s = Snapshot {
+    fn snap() -> Snapshot {
+        Snapshot {
             started_at_unix_ms: 1_000,
             taken_at_unix_ms: 3_500,
             totals: Totals {
@@ -173,17 +460,41 @@ mod tests {
             },
             providers: vec![ProviderView {
                 id: "anthropic".into(),
+                breaker: BreakerView {
+                    state: "open".into(),
+                    failure_count: 8,
+                    degrade_at: 5,
+                    open_at: 8,
+                    next_probe_at_unix_ms: Some(4_500),
+                    ..Default::default()
+                },
                 connections: vec![ConnectionView {
                     id: "mine".into(),
                     attempts: 4,
                     failures: 1,
+                    status: "cooling".into(),
+                    cooldown_until_unix_ms: Some(6_000),
+                    backoff_level: 2,
                     ..Default::default()
                 }],
                 ..Default::default()
             }],
+            lockouts: vec![LockoutView {
+                provider: "anthropic".into(),
+                connection: "mine".into(),
+                model: "opus".into(),
+                scope: "quota_group".into(),
+                reason: "rate_limit_exceeded".into(),
+                failures: 1,
+                until_unix_ms: 9_500,
+            }],
             ..Default::default()
-        };
-        let m = metrics(&s);
+        }
+    }
+
+    #[test]
+    fn metrics_text_has_counters_per_connection() {
+        let m = metrics(&snap());
         assert!(m.contains("sluice_uptime_seconds 2.5"));
         assert!(m.contains("sluice_requests_total{outcome=\"ok\"} 2"));
         assert!(m.contains(
@@ -193,5 +504,34 @@ mod tests {
             "sluice_upstream_failures_total{provider=\"anthropic\",connection=\"mine\"} 1"
         ));
         assert!(m.contains("sluice_in_flight_requests 1"));
+        assert!(m.contains("sluice_breaker_open{provider=\"anthropic\"} 1"));
+        assert!(m.contains("sluice_connection_excluded{provider=\"anthropic\",connection=\"mine\",status=\"cooling\"} 1"));
+        assert!(m.contains("sluice_model_lockouts 1"));
+    }
+
+    #[test]
+    fn resilience_views_use_the_spec_field_names() {
+        let s = snap();
+        let h = health(&s);
+        assert_eq!(h["breakers"][0]["state"], "open");
+        assert_eq!(h["breakers"][0]["retryAfterMs"], 1_000);
+        let c = cooldowns(&s, None);
+        assert_eq!(c["connections"][0]["remainingMs"], 2_500);
+        assert_eq!(c["connections"][0]["backoffLevel"], 2);
+        assert_eq!(c["connections"][0]["lockouts"][0]["model"], "opus");
+        assert_eq!(
+            cooldowns(&s, Some("other"))["connections"]
+                .as_array()
+                .unwrap()
+                .len(),
+            0
+        );
+        let m = model_cooldowns(&s);
+        assert_eq!(m["lockouts"][0]["expiresAt"], 9_500);
+        assert_eq!(m["lockouts"][0]["remainingMs"], 6_000);
+        assert_eq!(
+            query_param("provider=anthropic&x=1", "provider").as_deref(),
+            Some("anthropic")
+        );
     }
 }

@@ -102,7 +102,24 @@ pub async fn start(
         hard_stop.clone(),
     ));
 
+    let retention = {
+        let core = core.clone();
+        let stop = hard_stop.clone();
+        async move {
+            // Ages out old request rows and expired lockouts/pins during long runs.
+            loop {
+                tokio::select! {
+                    () = tokio::time::sleep(Duration::from_secs(300)) => {}
+                    () = stop.cancelled() => return,
+                }
+                if let Some(store) = core.store() {
+                    store.enforce_retention(crate::clock::unix_ms(core.clock().wall()));
+                }
+            }
+        }
+    };
     let tasks = vec![
+        tokio::spawn(retention),
         tokio::spawn(core.clone().run_publisher(hard_stop.clone())),
         tokio::spawn(crate::proxy::server::serve(
             listener,
@@ -112,7 +129,7 @@ pub async fn start(
         )),
         tokio::spawn(crate::admin::serve(
             admin_listener,
-            core.clone(),
+            control.clone(),
             hard_stop.clone(),
         )),
     ];

@@ -279,6 +279,10 @@ pub struct Provider {
     pub quota_groups: BTreeMap<String, Vec<String>>,
     /// IP-scoped quotas (spec §7). Default false.
     pub egress_bucketed: bool,
+    /// `anthropic-beta` values this provider accepts (case A24): when set, other values are
+    /// dropped from the header before forwarding (logged once each); unset forwards the
+    /// header verbatim. Matching is exact, or by prefix for entries ending in `*`.
+    pub anthropic_beta_allowlist: Option<Vec<String>>,
     /// At least one.
     pub connections: Vec<Connection>,
 }

@@ -108,6 +108,7 @@ pub struct RawProvider {
     #[serde(default)]
     pub quota_groups: BTreeMap<String, Vec<String>>,
     pub egress_bucketed: Option<bool>,
+    pub anthropic_beta_allowlist: Option<Vec<String>>,
     #[serde(default)]
     pub connections: Vec<RawConnection>,
 }

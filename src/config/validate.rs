@@ -65,6 +65,24 @@ impl<'a> LoadEnv<'a> {
     }
 }
 
+/// Validates a `[resilience]` table on its own, with the same rules as the file. The live
+/// settings editor (console) and `PATCH /api/resilience` use it, so an edit is accepted
+/// exactly when the same value would be accepted in `config.toml`. Environment variables are
+/// not consulted.
+pub fn resilience_from_raw(raw: &raw::RawResilience) -> Result<Resilience, Vec<Problem>> {
+    let env = LoadEnv::fixed(&[], ".");
+    let mut v = Validator {
+        problems: Vec::new(),
+        env: &env,
+    };
+    let r = v.resilience(raw);
+    if v.problems.is_empty() {
+        Ok(r)
+    } else {
+        Err(v.problems)
+    }
+}
+
 /// Parses and validates config text that came from `path` (used in messages).
 pub fn from_str(text: &str, path: &Path, env: &LoadEnv<'_>) -> Result<Config, ConfigError> {
     let file = path.display().to_string();

@@ -88,7 +88,9 @@ fn snapshot() -> Snapshot {
                     attempts: 12,
                     failures: 2,
                     in_flight: 1,
+                    ..Default::default()
                 }],
+                ..Default::default()
             },
             ProviderView {
                 id: "anthropic".into(),
@@ -108,6 +110,7 @@ fn snapshot() -> Snapshot {
             strategy: "priority".into(),
             targets: vec!["openrouter/a".into(), "anthropic/b".into()],
         }],
+        lockouts: Vec::new(),
     }
 }
 

@@ -1,12 +1,287 @@
 //! `Control`: the single door for operator actions (DESIGN §2). The console, the admin API and
 //! config reload all call it; nothing else mutates live state on an operator's behalf.
 //!
-//! The resilience actions (clear cooldowns, reset breakers, re-enable models, edit settings)
-//! arrive with the resilience core; today it carries the shutdown request.
+//! Each action applies to the live policy state at the clock's `now`, writes the changed rows
+//! behind to the store, marks the snapshot dirty, and returns a report the caller shows
+//! (the admin API as JSON, the console in its status bar).
 
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use super::Core;
+use super::persist::connection_row;
+use super::resilience::ResState;
+use crate::config::raw::{
+    RawConnectionCooldown, RawCooldownProfile, RawModelLockout, RawResilience,
+};
+use crate::config::{Config, Profile, Resilience};
+use crate::policy::cooldown::ClearResult;
+use crate::store::{SettingRow, StateWrite};
+
+/// The `settings` row holding operator overrides of the resilience tunables.
+pub const SETTINGS_KEY: &str = "resilience";
+
+/// Why an operator action was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ControlError {
+    /// No provider with this id.
+    #[error("unknown provider '{0}'")]
+    UnknownProvider(String),
+    /// No connection with this id.
+    #[error("unknown connection '{0}'")]
+    UnknownConnection(String),
+    /// A value failed validation; `field` is the dotted key.
+    #[error("{field}: {message}")]
+    Invalid {
+        /// Dotted key, e.g. `model_lockout.max_cooldown`.
+        field: String,
+        /// What is wrong and how to fix it.
+        message: String,
+    },
+}
+
+/// Which connections a clear applies to (spec §3a `POST /api/resilience/cooldowns`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClearTarget {
+    /// These connection ids.
+    Connections(Vec<String>),
+    /// Every connection, or every connection of one provider.
+    All {
+        /// Limit to this provider.
+        provider: Option<String>,
+    },
+}
+
+/// Result of a clear: connection ids per outcome, and how many live lockouts went with them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClearReport {
+    /// Connections whose cooldown or quota wait was removed.
+    pub cleared: Vec<String>,
+    /// Connections that were not excluded.
+    pub unchanged: Vec<String>,
+    /// Connections in a terminal state (listed, never cleared here).
+    pub skipped_terminal: Vec<String>,
+    /// Live model lockouts removed from the cleared connections.
+    pub lockouts_cleared: u32,
+}
+
+impl ClearReport {
+    /// One line for the console's status bar, e.g. `cleared 2, skipped 1 terminal`.
+    pub fn summary(&self) -> String {
+        let mut parts = vec![format!("cleared {}", self.cleared.len())];
+        if !self.unchanged.is_empty() {
+            parts.push(format!("{} unchanged", self.unchanged.len()));
+        }
+        if !self.skipped_terminal.is_empty() {
+            parts.push(format!("skipped {} terminal", self.skipped_terminal.len()));
+        }
+        if self.lockouts_cleared > 0 {
+            parts.push(format!("{} lockouts cleared", self.lockouts_cleared));
+        }
+        parts.join(", ")
+    }
+}
+
+/// A partial edit of the live tunables (`PATCH /api/resilience`, the console's settings
+/// editor). Field names and value formats are those of `config.toml`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SettingsPatch {
+    /// `[resilience.connection_cooldown] stream_stall_cooldown`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream_stall_cooldown: Option<bool>,
+    /// `[resilience.connection_cooldown.<profile>]` `base` / `max_backoff_level`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub connection_cooldown: BTreeMap<String, CooldownPatch>,
+    /// `[resilience.model_lockout]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_lockout: Option<LockoutPatch>,
+}
+
+/// Profile ladder edit.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CooldownPatch {
+    /// e.g. `"3s"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base: Option<String>,
+    /// 0–30.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_backoff_level: Option<i64>,
+}
+
+/// Model lockout edit (§3 settings).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LockoutPatch {
+    /// Master switch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+    /// Statuses 400–599.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_codes: Option<Vec<i64>>,
+    /// e.g. `"120s"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_cooldown: Option<String>,
+    /// e.g. `"30m"`; must be at least `base_cooldown`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_cooldown: Option<String>,
+    /// 0–30.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_backoff_steps: Option<i64>,
+    /// Double per repeated failure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exponential: Option<bool>,
+}
+
+impl SettingsPatch {
+    /// Overlays `other` on `self` (later values win).
+    pub fn merge(&mut self, other: &SettingsPatch) {
+        if other.stream_stall_cooldown.is_some() {
+            self.stream_stall_cooldown = other.stream_stall_cooldown;
+        }
+        for (k, v) in &other.connection_cooldown {
+            let e = self.connection_cooldown.entry(k.clone()).or_default();
+            if v.base.is_some() {
+                e.base.clone_from(&v.base);
+            }
+            if v.max_backoff_level.is_some() {
+                e.max_backoff_level = v.max_backoff_level;
+            }
+        }
+        if let Some(o) = &other.model_lockout {
+            let e = self.model_lockout.get_or_insert_with(LockoutPatch::default);
+            macro_rules! take {
+                ($f:ident) => {
+                    if o.$f.is_some() {
+                        e.$f.clone_from(&o.$f);
+                    }
+                };
+            }
+            take!(enabled);
+            take!(error_codes);
+            take!(base_cooldown);
+            take!(max_cooldown);
+            take!(max_backoff_steps);
+            take!(exponential);
+        }
+    }
+
+    /// True when it changes nothing.
+    pub fn is_empty(&self) -> bool {
+        self.stream_stall_cooldown.is_none()
+            && self.connection_cooldown.is_empty()
+            && self.model_lockout.is_none()
+    }
+}
+
+fn fmt(d: std::time::Duration) -> String {
+    humantime::format_duration(d).to_string()
+}
+
+/// `base` with `patch` applied, validated with the config file's rules
+/// (`config::validate::resilience_from_raw`). Errors name the field as `section.key`.
+pub fn apply_patch(base: &Resilience, patch: &SettingsPatch) -> Result<Resilience, ControlError> {
+    for k in patch.connection_cooldown.keys() {
+        if crate::config::validate::parse_profile(k).is_none() {
+            return Err(ControlError::Invalid {
+                field: format!("connection_cooldown.{k}"),
+                message: format!("'{k}' is not a profile; use oauth, api_key or local"),
+            });
+        }
+    }
+    let ml = &base.model_lockout;
+    let lp = patch.model_lockout.clone().unwrap_or_default();
+    let mut raw = RawResilience {
+        model_lockout: RawModelLockout {
+            enabled: Some(lp.enabled.unwrap_or(ml.enabled)),
+            error_codes: Some(
+                lp.error_codes
+                    .unwrap_or_else(|| ml.error_codes.iter().map(|c| i64::from(*c)).collect()),
+            ),
+            base_cooldown: Some(lp.base_cooldown.unwrap_or_else(|| fmt(ml.base_cooldown))),
+            max_cooldown: Some(lp.max_cooldown.unwrap_or_else(|| fmt(ml.max_cooldown))),
+            max_backoff_steps: Some(
+                lp.max_backoff_steps
+                    .unwrap_or(i64::from(ml.max_backoff_steps)),
+            ),
+            exponential: Some(lp.exponential.unwrap_or(ml.exponential)),
+        },
+        connection_cooldown: RawConnectionCooldown::default(),
+        ..RawResilience::default()
+    };
+    for p in Profile::ALL {
+        let cur = base
+            .cooldown
+            .get(&p)
+            .copied()
+            .unwrap_or_else(|| crate::config::validate::default_cooldown(p));
+        let cp = patch
+            .connection_cooldown
+            .get(p.as_str())
+            .cloned()
+            .unwrap_or_default();
+        let prof = Some(RawCooldownProfile {
+            base: Some(cp.base.unwrap_or_else(|| fmt(cur.base))),
+            max_backoff_level: Some(
+                cp.max_backoff_level
+                    .unwrap_or(i64::from(cur.max_backoff_level)),
+            ),
+        });
+        match p {
+            Profile::Oauth => raw.connection_cooldown.oauth = prof,
+            Profile::ApiKey => raw.connection_cooldown.api_key = prof,
+            Profile::Local => raw.connection_cooldown.local = prof,
+        }
+    }
+    let checked = crate::config::validate::resilience_from_raw(&raw).map_err(|problems| {
+        let p = problems
+            .into_iter()
+            .next()
+            .unwrap_or(crate::config::Problem {
+                key: "settings".into(),
+                message: "invalid".into(),
+                fix: String::new(),
+            });
+        ControlError::Invalid {
+            field: p.key.trim_start_matches("resilience.").to_string(),
+            message: format!("{}; {}", p.message, p.fix),
+        }
+    })?;
+    let mut out = base.clone();
+    out.model_lockout = checked.model_lockout;
+    out.cooldown = checked.cooldown;
+    if let Some(v) = patch.stream_stall_cooldown {
+        out.connection_cooldown.stream_stall_cooldown = v;
+    }
+    Ok(out)
+}
+
+/// Applies the saved overrides (if any) on top of the file's settings at startup; an override
+/// that no longer validates is logged and ignored.
+pub(crate) fn apply_saved_settings(res: &mut ResState, cfg: &Config, rows: &[SettingRow]) {
+    let Some(row) = rows.iter().find(|r| r.key == SETTINGS_KEY) else {
+        return;
+    };
+    let patch: SettingsPatch = match serde_json::from_str(&row.value_json) {
+        Ok(p) => p,
+        Err(e) => {
+            tracing::warn!(error = %e, "ignoring unreadable saved settings");
+            return;
+        }
+    };
+    match apply_patch(&cfg.resilience, &patch) {
+        Ok(s) => {
+            res.settings = s;
+            res.overrides = patch;
+            res.apply_settings(cfg);
+        }
+        Err(e) => tracing::warn!(error = %e, "ignoring saved settings that no longer validate"),
+    }
+}
 
 /// Handle through which operators act on sluice.
 #[derive(Clone)]
@@ -29,5 +304,249 @@ impl Control {
     /// The core this door acts on.
     pub fn core(&self) -> &Core {
         &self.core
+    }
+
+    /// Clears connection cooldowns and quota waits (and the cleared connections' live model
+    /// lockouts). Terminal states are skipped and reported (spec §3a).
+    pub fn clear_cooldowns(&self, target: &ClearTarget) -> Result<ClearReport, ControlError> {
+        let cfg = self.core.config().clone();
+        let mut wanted: Vec<(usize, usize)> = Vec::new();
+        match target {
+            ClearTarget::Connections(ids) => {
+                for id in ids {
+                    let found = cfg.providers.iter().enumerate().find_map(|(i, p)| {
+                        p.connections
+                            .iter()
+                            .position(|c| &c.id == id)
+                            .map(|j| (i, j))
+                    });
+                    wanted.push(found.ok_or_else(|| ControlError::UnknownConnection(id.clone()))?);
+                }
+            }
+            ClearTarget::All { provider } => {
+                if let Some(pid) = provider
+                    && cfg.provider(pid).is_none()
+                {
+                    return Err(ControlError::UnknownProvider(pid.clone()));
+                }
+                for (i, p) in cfg.providers.iter().enumerate() {
+                    if provider.as_ref().is_none_or(|x| x == &p.id) {
+                        wanted.extend((0..p.connections.len()).map(|j| (i, j)));
+                    }
+                }
+            }
+        }
+        let now = self.core.clock().now();
+        let tm = self.core.time_map();
+        let mut report = ClearReport::default();
+        let mut writes = Vec::new();
+        {
+            let mut r = self.core.res();
+            for (i, j) in wanted {
+                let (p, c) = (&cfg.providers[i], &cfg.providers[i].connections[j]);
+                let Some(cd) = r
+                    .providers
+                    .get_mut(i)
+                    .and_then(|x| x.connections.get_mut(j))
+                else {
+                    continue;
+                };
+                match cd.clear(now) {
+                    ClearResult::Cleared => {
+                        report.cleared.push(c.id.clone());
+                        writes.push(StateWrite::Connection(connection_row(
+                            &p.id,
+                            &c.id,
+                            &cd.persist(),
+                            &tm,
+                        )));
+                        let n = r.lockouts.clear_connection(&p.id, &c.id, now);
+                        report.lockouts_cleared += u32::try_from(n).unwrap_or(u32::MAX);
+                        writes.push(StateWrite::DeleteLockoutsOf {
+                            provider: p.id.clone(),
+                            connection: c.id.clone(),
+                        });
+                    }
+                    ClearResult::Unchanged => {
+                        let n = r.lockouts.clear_connection(&p.id, &c.id, now);
+                        if n > 0 {
+                            report.lockouts_cleared += u32::try_from(n).unwrap_or(u32::MAX);
+                            report.cleared.push(c.id.clone());
+                            writes.push(StateWrite::DeleteLockoutsOf {
+                                provider: p.id.clone(),
+                                connection: c.id.clone(),
+                            });
+                        } else {
+                            report.unchanged.push(c.id.clone());
+                        }
+                    }
+                    ClearResult::SkippedTerminal => report.skipped_terminal.push(c.id.clone()),
+                }
+            }
+        }
+        self.write(writes);
+        tracing::info!(summary = %report.summary(), "operator cleared cooldowns");
+        Ok(report)
+    }
+
+    /// Closes the breaker of `provider`, or of every provider (spec §1 `POST
+    /// /api/resilience/reset`). Returns the provider ids reset.
+    pub fn reset_breakers(&self, provider: Option<&str>) -> Result<Vec<String>, ControlError> {
+        let cfg = self.core.config().clone();
+        if let Some(pid) = provider
+            && cfg.provider(pid).is_none()
+        {
+            return Err(ControlError::UnknownProvider(pid.into()));
+        }
+        let now = self.core.clock().now();
+        let mut done = Vec::new();
+        let mut recs = Vec::new();
+        {
+            let mut r = self.core.res();
+            for (i, p) in cfg.providers.iter().enumerate() {
+                if provider.is_some_and(|x| x != p.id) {
+                    continue;
+                }
+                if let Some(res) = r.providers.get_mut(i) {
+                    res.breaker.reset(now);
+                    res.window.clear();
+                    recs.push((i, res.breaker.persist()));
+                    done.push(p.id.clone());
+                }
+            }
+        }
+        for (i, rec) in recs {
+            self.core.persist_provider(i, Some(rec), None, None);
+        }
+        self.core.mark_dirty();
+        tracing::info!(providers = ?done, "operator reset breakers");
+        Ok(done)
+    }
+
+    /// Re-enables one model on one connection (spec §3a `DELETE
+    /// /api/resilience/model-cooldowns`); `model` is the quota-group name or model id as
+    /// listed. Returns whether a live lockout was removed.
+    pub fn reenable_model(
+        &self,
+        provider: &str,
+        connection: &str,
+        model: &str,
+    ) -> Result<bool, ControlError> {
+        let cfg = self.core.config().clone();
+        let p = cfg
+            .provider(provider)
+            .ok_or_else(|| ControlError::UnknownProvider(provider.into()))?;
+        if !p.connections.iter().any(|c| c.id == connection) {
+            return Err(ControlError::UnknownConnection(connection.into()));
+        }
+        let now = self.core.clock().now();
+        let removed = self
+            .core
+            .res()
+            .lockouts
+            .remove(provider, connection, model, now);
+        self.write(vec![StateWrite::DeleteLockout {
+            provider: provider.into(),
+            connection: connection.into(),
+            model: model.into(),
+        }]);
+        tracing::info!(
+            provider,
+            connection,
+            model,
+            removed,
+            "operator re-enabled a model"
+        );
+        Ok(removed)
+    }
+
+    /// Explicit operator reset of a terminal connection state (`banned`, `expired`,
+    /// `credits_exhausted`). Returns whether the connection was terminal.
+    pub fn reset_terminal(&self, connection: &str) -> Result<bool, ControlError> {
+        let cfg = self.core.config().clone();
+        let (i, j) = cfg
+            .providers
+            .iter()
+            .enumerate()
+            .find_map(|(i, p)| {
+                p.connections
+                    .iter()
+                    .position(|c| c.id == connection)
+                    .map(|j| (i, j))
+            })
+            .ok_or_else(|| ControlError::UnknownConnection(connection.into()))?;
+        let tm = self.core.time_map();
+        let (changed, row) = {
+            let mut r = self.core.res();
+            let Some(cd) = r
+                .providers
+                .get_mut(i)
+                .and_then(|x| x.connections.get_mut(j))
+            else {
+                return Ok(false);
+            };
+            let changed = cd.reset_terminal();
+            (
+                changed,
+                connection_row(&cfg.providers[i].id, connection, &cd.persist(), &tm),
+            )
+        };
+        if changed {
+            self.write(vec![StateWrite::Connection(row)]);
+            tracing::info!(connection, "operator reset a terminal connection state");
+        }
+        Ok(changed)
+    }
+
+    /// Applies a partial settings edit, validated with the config file's rules; saves the
+    /// accumulated overrides in the store (they win over the file until reverted).
+    pub fn patch_settings(&self, patch: &SettingsPatch) -> Result<Resilience, ControlError> {
+        let cfg = self.core.config().clone();
+        let mut r = self.core.res();
+        let mut all = r.overrides.clone();
+        all.merge(patch);
+        let next = apply_patch(&cfg.resilience, &all)?;
+        r.settings = next.clone();
+        r.overrides = all.clone();
+        r.apply_settings(&cfg);
+        drop(r);
+        let json = serde_json::to_string(&all).unwrap_or_else(|_| "{}".into());
+        let tm = self.core.time_map();
+        self.write(vec![StateWrite::Setting(SettingRow {
+            key: SETTINGS_KEY.into(),
+            value_json: json,
+            updated_at_unix_ms: tm.wall(self.core.clock().now()),
+        })]);
+        tracing::info!(?patch, "operator changed resilience settings");
+        Ok(next)
+    }
+
+    /// Drops every operator override: the file's settings apply again.
+    pub fn revert_settings(&self) {
+        let cfg = self.core.config().clone();
+        let mut r = self.core.res();
+        r.settings = cfg.resilience.clone();
+        r.overrides = SettingsPatch::default();
+        r.apply_settings(&cfg);
+        drop(r);
+        self.write(vec![StateWrite::DeleteSetting {
+            key: SETTINGS_KEY.into(),
+        }]);
+        tracing::info!("operator reverted resilience settings to the config file");
+    }
+
+    /// The effective settings and the overrides in force.
+    pub fn settings(&self) -> (Resilience, SettingsPatch) {
+        let r = self.core.res();
+        (r.settings.clone(), r.overrides.clone())
+    }
+
+    fn write(&self, writes: Vec<StateWrite>) {
+        if let Some(store) = self.core.store() {
+            for w in writes {
+                store.write(w);
+            }
+        }
+        self.core.mark_dirty();
     }
 }

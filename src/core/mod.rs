@@ -5,6 +5,8 @@
 //! `Notify::notify_one`; one publisher task coalesces changes into at most ~20 snapshots/s.
 
 pub mod control;
+pub mod persist;
+pub mod resilience;
 pub mod snapshot;
 
 use std::collections::VecDeque;
@@ -44,6 +46,7 @@ struct Inner {
     dirty: Notify,
     tx: watch::Sender<Arc<Snapshot>>,
     store: Option<Arc<Store>>,
+    res: Mutex<resilience::ResState>,
 }
 
 #[derive(Default)]
@@ -126,6 +129,19 @@ impl Core {
             ..Default::default()
         };
         let (tx, _rx) = watch::channel(Arc::new(Snapshot::default()));
+        let mut res = resilience::ResState::new(&config);
+        if let Some(st) = &store {
+            match st.load_state() {
+                Ok(rows) => {
+                    let tm = persist::TimeMap::new(clock.now(), unix_ms(clock.wall()));
+                    control::apply_saved_settings(&mut res, &config, &rows.settings);
+                    persist::restore(&mut res, &config, &rows, &tm);
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "could not read saved resilience state; starting clean")
+                }
+            }
+        }
         let core = Core {
             inner: Arc::new(Inner {
                 started_wall: clock.wall(),
@@ -140,10 +156,20 @@ impl Core {
                 dirty: Notify::new(),
                 tx,
                 store,
+                res: Mutex::new(res),
             }),
         };
         core.publish();
         core
+    }
+
+    pub(crate) fn res(&self) -> MutexGuard<'_, resilience::ResState> {
+        self.inner.res.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Asks the publisher for a fresh snapshot soon.
+    pub fn mark_dirty(&self) {
+        self.inner.dirty.notify_one();
     }
 
     fn stats(&self) -> MutexGuard<'_, Stats> {
@@ -300,11 +326,13 @@ impl Core {
             ..s.totals.clone()
         };
         let recent: Vec<RequestView> = s.recent.iter().cloned().collect();
+        let live = self.resilience_views(now);
         let providers = cfg
             .providers
             .iter()
             .zip(s.providers.iter())
-            .map(|(p, ps)| ProviderView {
+            .zip(live.providers)
+            .map(|((p, ps), (breaker, window_until, conns))| ProviderView {
                 id: p.id.clone(),
                 dialect: p.dialect.as_str().into(),
                 base_url: p.base_url.to_string().trim_end_matches('/').to_string(),
@@ -314,16 +342,20 @@ impl Core {
                 in_flight: ps.in_flight,
                 last_status: ps.last_status,
                 last_latency_ms: ps.last_latency_ms,
+                breaker,
+                provider_cooldown_until_unix_ms: window_until,
                 connections: p
                     .connections
                     .iter()
                     .zip(ps.connections.iter())
-                    .map(|(c, cs)| ConnectionView {
+                    .zip(conns)
+                    .map(|((c, cs), cv)| ConnectionView {
                         id: c.id.clone(),
                         auth: c.auth.describe(),
                         attempts: cs.attempts,
                         failures: cs.failures,
                         in_flight: cs.in_flight,
+                        ..cv
                     })
                     .collect(),
             })
@@ -350,6 +382,7 @@ impl Core {
                     targets: c.targets.iter().map(ToString::to_string).collect(),
                 })
                 .collect(),
+            lockouts: live.lockouts,
         }
     }
 

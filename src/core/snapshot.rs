@@ -33,6 +33,8 @@ pub struct Snapshot {
     pub providers: Vec<ProviderView>,
     /// Configured combos.
     pub combos: Vec<ComboView>,
+    /// Active model lockouts (spec §3), soonest expiry first.
+    pub lockouts: Vec<LockoutView>,
 }
 
 /// How many finished requests a snapshot keeps.
@@ -118,8 +120,64 @@ pub struct ProviderView {
     pub last_status: u16,
     /// Latency of the last attempt's response head in ms.
     pub last_latency_ms: u64,
+    /// The provider circuit breaker (spec §1).
+    pub breaker: BreakerView,
+    /// The §1b windowed provider cooldown deadline, Unix ms, when cooling.
+    pub provider_cooldown_until_unix_ms: Option<u64>,
     /// Connections in config order.
     pub connections: Vec<ConnectionView>,
+}
+
+/// A provider breaker as of the snapshot (lazily refreshed: an OPEN breaker past its reset
+/// timeout reads `half_open`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct BreakerView {
+    /// `closed`, `degraded`, `open` or `half_open`.
+    pub state: String,
+    /// Counted failures now.
+    pub failure_count: u32,
+    /// Threshold for DEGRADED.
+    pub degrade_at: u32,
+    /// Threshold for OPEN.
+    pub open_at: u32,
+    /// When the next probe is allowed (OPEN) or the probe times out (HALF_OPEN), Unix ms.
+    pub next_probe_at_unix_ms: Option<u64>,
+    /// Reset-timeout multiplier (1 normally, up to 16 after repeated re-opens).
+    pub multiplier: u32,
+    /// Most recent transitions, newest last (at most 20).
+    pub transitions: Vec<TransitionView>,
+}
+
+/// One breaker state change.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct TransitionView {
+    /// When, Unix ms.
+    pub at_unix_ms: u64,
+    /// State before.
+    pub from: String,
+    /// State after.
+    pub to: String,
+    /// Why, e.g. `failure threshold`, `probe succeeded`, `operator reset`.
+    pub reason: String,
+}
+
+/// One active model lockout (spec §3).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct LockoutView {
+    /// Provider id.
+    pub provider: String,
+    /// Connection id.
+    pub connection: String,
+    /// Quota-group name for group locks, model id for exact locks.
+    pub model: String,
+    /// `quota_group`, `model` or `triple`.
+    pub scope: String,
+    /// Reason word, e.g. `rate_limit_exceeded`.
+    pub reason: String,
+    /// Failure count behind the lock.
+    pub failures: u32,
+    /// When it expires, Unix ms.
+    pub until_unix_ms: u64,
 }
 
 /// One connection.
@@ -135,6 +193,21 @@ pub struct ConnectionView {
     pub failures: u64,
     /// Attempts in flight now.
     pub in_flight: u64,
+    /// Effective status: `active`, `cooling`, `quota_wait`, `banned`, `expired` or
+    /// `credits_exhausted` (spec §2).
+    pub status: String,
+    /// When the cooldown or quota wait ends, Unix ms.
+    pub cooldown_until_unix_ms: Option<u64>,
+    /// Backoff level (resets only on success).
+    pub backoff_level: u32,
+    /// Kind of the last error, e.g. `rate_limited` (empty when none).
+    pub last_error_kind: String,
+    /// Short text of the last error (no secrets).
+    pub last_error: String,
+    /// Status of the last failed attempt.
+    pub last_status: Option<u16>,
+    /// Active model lockouts on this connection.
+    pub lockouts: u32,
 }
 
 /// One combo.

@@ -1,4 +1,135 @@
 //! Pure policy: decisions as plain data and functions of `now` (no tokio, hyper, rusqlite or
-//! ratatui). The resilience layers (breaker, cooldown, lockout, classification) land here.
+//! ratatui). The core owns instances of these types and feeds them classified outcomes.
+//!
+//! - [`classify`]: one upstream result → [`Classified`] (restatement §7 first, then rules).
+//! - [`retry_hint`]: every retry-hint format of spec §2 → one `Duration`.
+//! - [`breaker`]: the provider circuit breaker (§1) and the windowed provider cooldown (§1b).
+//! - [`cooldown`]: per-connection cooldown and terminal states (§2).
+//! - [`lockout`]: per-(connection, model) lockouts (§3).
+//! - [`affinity`]: session → connection pins (§2a).
+//! - [`select`]: candidate planning for one request.
 
+pub mod affinity;
+pub mod breaker;
+pub mod classify;
+pub mod cooldown;
+pub mod lockout;
+pub mod retry_hint;
 pub mod select;
+
+use std::time::Duration;
+
+use serde::Serialize;
+
+/// What one attempt's outcome means to the resilience layers (spec §0 table, one variant per
+/// row). Produced once by [`classify`], consumed by breaker, cooldown and lockout, which
+/// never re-parse statuses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OutcomeClass {
+    /// 2xx and, for streams, a complete stream.
+    Success,
+    /// 408, 500, 502, 503, 504, a transport error before the response head, a stream that
+    /// ended without its terminal marker or broke after the head. Breaker counts it; the
+    /// connection cools on the ladder.
+    Transient,
+    /// 429 with a short or no retry hint.
+    RateLimited,
+    /// 429/403 whose body carries quota text, or whose hint exceeds `quota_wait_threshold`.
+    QuotaExhausted,
+    /// 401.
+    Auth,
+    /// 402 or a credit/billing marker: terminal `credits_exhausted`.
+    CreditsExhausted,
+    /// 403 without a more specific marker.
+    Forbidden,
+    /// A ban marker in the body: terminal `banned`.
+    Banned,
+    /// A 403 matching `request_rejected_markers` (three in a row → `banned`).
+    RequestRejected,
+    /// 404 model not found.
+    NotFound,
+    /// 529 overloaded: try the next target, no breaker count, no cooldown.
+    Overloaded,
+    /// 400, 413, 422: the request's own fault; returned to the client, no fallback.
+    ClientFault,
+    /// The client went away: no penalty anywhere.
+    ClientGone,
+    /// The content-stall watchdog abandoned the stream (§6).
+    StreamStall,
+}
+
+impl OutcomeClass {
+    /// Counts toward the provider breaker (§1 "What counts").
+    pub fn counts_for_breaker(self) -> bool {
+        matches!(self, Self::Transient)
+    }
+
+    /// Short lowercase name for logs, the snapshot and the console (`last_error_kind`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Success => "success",
+            Self::Transient => "transient",
+            Self::RateLimited => "rate_limited",
+            Self::QuotaExhausted => "quota_exhausted",
+            Self::Auth => "auth",
+            Self::CreditsExhausted => "credits_exhausted",
+            Self::Forbidden => "forbidden",
+            Self::Banned => "banned",
+            Self::RequestRejected => "request_rejected",
+            Self::NotFound => "not_found",
+            Self::Overloaded => "overloaded",
+            Self::ClientFault => "client_fault",
+            Self::ClientGone => "client_gone",
+            Self::StreamStall => "stream_stall",
+        }
+    }
+}
+
+/// Which key a failure is recorded under (§3 "Scope by status", §7 rule `scope`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Scope {
+    /// The whole provider.
+    Provider,
+    /// One connection.
+    Connection,
+    /// The model's quota group on one connection (429/403/402).
+    QuotaGroup,
+    /// Exactly that model id on one connection (404).
+    Model,
+    /// Exactly the provider/connection/model triple (5xx, transport, quality).
+    Triple,
+}
+
+/// The single classification of one attempt's outcome.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Classified {
+    /// What it means.
+    pub class: OutcomeClass,
+    /// The status after restatement (§7); `None` for transport errors and client gone.
+    pub status: Option<u16>,
+    /// Upstream retry hint, already parsed and capped (§2 "Retry hints win for 429").
+    pub retry_hint: Option<Duration>,
+    /// Reason word, e.g. `rate_limit_exceeded`, `quota_exhausted`, `server_error`.
+    pub reason: String,
+    /// Scope for a model lockout (§3), when lockout mode applies.
+    pub scope: Scope,
+    /// Set when a restatement rule rewrote the status.
+    pub restated: Option<Restated>,
+    /// Short error text for the console (no secrets, at most ~200 chars).
+    pub message: String,
+}
+
+/// A §7 restatement that fired.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Restated {
+    /// Rule id.
+    pub rule: String,
+    /// Status before.
+    pub from: u16,
+    /// Status after.
+    pub to: u16,
+    /// What the client is told to wait (upstream's hint or the rule's default).
+    pub retry_after: Duration,
+}

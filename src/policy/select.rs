@@ -186,3 +186,199 @@ mod tests {
         assert!(p.candidates.iter().all(|x| x.rewrite));
     }
 }
+
+/// Why a candidate was left out at selection time (spec §8 diagnostic reasons).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExclusionReason {
+    /// The provider breaker is OPEN, or HALF_OPEN with its probe busy.
+    CircuitOpen,
+    /// The §1b windowed provider cooldown is active.
+    ProviderCooldown,
+    /// The connection is cooling (any reason).
+    ConnectionCooldown,
+    /// The connection waits for a quota reset.
+    QuotaWait,
+    /// The model (or its quota group) is locked on that connection.
+    ModelLockout,
+    /// The connection is `banned`, `expired` or `credits_exhausted`.
+    Terminal,
+    /// Anything else (auth / not found exclusions).
+    Unavailable,
+}
+
+impl ExclusionReason {
+    /// The wire word used in `sluice.diagnostics.excluded[].reason`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::CircuitOpen => "circuit_open",
+            Self::ProviderCooldown => "provider_cooldown",
+            Self::ConnectionCooldown => "connection_cooldown",
+            Self::QuotaWait => "quota_wait",
+            Self::ModelLockout => "model_lockout",
+            Self::Terminal => "terminal",
+            Self::Unavailable => "unavailable",
+        }
+    }
+
+    /// Transient exclusions (§8 "Transient ="): cooling connection, model lockout, open or
+    /// half-open-busy breaker, provider cooldown.
+    pub fn is_transient(self) -> bool {
+        matches!(
+            self,
+            Self::CircuitOpen
+                | Self::ProviderCooldown
+                | Self::ConnectionCooldown
+                | Self::ModelLockout
+        )
+    }
+
+    /// Exclusions the §4 cooldown-aware wait may wait out: connection cooldowns and model
+    /// lockouts only (never an open breaker, quota wait, terminal, auth or not-found).
+    pub fn is_waitable(self) -> bool {
+        matches!(self, Self::ConnectionCooldown | Self::ModelLockout)
+    }
+}
+
+/// One candidate excluded before dispatch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Exclusion {
+    /// `provider:connection/model`.
+    pub target: String,
+    /// Why.
+    pub reason: ExclusionReason,
+    /// Until the exclusion ends, when known (ms precision is enough).
+    pub retry_after: Option<std::time::Duration>,
+}
+
+/// What §8 says the client gets when every candidate was excluded and none was attempted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NoneEligible {
+    /// HTTP status.
+    pub status: u16,
+    /// `sluice.code`.
+    pub code: &'static str,
+    /// `retry-after` (whole seconds, rounded up) when the row gives one.
+    pub retry_after: Option<std::time::Duration>,
+    /// Send `x-should-retry: false`.
+    pub no_retry: bool,
+}
+
+/// Applies the §8 table (rows checked in order) to the exclusions of a request for which no
+/// attempt was made. `exclusions` must be non-empty; an empty list means "no target" (404).
+pub fn none_eligible(exclusions: &[Exclusion]) -> NoneEligible {
+    if exclusions.is_empty() {
+        return NoneEligible {
+            status: 404,
+            code: "no_executable_targets",
+            retry_after: None,
+            no_retry: false,
+        };
+    }
+    let earliest = |pred: &dyn Fn(ExclusionReason) -> bool| {
+        exclusions
+            .iter()
+            .filter(|e| pred(e.reason))
+            .filter_map(|e| e.retry_after)
+            .min()
+    };
+    let any = |r: &[ExclusionReason]| exclusions.iter().any(|e| r.contains(&e.reason));
+    if any(&[
+        ExclusionReason::CircuitOpen,
+        ExclusionReason::ProviderCooldown,
+    ]) {
+        return NoneEligible {
+            status: 503,
+            code: "all_targets_cooling_down",
+            retry_after: earliest(&|r: ExclusionReason| r.is_transient()),
+            no_retry: false,
+        };
+    }
+    if any(&[
+        ExclusionReason::ConnectionCooldown,
+        ExclusionReason::ModelLockout,
+    ]) {
+        return NoneEligible {
+            status: 429,
+            code: "rate_limit_error",
+            retry_after: earliest(&|r: ExclusionReason| r.is_transient()),
+            no_retry: false,
+        };
+    }
+    if any(&[ExclusionReason::QuotaWait]) {
+        let ra = earliest(&|r: ExclusionReason| r == ExclusionReason::QuotaWait);
+        return NoneEligible {
+            status: 429,
+            code: "quota_exhausted",
+            retry_after: ra,
+            no_retry: ra.is_some_and(|d| d > std::time::Duration::from_secs(60)),
+        };
+    }
+    NoneEligible {
+        status: 503,
+        code: "ALL_TARGETS_SKIPPED",
+        retry_after: None,
+        no_retry: true,
+    }
+}
+
+#[cfg(test)]
+mod none_eligible_tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn ex(reason: ExclusionReason, s: u64) -> Exclusion {
+        Exclusion {
+            target: "p:c/m".into(),
+            reason,
+            retry_after: Some(Duration::from_secs(s)),
+        }
+    }
+
+    #[test]
+    fn rows_are_checked_in_order() {
+        use ExclusionReason::*;
+        let r = none_eligible(&[]);
+        assert_eq!((r.status, r.code), (404, "no_executable_targets"));
+        let r = none_eligible(&[
+            ex(ConnectionCooldown, 5),
+            ex(CircuitOpen, 20),
+            ex(Terminal, 0),
+        ]);
+        assert_eq!(
+            (r.status, r.code, r.retry_after, r.no_retry),
+            (
+                503,
+                "all_targets_cooling_down",
+                Some(Duration::from_secs(5)),
+                false
+            )
+        );
+        let r = none_eligible(&[
+            ex(ModelLockout, 9),
+            ex(ConnectionCooldown, 4),
+            ex(QuotaWait, 1),
+        ]);
+        assert_eq!(
+            (r.status, r.code, r.retry_after),
+            (429, "rate_limit_error", Some(Duration::from_secs(4)))
+        );
+        let r = none_eligible(&[ex(QuotaWait, 3600), ex(Terminal, 0)]);
+        assert_eq!(
+            (r.status, r.code, r.retry_after, r.no_retry),
+            (
+                429,
+                "quota_exhausted",
+                Some(Duration::from_secs(3600)),
+                true
+            )
+        );
+        let r = none_eligible(&[ex(QuotaWait, 30)]);
+        assert!(!r.no_retry, "a short quota wait may be retried");
+        let r = none_eligible(&[ex(Terminal, 0), ex(Unavailable, 0)]);
+        assert_eq!(
+            (r.status, r.code, r.retry_after, r.no_retry),
+            (503, "ALL_TARGETS_SKIPPED", None, true)
+        );
+    }
+}

@@ -10,6 +10,7 @@ use http::{HeaderValue, Response, StatusCode, header};
 use serde_json::json;
 
 use crate::config::Dialect;
+use crate::policy::select::{Exclusion, NoneEligible};
 
 /// An error sluice produces itself (not an upstream reply).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -61,6 +62,51 @@ pub enum ProxyError {
     /// sluice is shutting down and no longer accepts requests.
     #[error("sluice is shutting down; retry shortly")]
     Draining,
+    /// An upstream error restated by a §7 rule: new status, the upstream's message text.
+    #[error("{message}")]
+    Restated {
+        /// The restated status (e.g. 429).
+        status: u16,
+        /// What the client is told to wait.
+        retry_after: std::time::Duration,
+        /// The upstream's error message, kept verbatim.
+        message: String,
+    },
+    /// Every candidate was excluded before dispatch (spec §8 rows 3–6).
+    #[error("{}", excluded_message(.0))]
+    Excluded(Box<Excluded>),
+}
+
+/// The §8 answer when nothing is eligible, with its diagnostics.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Excluded {
+    /// The §8 row.
+    pub verdict: NoneEligible,
+    /// Every excluded candidate.
+    pub excluded: Vec<Exclusion>,
+    /// Wall-clock time of the earliest reset, Unix ms (for `sluice.reset_at`).
+    pub reset_at_unix_ms: Option<u64>,
+}
+
+fn excluded_message(e: &Excluded) -> String {
+    let what = match e.verdict.code {
+        "all_targets_cooling_down" => {
+            "every target is cooling down (open circuit or provider cooldown)"
+        }
+        "rate_limit_error" => "every target is rate limited or locked out",
+        "quota_exhausted" => "every target is waiting for a quota reset",
+        _ => "no target can take this request (banned, expired, out of credits or unavailable)",
+    };
+    match e.verdict.retry_after {
+        Some(d) => format!("{what}; retry in {}s", whole_seconds_up(d)),
+        None => what.to_string(),
+    }
+}
+
+/// Whole seconds, rounded up, at least 1 (the `retry-after` header format clients expect).
+pub fn whole_seconds_up(d: std::time::Duration) -> u64 {
+    let s = d.as_secs() + u64::from(d.subsec_nanos() > 0);
+    s.max(1)
 }
 
 impl ProxyError {
@@ -75,6 +121,12 @@ impl ProxyError {
             Self::Unreachable(_) => StatusCode::BAD_GATEWAY,
             Self::Timeout(_) => StatusCode::GATEWAY_TIMEOUT,
             Self::Draining => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Excluded(e) => {
+                StatusCode::from_u16(e.verdict.status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE)
+            }
+            Self::Restated { status, .. } => {
+                StatusCode::from_u16(*status).unwrap_or(StatusCode::TOO_MANY_REQUESTS)
+            }
         }
     }
 
@@ -90,6 +142,9 @@ impl ProxyError {
             Self::Unreachable(_) => "upstream_unreachable",
             Self::Timeout(_) => "upstream_timeout",
             Self::Draining => "draining",
+            Self::Excluded(e) => e.verdict.code,
+            Self::Restated { status: 429, .. } => "rate_limit_exceeded",
+            Self::Restated { .. } => "upstream_error",
         }
     }
 }
@@ -123,11 +178,12 @@ pub fn openai_type(status: StatusCode) -> &'static str {
     }
 }
 
-/// The JSON body of `err` in `dialect`.
+/// The JSON body of `err` in `dialect`. §8 errors carry a `sluice` object with `code`,
+/// `retry_after` (s), `reset_at` (RFC 3339) and `diagnostics.excluded[]`.
 pub fn body(err: &ProxyError, dialect: Dialect) -> Bytes {
     let status = err.status();
     let message = err.to_string();
-    let v = match dialect {
+    let mut v = match dialect {
         Dialect::Anthropic => {
             json!({"type": "error", "error": {"type": anthropic_type(status), "message": message}})
         }
@@ -135,20 +191,63 @@ pub fn body(err: &ProxyError, dialect: Dialect) -> Bytes {
             json!({"error": {"message": message, "type": openai_type(status), "param": null, "code": err.kind()}})
         }
     };
+    let sluice = match err {
+        ProxyError::Excluded(e) => Some(json!({
+            "code": e.verdict.code,
+            "retry_after": e.verdict.retry_after.map(whole_seconds_up),
+            "reset_at": e.reset_at_unix_ms.map(rfc3339),
+            "diagnostics": {"excluded": e.excluded.iter().map(|x| json!({
+                "target": x.target,
+                "reason": x.reason.as_str(),
+                "retry_after_ms": x.retry_after.map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+            })).collect::<Vec<_>>()},
+        })),
+        ProxyError::NoTargets { .. } => Some(json!({
+            "code": "no_executable_targets", "retry_after": null, "reset_at": null,
+            "diagnostics": {"excluded": []},
+        })),
+        _ => None,
+    };
+    if let (Some(s), Some(obj)) = (sluice, v.as_object_mut()) {
+        obj.insert("sluice".into(), s);
+    }
     Bytes::from(v.to_string())
 }
 
-/// The complete response for `err` in `dialect`: status, JSON body, content type.
+fn rfc3339(unix_ms: u64) -> String {
+    let t = std::time::UNIX_EPOCH + std::time::Duration::from_millis(unix_ms);
+    humantime::format_rfc3339_seconds(t).to_string()
+}
+
+/// The complete response for `err` in `dialect`: status, JSON body, content type, and
+/// `retry-after` / `x-should-retry` where the error calls for them.
 pub fn render<B: From<Bytes>>(err: &ProxyError, dialect: Dialect) -> Response<B> {
     let mut resp = Response::new(B::from(body(err, dialect)));
     *resp.status_mut() = err.status();
-    resp.headers_mut().insert(
+    let h = resp.headers_mut();
+    h.insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
     );
-    if matches!(err, ProxyError::Draining) {
-        resp.headers_mut()
-            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    match err {
+        ProxyError::Draining => {
+            h.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+        ProxyError::Restated { retry_after, .. } => {
+            h.insert(
+                header::RETRY_AFTER,
+                HeaderValue::from(whole_seconds_up(*retry_after)),
+            );
+        }
+        ProxyError::Excluded(e) => {
+            if let Some(d) = e.verdict.retry_after {
+                h.insert(header::RETRY_AFTER, HeaderValue::from(whole_seconds_up(d)));
+            }
+            if e.verdict.no_retry {
+                h.insert("x-should-retry", HeaderValue::from_static("false"));
+            }
+        }
+        _ => {}
     }
     resp
 }
@@ -272,5 +371,99 @@ mod tests {
                 .unwrap()
                 .starts_with("event: response.failed\n")
         );
+    }
+
+    #[test]
+    fn excluded_renders_section_8_in_both_dialects() {
+        use crate::policy::select::{ExclusionReason, none_eligible};
+        use std::time::Duration;
+        let excluded = vec![
+            Exclusion {
+                target: "a:k1/m".into(),
+                reason: ExclusionReason::QuotaWait,
+                retry_after: Some(Duration::from_millis(3_600_500)),
+            },
+            Exclusion {
+                target: "a:k2/m".into(),
+                reason: ExclusionReason::Terminal,
+                retry_after: None,
+            },
+        ];
+        let err = ProxyError::Excluded(Box::new(Excluded {
+            verdict: none_eligible(&excluded),
+            excluded,
+            reset_at_unix_ms: Some(4_102_444_800_000),
+        }));
+        for d in [Dialect::Anthropic, Dialect::OpenAi] {
+            let r: Response<Bytes> = render(&err, d);
+            assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+            assert_eq!(r.headers()[header::RETRY_AFTER], "3601");
+            assert_eq!(r.headers()["x-should-retry"], "false");
+            let v = parse(r.body());
+            assert_eq!(v["sluice"]["code"], "quota_exhausted");
+            assert_eq!(v["sluice"]["retry_after"], 3601);
+            assert_eq!(v["sluice"]["reset_at"], "2100-01-01T00:00:00Z");
+            assert_eq!(
+                v["sluice"]["diagnostics"]["excluded"][0]["target"],
+                "a:k1/m"
+            );
+            assert_eq!(
+                v["sluice"]["diagnostics"]["excluded"][0]["reason"],
+                "quota_wait"
+            );
+            assert_eq!(
+                v["sluice"]["diagnostics"]["excluded"][0]["retry_after_ms"],
+                3_600_500
+            );
+            assert_eq!(
+                v["sluice"]["diagnostics"]["excluded"][1]["reason"],
+                "terminal"
+            );
+            match d {
+                Dialect::Anthropic => assert_eq!(v["error"]["type"], "rate_limit_error"),
+                Dialect::OpenAi => assert_eq!(v["error"]["code"], "quota_exhausted"),
+            }
+        }
+        let open = vec![Exclusion {
+            target: "a:k1/m".into(),
+            reason: ExclusionReason::CircuitOpen,
+            retry_after: Some(Duration::from_secs(30)),
+        }];
+        let err = ProxyError::Excluded(Box::new(Excluded {
+            verdict: none_eligible(&open),
+            excluded: open,
+            reset_at_unix_ms: None,
+        }));
+        let r: Response<Bytes> = render(&err, Dialect::Anthropic);
+        assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(parse(r.body())["error"]["type"], "overloaded_error");
+        assert!(r.headers().get("x-should-retry").is_none());
+    }
+
+    #[test]
+    fn restated_error_keeps_the_message_and_adds_retry_after() {
+        let err = ProxyError::Restated {
+            status: 429,
+            retry_after: std::time::Duration::from_secs(60),
+            message: "用户额度不足".into(),
+        };
+        let r: Response<Bytes> = render(&err, Dialect::Anthropic);
+        assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(r.headers()[header::RETRY_AFTER], "60");
+        let v = parse(r.body());
+        assert_eq!(
+            (v["error"]["type"].as_str(), v["error"]["message"].as_str()),
+            (Some("rate_limit_error"), Some("用户额度不足"))
+        );
+        let v = parse(render::<Bytes>(&err, Dialect::OpenAi).body());
+        assert_eq!(v["error"]["code"], "rate_limit_exceeded");
+    }
+
+    #[test]
+    fn whole_seconds_round_up_with_a_floor_of_one() {
+        use std::time::Duration;
+        assert_eq!(whole_seconds_up(Duration::ZERO), 1);
+        assert_eq!(whole_seconds_up(Duration::from_millis(26_660)), 27);
+        assert_eq!(whole_seconds_up(Duration::from_secs(60)), 60);
     }
 }

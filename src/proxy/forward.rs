@@ -1,32 +1,56 @@
 //! The request lifecycle of an inference route: read and check the body, plan candidates,
-//! send attempts in order (falling back before the first byte reached the client), and hand
-//! the chosen upstream response to a [`RelayBody`].
+//! admit each through the resilience layers, send attempts in order (falling back before the
+//! first byte reached the client), report every outcome through the core's one choke point,
+//! and hand a successful upstream response to a [`RelayBody`].
 
 use std::error::Error as _;
+use std::time::Duration;
 
 use bytes::Bytes;
-use http::{HeaderValue, Request, Response, StatusCode, header};
-use http_body_util::{Either, Full};
+use http::{HeaderMap, HeaderValue, Request, Response, StatusCode, header};
+use http_body_util::{BodyExt, Either, Full, Limited};
 use hyper::body::Incoming;
 
 use super::Shared;
 use super::body::{estimate_tokens, probe, read_limited, rewrite_model};
-use super::dialect::{self, ProxyError, SseKind};
+use super::dialect::{self, Excluded, ProxyError, SseKind};
 use super::headers;
 use super::relay::{Finish, RelayBody};
 use super::routes::{ProxyBody, Route, RouteKind};
+use crate::clock::unix_ms;
+use crate::core::resilience::Ticket;
 use crate::core::snapshot::RequestView;
 use crate::core::{AttemptGuard, RequestGuard};
-use crate::policy::select;
+use crate::policy::affinity;
+use crate::policy::select::{self, Candidate, Exclusion, none_eligible};
+use crate::policy::{Classified, OutcomeClass};
+
+/// Error bodies are read (for classification and pass-through) up to this many bytes.
+pub const MAX_ERROR_BODY: usize = 1 << 20;
 
 enum Outcome {
-    /// Relay this upstream response.
+    /// Relay this successful upstream response.
     Relay {
         resp: Response<Incoming>,
         attempt: AttemptGuard,
+        ticket: Ticket,
     },
-    /// A response sluice answers itself (e.g. a local token estimate).
-    Local(Response<Full<Bytes>>),
+    /// A complete response: a local answer (`ok`) or an upstream error passed through.
+    Local {
+        resp: Response<Full<Bytes>>,
+        outcome: &'static str,
+    },
+}
+
+/// The last failed attempt, kept to answer the client when every candidate failed (§8 row 2).
+enum LastFailure {
+    Upstream {
+        status: StatusCode,
+        headers: HeaderMap,
+        body: Bytes,
+        classified: Classified,
+    },
+    Transport(ProxyError),
 }
 
 /// A request being served: its guard and view, recorded as `cancelled` if dropped before it
@@ -72,7 +96,11 @@ pub async fn handle(state: Shared, req: Request<Incoming>, route: Route) -> Resp
     };
     let result = run(&state, req, route, &mut pending.view).await;
     match result {
-        Ok(Outcome::Relay { resp, attempt }) => {
+        Ok(Outcome::Relay {
+            resp,
+            attempt,
+            ticket,
+        }) => {
             let (parts, body) = resp.into_parts();
             let is_sse = headers::is_event_stream(&parts.headers);
             let mut view = std::mem::take(&mut pending.view);
@@ -83,7 +111,7 @@ pub async fn handle(state: Shared, req: Request<Incoming>, route: Route) -> Resp
                 return dialect::render::<Full<Bytes>>(&ProxyError::Draining, route.dialect)
                     .map(Either::Left);
             };
-            let finish = Finish::new(state.core.clone(), guard, view, Some(attempt));
+            let finish = Finish::new(state.core.clone(), guard, view, Some(attempt), Some(ticket));
             let relay = RelayBody::new(
                 body,
                 state.hard_stop.clone().cancelled_owned(),
@@ -96,10 +124,10 @@ pub async fn handle(state: Shared, req: Request<Incoming>, route: Route) -> Resp
             *out.headers_mut() = headers::client_response(&parts.headers, is_sse);
             out
         }
-        Ok(Outcome::Local(resp)) => {
+        Ok(Outcome::Local { resp, outcome }) => {
             pending.view.status = resp.status().as_u16();
-            pending.view.outcome = "ok".into();
-            pending.view.bytes = resp.body().size_hint_exact();
+            pending.view.outcome = outcome.into();
+            pending.view.bytes = http_body::Body::size_hint(resp.body()).exact().unwrap_or(0);
             pending.finish();
             resp.map(Either::Left)
         }
@@ -107,8 +135,10 @@ pub async fn handle(state: Shared, req: Request<Incoming>, route: Route) -> Resp
             let view = &mut pending.view;
             view.status = err.status().as_u16();
             view.outcome = match err {
-                ProxyError::Unreachable(_) | ProxyError::Timeout(_) => "upstream_error",
-                ProxyError::Draining => "sluice_error",
+                ProxyError::Unreachable(_)
+                | ProxyError::Timeout(_)
+                | ProxyError::Restated { .. } => "upstream_error",
+                ProxyError::Draining | ProxyError::Excluded(_) => "sluice_error",
                 _ => "client_error",
             }
             .into();
@@ -119,16 +149,6 @@ pub async fn handle(state: Shared, req: Request<Incoming>, route: Route) -> Resp
             pending.finish();
             dialect::render::<Full<Bytes>>(&err, route.dialect).map(Either::Left)
         }
-    }
-}
-
-trait ExactSize {
-    fn size_hint_exact(&self) -> u64;
-}
-
-impl ExactSize for Full<Bytes> {
-    fn size_hint_exact(&self) -> u64 {
-        http_body::Body::size_hint(self).exact().unwrap_or(0)
     }
 }
 
@@ -158,10 +178,11 @@ async fn run(
     let plan = select::plan(&cfg, route.dialect, &p.model);
     if plan.candidates.is_empty() {
         if route.kind == RouteKind::CountTokens {
-            return Ok(Outcome::Local(json_response(
-                StatusCode::OK,
-                serde_json::json!({ "input_tokens": estimate_tokens(&body) }),
-            )));
+            let v = serde_json::json!({ "input_tokens": estimate_tokens(&body) });
+            return Ok(Outcome::Local {
+                resp: json_response(StatusCode::OK, v),
+                outcome: "ok",
+            });
         }
         let hint = if plan.skipped.is_empty() {
             String::new()
@@ -173,6 +194,10 @@ async fn run(
             hint,
         });
     }
+    let session = affinity::session_key(&parts.headers);
+    let candidates = state
+        .core
+        .order_by_affinity(plan.candidates, session.as_deref());
 
     let path_and_query = parts
         .uri
@@ -180,93 +205,246 @@ async fn run(
         .map(|pq| pq.as_str())
         .unwrap_or(route.path);
     let clock = state.core.clock().clone();
-    let n = plan.candidates.len();
+    let wait = state.core.settings_snapshot().combo_cooldown_wait;
+    let (mut waits, mut waited) = (0u32, Duration::ZERO);
     let mut rewritten: Option<(String, Bytes)> = None;
-    let mut last_err = ProxyError::Unreachable("no attempt was made".into());
-    for (i, cand) in plan.candidates.iter().enumerate() {
-        let Some(provider) = cfg.providers.get(cand.provider) else {
-            continue;
-        };
-        let Some(conn) = provider.connections.get(cand.connection) else {
-            continue;
-        };
-        let Some(client) = state.upstreams.client(cand.provider) else {
-            continue;
-        };
-        view.target = format!("{}:{}/{}", provider.id, conn.id, cand.model);
-        view.attempts += 1;
-        let send_body = if cand.rewrite {
-            match &rewritten {
-                Some((m, b)) if *m == cand.model => b.clone(),
-                _ => {
-                    let b = rewrite_model(&body, &cand.model)?;
-                    rewritten = Some((cand.model.clone(), b.clone()));
-                    b
-                }
-            }
-        } else {
-            body.clone()
-        };
-        let uri = state
-            .upstreams
-            .uri(cand.provider, path_and_query)
-            .map_err(|e| {
-                ProxyError::Unreachable(format!(
-                    "bad upstream URL for provider '{}': {e}",
-                    provider.id
-                ))
-            })?;
-        let mut up = Request::new(Full::new(send_body.clone()));
-        *up.method_mut() = parts.method.clone();
-        *up.uri_mut() = uri;
-        *up.headers_mut() = headers::upstream_request(
-            &parts.headers,
-            &conn.auth,
-            provider.dialect,
-            client_key,
-            send_body.len(),
-        );
-
-        let attempt = state.core.begin_attempt(cand.provider, cand.connection);
-        let started = clock.now();
-        let res = tokio::time::timeout(provider.timeout, client.request(up)).await;
-        let latency = clock.now().saturating_duration_since(started);
-        let more = i + 1 < n;
-        match res {
-            Err(_) => {
-                state
-                    .core
-                    .attempt_result(cand.provider, cand.connection, None, latency);
-                last_err = ProxyError::Timeout(format!(
-                    "{} waiting for provider '{}'",
-                    humantime::format_duration(provider.timeout),
-                    provider.id
-                ));
-                tracing::warn!(target = %view.target, attempt = view.attempts, "upstream timed out before the response head");
-            }
-            Ok(Err(e)) => {
-                state
-                    .core
-                    .attempt_result(cand.provider, cand.connection, None, latency);
-                let why = describe(&e);
-                tracing::warn!(target = %view.target, attempt = view.attempts, error = %why, "upstream transport error");
-                last_err = ProxyError::Unreachable(format!("provider '{}': {why}", provider.id));
-            }
-            Ok(Ok(resp)) => {
-                let status = resp.status().as_u16();
-                state
-                    .core
-                    .attempt_result(cand.provider, cand.connection, Some(status), latency);
-                if status >= 500 && more {
-                    tracing::info!(target = %view.target, status, "upstream error before the first byte; trying the next target");
+    let mut last: Option<LastFailure> = None;
+    let mut exclusions: Vec<Exclusion> = Vec::new();
+    loop {
+        exclusions.clear();
+        for cand in &candidates {
+            let ticket = match state.core.admit_candidate(cand, clock.now()) {
+                Ok(t) => t,
+                Err(e) => {
+                    exclusions.push(e);
                     continue;
                 }
-                return Ok(Outcome::Relay { resp, attempt });
+            };
+            let Some(provider) = cfg.providers.get(cand.provider) else {
+                continue;
+            };
+            let Some(conn) = provider.connections.get(cand.connection) else {
+                continue;
+            };
+            let Some(client) = state.upstreams.client(cand.provider) else {
+                continue;
+            };
+            view.target = format!("{}:{}/{}", provider.id, conn.id, cand.model);
+            view.attempts += 1;
+            let send_body = body_for(&body, cand, &mut rewritten)?;
+            let uri = state
+                .upstreams
+                .uri(cand.provider, path_and_query)
+                .map_err(|e| {
+                    ProxyError::Unreachable(format!(
+                        "bad upstream URL for provider '{}': {e}",
+                        provider.id
+                    ))
+                })?;
+            let mut up = Request::new(Full::new(send_body.clone()));
+            *up.method_mut() = parts.method.clone();
+            *up.uri_mut() = uri;
+            *up.headers_mut() = headers::upstream_request(
+                &parts.headers,
+                &conn.auth,
+                provider.dialect,
+                client_key,
+                send_body.len(),
+            );
+            if let Some(allow) = &provider.anthropic_beta_allowlist {
+                state.filter_betas(up.headers_mut(), &provider.id, allow);
             }
+
+            let attempt = state.core.begin_attempt(cand.provider, cand.connection);
+            let started = clock.now();
+            let res = tokio::time::timeout(provider.timeout, client.request(up)).await;
+            let latency = clock.now().saturating_duration_since(started);
+            match res {
+                Err(_) | Ok(Err(_)) => {
+                    state
+                        .core
+                        .attempt_result(cand.provider, cand.connection, None, latency);
+                    let err = match res {
+                        Err(_) => ProxyError::Timeout(format!(
+                            "{} waiting for provider '{}'",
+                            humantime::format_duration(provider.timeout),
+                            provider.id
+                        )),
+                        Ok(Err(e)) => ProxyError::Unreachable(format!(
+                            "provider '{}': {}",
+                            provider.id,
+                            describe(&e)
+                        )),
+                        Ok(Ok(_)) => ProxyError::Unreachable("unreachable".into()),
+                    };
+                    tracing::warn!(target = %view.target, attempt = view.attempts, error = %err, "upstream transport error before the response head");
+                    let c = state
+                        .core
+                        .classify(cand.provider, None, None, b"", None, false);
+                    state.core.report(ticket, &c);
+                    last = Some(LastFailure::Transport(err));
+                }
+                Ok(Ok(resp)) => {
+                    let status = resp.status();
+                    state.core.attempt_result(
+                        cand.provider,
+                        cand.connection,
+                        Some(status.as_u16()),
+                        latency,
+                    );
+                    if status.is_success() {
+                        if let Some(key) = &session {
+                            state.core.pin_session(key, cand.provider, cand.connection);
+                        }
+                        return Ok(Outcome::Relay {
+                            resp,
+                            attempt,
+                            ticket,
+                        });
+                    }
+                    let (head, b) = resp.into_parts();
+                    let bytes = read_error_body(b, provider.timeout).await;
+                    let c = state.core.classify(
+                        cand.provider,
+                        Some(status.as_u16()),
+                        Some(&head.headers),
+                        &bytes,
+                        None,
+                        false,
+                    );
+                    state.core.report(ticket, &c);
+                    tracing::info!(target = %view.target, status = status.as_u16(), class = c.class.as_str(), reason = %c.reason, "upstream error");
+                    if c.class == OutcomeClass::ClientFault && c.restated.is_none() {
+                        return Ok(Outcome::Local {
+                            resp: pass_through(status, &head.headers, bytes),
+                            outcome: "upstream_error",
+                        });
+                    }
+                    last = Some(LastFailure::Upstream {
+                        status,
+                        headers: head.headers,
+                        body: bytes,
+                        classified: c,
+                    });
+                }
+            }
+            drop(attempt);
         }
-        drop(attempt);
+        if last.is_some() || exclusions.is_empty() {
+            break;
+        }
+        // Nothing was attempted: every candidate is excluded. §4 cooldown-aware wait when only
+        // short transient timers stand in the way.
+        let earliest = exclusions.iter().filter_map(|e| e.retry_after).min();
+        let all_waitable = exclusions
+            .iter()
+            .all(|e| e.reason.is_waitable() && e.retry_after.is_some());
+        match earliest {
+            Some(d)
+                if wait.enabled
+                    && all_waitable
+                    && !d.is_zero()
+                    && d <= wait.max_wait
+                    && waits < wait.max_attempts
+                    && waited + d <= wait.budget =>
+            {
+                tracing::info!(model = %view.client_model, wait_ms = d.as_millis() as u64, "every target is cooling down; waiting for the earliest to expire");
+                tokio::time::sleep(d).await;
+                waits += 1;
+                waited += d;
+            }
+            _ => break,
+        }
     }
-    Err(last_err)
+    match last {
+        Some(LastFailure::Upstream {
+            status,
+            headers,
+            body,
+            classified,
+        }) => match classified.restated {
+            Some(ref r) => Err(ProxyError::Restated {
+                status: r.to,
+                retry_after: r.retry_after,
+                message: upstream_message(&body, &classified),
+            }),
+            None => Ok(Outcome::Local {
+                resp: pass_through(status, &headers, body),
+                outcome: "upstream_error",
+            }),
+        },
+        Some(LastFailure::Transport(e)) => Err(e),
+        None => {
+            let verdict = none_eligible(&exclusions);
+            let now_ms = unix_ms(clock.wall());
+            let reset_at_unix_ms = verdict
+                .retry_after
+                .map(|d| now_ms.saturating_add(u64::try_from(d.as_millis()).unwrap_or(u64::MAX)));
+            let detail: Vec<String> = exclusions
+                .iter()
+                .map(|e| {
+                    format!(
+                        "{} {} {}s",
+                        e.target,
+                        e.reason.as_str(),
+                        e.retry_after.map_or(0, |d| d.as_secs())
+                    )
+                })
+                .collect();
+            tracing::warn!(model = %view.client_model, status = verdict.status, code = verdict.code, excluded = %detail.join(", "), "no target eligible");
+            Err(ProxyError::Excluded(Box::new(Excluded {
+                verdict,
+                excluded: exclusions,
+                reset_at_unix_ms,
+            })))
+        }
+    }
+}
+
+/// The body for `cand`: the client's, or a copy with `model` rewritten (cached per model).
+fn body_for(
+    body: &Bytes,
+    cand: &Candidate,
+    cache: &mut Option<(String, Bytes)>,
+) -> Result<Bytes, ProxyError> {
+    if !cand.rewrite {
+        return Ok(body.clone());
+    }
+    if let Some((m, b)) = cache
+        && *m == cand.model
+    {
+        return Ok(b.clone());
+    }
+    let b = rewrite_model(body, &cand.model)?;
+    *cache = Some((cand.model.clone(), b.clone()));
+    Ok(b)
+}
+
+/// Reads an upstream error body (at most [`MAX_ERROR_BODY`] bytes, within `timeout`); an
+/// unreadable body reads as empty.
+async fn read_error_body(body: Incoming, timeout: Duration) -> Bytes {
+    match tokio::time::timeout(timeout, Limited::new(body, MAX_ERROR_BODY).collect()).await {
+        Ok(Ok(c)) => c.to_bytes(),
+        _ => Bytes::new(),
+    }
+}
+
+/// The upstream's error response, unchanged but for hop-by-hop headers.
+fn pass_through(status: StatusCode, h: &HeaderMap, body: Bytes) -> Response<Full<Bytes>> {
+    let mut r = Response::new(Full::new(body));
+    *r.status_mut() = status;
+    *r.headers_mut() = headers::client_response(h, false);
+    r.headers_mut().remove(header::CONTENT_LENGTH);
+    r
+}
+
+/// The upstream's own error message for a restated error (falls back to the classifier's).
+fn upstream_message(body: &[u8], c: &Classified) -> String {
+    if c.message.is_empty() {
+        String::from_utf8_lossy(body).chars().take(500).collect()
+    } else {
+        c.message.clone()
+    }
 }
 
 /// A short description of a transport error, with its cause chain (never a credential:

@@ -162,6 +162,27 @@ pub fn client_response(upstream: &HeaderMap, is_sse: bool) -> HeaderMap {
     out
 }
 
+/// Filters a comma-separated `anthropic-beta` value against `allow` (exact entries, or
+/// prefixes for entries ending in `*`). Returns the kept value (None when nothing is left)
+/// and the dropped values.
+pub fn filter_betas(value: &str, allow: &[String]) -> (Option<String>, Vec<String>) {
+    let ok = |b: &str| {
+        allow.iter().any(|a| match a.strip_suffix('*') {
+            Some(prefix) => b.starts_with(prefix),
+            None => a == b,
+        })
+    };
+    let (mut kept, mut dropped) = (Vec::new(), Vec::new());
+    for b in value.split(',').map(str::trim).filter(|b| !b.is_empty()) {
+        if ok(b) {
+            kept.push(b)
+        } else {
+            dropped.push(b.to_string())
+        }
+    }
+    ((!kept.is_empty()).then(|| kept.join(",")), dropped)
+}
+
 /// True when the response is an SSE stream.
 pub fn is_event_stream(h: &HeaderMap) -> bool {
     h.get(header::CONTENT_TYPE)
@@ -272,6 +293,17 @@ mod tests {
         );
         h.insert("authorization", HeaderValue::from_static("Bearer wrong"));
         assert_eq!(check_client_key(&h, &keys), Err(BadClientKey));
+    }
+
+    #[test]
+    fn beta_allowlist_keeps_listed_values_and_reports_the_rest() {
+        let allow = vec!["feature-a".to_string(), "claude-code-*".to_string()];
+        let (kept, dropped) =
+            filter_betas("feature-a, feature-b-2099,claude-code-20250219", &allow);
+        assert_eq!(kept.as_deref(), Some("feature-a,claude-code-20250219"));
+        assert_eq!(dropped, vec!["feature-b-2099".to_string()]);
+        let (kept, dropped) = filter_betas("x,y", &allow);
+        assert_eq!((kept, dropped.len()), (None, 2));
     }
 
     #[test]

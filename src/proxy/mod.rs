@@ -24,6 +24,8 @@ pub struct ProxyState {
     pub upstreams: upstream::Upstreams,
     /// Cancelled when in-flight streams must end now (drain deadline passed).
     pub hard_stop: CancellationToken,
+    /// (provider, beta value) pairs already logged as dropped (A24: log once).
+    dropped_betas: std::sync::Mutex<std::collections::HashSet<(String, String)>>,
 }
 
 impl ProxyState {
@@ -33,6 +35,37 @@ impl ProxyState {
             core,
             upstreams,
             hard_stop,
+            dropped_betas: Default::default(),
+        }
+    }
+
+    /// Applies a provider's `anthropic_beta_allowlist` to outgoing headers, logging each
+    /// dropped value once per provider.
+    pub fn filter_betas(&self, h: &mut http::HeaderMap, provider: &str, allow: &[String]) {
+        let Some(v) = h
+            .get("anthropic-beta")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+        else {
+            return;
+        };
+        let (kept, dropped) = headers::filter_betas(&v, allow);
+        match kept.and_then(|k| http::HeaderValue::from_str(&k).ok()) {
+            Some(k) => {
+                h.insert("anthropic-beta", k);
+            }
+            None => {
+                h.remove("anthropic-beta");
+            }
+        }
+        if dropped.is_empty() {
+            return;
+        }
+        let mut seen = self.dropped_betas.lock().unwrap_or_else(|e| e.into_inner());
+        for d in dropped {
+            if seen.len() < 10_000 && seen.insert((provider.to_string(), d.clone())) {
+                tracing::info!(provider, beta = %d, "dropping an anthropic-beta value this provider does not allow (logged once)");
+            }
         }
     }
 }

@@ -17,6 +17,7 @@ use hyper::body::Incoming;
 use tokio_util::sync::WaitForCancellationFutureOwned;
 
 use super::dialect::{SseKind, sse_error_event};
+use crate::core::resilience::{Ticket, success};
 use crate::core::snapshot::RequestView;
 use crate::core::{AttemptGuard, Core, RequestGuard};
 
@@ -29,6 +30,7 @@ pub struct Finish {
     request: RequestGuard,
     view: RequestView,
     _attempt: Option<AttemptGuard>,
+    ticket: Option<Ticket>,
 }
 
 impl Finish {
@@ -38,17 +40,42 @@ impl Finish {
         request: RequestGuard,
         view: RequestView,
         attempt: Option<AttemptGuard>,
+        ticket: Option<Ticket>,
     ) -> Self {
         Self {
             core,
             request,
             view,
             _attempt: attempt,
+            ticket,
         }
     }
 
     /// Records the request as finished with `outcome` after `bytes` relayed.
+    ///
+    /// The attempt's verdict goes through the core's choke point: `ok` → success,
+    /// `truncated` → a transient failure (§0 "stream ended without its terminal marker, or
+    /// transport error after the response head"), `cancelled` → no verdict (probe released).
     pub fn complete(mut self, outcome: &str, bytes: u64, error: &str) {
+        if let Some(ticket) = self.ticket.take() {
+            match outcome {
+                "ok" => {
+                    self.core.report(ticket, &success(self.view.status));
+                }
+                "truncated" if error != "ended by shutdown" => {
+                    let c = self.core.classify(
+                        ticket.provider,
+                        Some(self.view.status),
+                        None,
+                        error.as_bytes(),
+                        None,
+                        true,
+                    );
+                    self.core.report(ticket, &c);
+                }
+                _ => self.core.release(ticket),
+            }
+        }
         self.view.outcome = outcome.to_string();
         self.view.bytes = bytes;
         if !error.is_empty() {

@@ -6,15 +6,21 @@
 //! [`Store`] handle talks to it over a bounded `std::sync::mpsc::sync_channel`
 //! ([`DEFAULT_QUEUE_CAPACITY`] messages). The request path only ever calls
 //! [`Store::record_request`], which uses `try_send`: when the queue is full the row is dropped
-//! and counted ([`Store::dropped`]) — the proxy never waits on disk.
+//! and counted ([`Store::dropped`]) — the proxy never waits on disk. Resilience state changes
+//! ([`StateWrite`], from the core) take the same road through [`Store::write`] (lost ones are
+//! counted in [`Store::dropped_state`]) and are read back once at startup with
+//! [`Store::load_state`] (see `state.rs`; the store never depends on `crate::policy`).
 //!
-//! The writer drains everything available (at most ~1 s of request time or 4096 rows) and writes
-//! it in one transaction (write-behind). The database runs in WAL mode with
+//! The writer drains everything available (at most ~1 s of request time or 4096 rows and state
+//! writes) and writes it in one transaction (write-behind); state writes are full-row UPSERTs
+//! (or deletes) applied in queue order, so the last write per key wins. The database runs in WAL mode with
 //! `synchronous=NORMAL`, so a kill -9 loses at most the last uncommitted batch and never corrupts
 //! the file. `request_log` retention (newest `request_log_max_rows` rows, none older than
 //! `request_log_max_age`) runs at open, on flush, and after writes at most once per 5 s of
 //! request time. Age is measured against the newest row's `at_unix_ms` (or a wall time handed
-//! in via [`Store::enforce_retention`]); the store never reads the clock itself.
+//! in via [`Store::enforce_retention`]); the store never reads the clock itself. The wall time
+//! handed to [`Store::enforce_retention`] also prunes lockouts whose `until` and pins whose
+//! `expires_at` have passed.
 //!
 //! Opening is synchronous (directory, WAL, migrations via `PRAGMA user_version`, see
 //! `schema.rs`), so a bad file is a clear startup error naming the path and offering
@@ -22,12 +28,15 @@
 //! which WAL lets run beside the writer.
 
 mod schema;
+mod state;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_state;
 mod writer;
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::mpsc::{SyncSender, TrySendError, sync_channel};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
@@ -35,9 +44,12 @@ use std::thread::JoinHandle;
 use rusqlite::{Connection, params};
 
 pub use schema::{SCHEMA_VERSION, TABLES};
+pub use state::{
+    AffinityRow, BreakerRow, ConnectionRow, LockoutRow, PersistedState, SettingRow, StateWrite,
+};
 
 use crate::config::StoreConfig;
-use writer::{Msg, Retention, Writer};
+use writer::{Dropped, Msg, Retention, Writer};
 
 /// Messages the writer queue holds before [`Store::record_request`] starts dropping rows.
 pub const DEFAULT_QUEUE_CAPACITY: usize = 8192;
@@ -139,8 +151,8 @@ pub struct RequestLogRow {
 pub struct Store {
     path: PathBuf,
     tx: SyncSender<Msg>,
-    /// Rows lost: queue full, store closed, or a failed write.
-    dropped: Arc<AtomicU64>,
+    /// Request rows and state writes lost: queue full, store closed, or a failed write.
+    dropped: Arc<Dropped>,
     /// The writer thread; `None` once closed.
     thread: Mutex<Option<JoinHandle<()>>>,
     /// Lazily opened read-only connection for the reading helpers.
@@ -152,6 +164,7 @@ impl std::fmt::Debug for Store {
         f.debug_struct("Store")
             .field("path", &self.path)
             .field("dropped", &self.dropped())
+            .field("dropped_state", &self.dropped_state())
             .field("open", &lock(&self.thread).is_some())
             .finish()
     }
@@ -188,7 +201,7 @@ impl Store {
         writer::prune(&conn, retention, reference_ms).map_err(retention_err)?;
 
         let (tx, rx) = sync_channel(capacity);
-        let dropped = Arc::new(AtomicU64::new(0));
+        let dropped = Arc::new(Dropped::default());
         let w = Writer::new(
             conn,
             path.clone(),
@@ -221,23 +234,50 @@ impl Store {
         match self.tx.try_send(Msg::Row(row)) {
             Ok(()) => {}
             Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
-                self.dropped.fetch_add(1, Ordering::Relaxed);
+                self.dropped.rows.fetch_add(1, Ordering::Relaxed);
             }
         }
     }
 
-    /// Rows lost so far (queue full, store closed, or a failed write), in rows.
-    pub fn dropped(&self) -> u64 {
-        self.dropped.load(Ordering::Relaxed)
+    /// Queues a state change; never blocks. When the queue is full or the store is closed the
+    /// write is dropped and counted in [`Store::dropped_state`]. Writes are applied in queue
+    /// order, so send each key's writes in the order its state changed (the last one wins).
+    pub fn write(&self, w: StateWrite) {
+        match self.tx.try_send(Msg::State(w)) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
+                self.dropped.state.fetch_add(1, Ordering::Relaxed);
+            }
+        }
     }
 
-    /// Queues a retention pass measuring age against `now_unix_ms` (wall clock, Unix ms) as well
-    /// as the newest row; never blocks (skipped if the queue is full).
+    /// `request_log` rows lost so far (queue full, store closed, or a failed write), in rows.
+    pub fn dropped(&self) -> u64 {
+        self.dropped.rows.load(Ordering::Relaxed)
+    }
+
+    /// State writes lost so far (queue full, store closed, or a failed write).
+    pub fn dropped_state(&self) -> u64 {
+        self.dropped.state.load(Ordering::Relaxed)
+    }
+
+    /// Reads every persisted breaker, connection, lockout, pin and setting (at startup, before
+    /// serving), as one consistent snapshot of what is committed; call [`Store::flush`] first
+    /// to include queued writes. Expired lockouts and pins may still be present, and rows for
+    /// providers or connections no longer in the config are the caller's to ignore.
+    pub fn load_state(&self) -> Result<PersistedState, StoreError> {
+        self.with_reader(state::load)
+    }
+
+    /// Queues a retention pass measuring `request_log` age against `now_unix_ms` (wall clock,
+    /// Unix ms) as well as the newest row, and deleting lockouts and session pins that expired
+    /// before `now_unix_ms`; never blocks (skipped if the queue is full).
     pub fn enforce_retention(&self, now_unix_ms: u64) {
         let _ = self.tx.try_send(Msg::Retain { now_unix_ms });
     }
 
-    /// Blocks until every write queued before this call is committed (and retention has run).
+    /// Blocks until every row and state write queued before this call is committed (and
+    /// retention has run).
     /// Returns quietly if the store is closed or its thread died.
     pub fn flush(&self) {
         if lock(&self.thread).is_none() {
@@ -252,7 +292,7 @@ impl Store {
     }
 
     /// Flushes, checkpoints the WAL and stops the writer thread. Idempotent; also runs on drop.
-    /// Later rows are dropped and counted.
+    /// Later rows and state writes are dropped and counted.
     pub fn close(&self) {
         let mut thread = lock(&self.thread);
         let Some(handle) = thread.take() else {

@@ -2,8 +2,8 @@
 //!
 //! `MIGRATIONS[i]` takes the database from version `i` to `i + 1`. Each step runs in its own
 //! `IMMEDIATE` transaction together with the `user_version` bump, so a crash mid-migration leaves
-//! the previous version intact. Never edit a shipped step: append a new one (later issues only
-//! add columns with `ALTER TABLE … ADD COLUMN`).
+//! the previous version intact. Never edit a shipped step: append a new one (`ALTER TABLE … ADD
+//! COLUMN`, or rename aside / create / copy / drop when columns change shape, as v2 does).
 
 use std::path::Path;
 use std::time::Duration;
@@ -86,13 +86,101 @@ CREATE TABLE settings (
 );
 ";
 
+/// Schema v2: the resilience state tables take the shapes of the store's row types
+/// (`state.rs`). The v1 tables were never written by a released sluice, but v1 databases exist,
+/// so each table is rebuilt (rename aside, create, copy what maps, drop) rather than edited in
+/// place; `settings` only renames `value` to `value_json`. v1 affinity `target`s of the form
+/// `provider:connection[/model]` are split; any other v1 pin is dropped (pins are soft).
+const V2: &str = "
+ALTER TABLE circuit_breakers RENAME TO circuit_breakers_v1;
+CREATE TABLE circuit_breakers (
+    provider              TEXT    PRIMARY KEY,
+    state                 TEXT    NOT NULL DEFAULT 'closed',
+    failure_count         INTEGER NOT NULL DEFAULT 0,
+    open_until_unix_ms    INTEGER,
+    multiplier            INTEGER NOT NULL DEFAULT 1,
+    cycles                INTEGER NOT NULL DEFAULT 0,
+    transitions_json      TEXT    NOT NULL DEFAULT '[]',
+    updated_at_unix_ms    INTEGER NOT NULL
+);
+INSERT INTO circuit_breakers (provider, state, failure_count, open_until_unix_ms, cycles, updated_at_unix_ms)
+    SELECT provider, state, consecutive_failures, retry_at_unix_ms, open_cycles, updated_at_unix_ms
+    FROM circuit_breakers_v1;
+DROP TABLE circuit_breakers_v1;
+
+ALTER TABLE connections RENAME TO connections_v1;
+CREATE TABLE connections (
+    provider                     TEXT    NOT NULL,
+    connection                   TEXT    NOT NULL,
+    status                       TEXT    NOT NULL DEFAULT 'active',
+    cooldown_until_unix_ms       INTEGER,
+    cooldown_started_at_unix_ms  INTEGER,
+    backoff_level                INTEGER NOT NULL DEFAULT 0,
+    last_error                   TEXT    NOT NULL DEFAULT '',
+    last_error_kind              TEXT    NOT NULL DEFAULT '',
+    last_status                  INTEGER,
+    last_failure_at_unix_ms      INTEGER,
+    consecutive_auth_failures    INTEGER NOT NULL DEFAULT 0,
+    consecutive_rejections       INTEGER NOT NULL DEFAULT 0,
+    updated_at_unix_ms           INTEGER NOT NULL,
+    reason                       TEXT    NOT NULL DEFAULT '',
+    PRIMARY KEY (provider, connection)
+);
+INSERT INTO connections (provider, connection, status, cooldown_until_unix_ms, backoff_level, last_error, last_error_kind, updated_at_unix_ms)
+    SELECT provider, connection, state, cooldown_until_unix_ms, backoff_level,
+           COALESCE(last_error, ''), COALESCE(reason, ''), updated_at_unix_ms
+    FROM connections_v1;
+DROP TABLE connections_v1;
+
+ALTER TABLE model_lockouts RENAME TO model_lockouts_v1;
+CREATE TABLE model_lockouts (
+    provider              TEXT    NOT NULL,
+    connection            TEXT    NOT NULL,
+    model                 TEXT    NOT NULL,
+    scope                 TEXT    NOT NULL DEFAULT 'model',
+    reason                TEXT    NOT NULL DEFAULT '',
+    failures              INTEGER NOT NULL DEFAULT 0,
+    until_unix_ms         INTEGER NOT NULL,
+    updated_at_unix_ms    INTEGER NOT NULL,
+    PRIMARY KEY (provider, connection, model)
+);
+CREATE INDEX model_lockouts_until ON model_lockouts (until_unix_ms);
+INSERT INTO model_lockouts (provider, connection, model, scope, reason, failures, until_unix_ms, updated_at_unix_ms)
+    SELECT provider, connection, model, scope, COALESCE(reason, ''), failures,
+           COALESCE(locked_until_unix_ms, 0), updated_at_unix_ms
+    FROM model_lockouts_v1;
+DROP TABLE model_lockouts_v1;
+
+ALTER TABLE session_affinity RENAME TO session_affinity_v1;
+DROP INDEX session_affinity_expires;
+CREATE TABLE session_affinity (
+    session_key           TEXT    PRIMARY KEY,
+    provider              TEXT    NOT NULL,
+    connection            TEXT    NOT NULL,
+    expires_at_unix_ms    INTEGER NOT NULL
+);
+CREATE INDEX session_affinity_expires ON session_affinity (expires_at_unix_ms);
+INSERT INTO session_affinity (session_key, provider, connection, expires_at_unix_ms)
+    SELECT session_key, provider,
+           CASE WHEN instr(rest, '/') > 0 THEN substr(rest, 1, instr(rest, '/') - 1) ELSE rest END,
+           expires_at_unix_ms
+    FROM (SELECT session_key, expires_at_unix_ms,
+                 substr(target, 1, instr(target, ':') - 1) AS provider,
+                 substr(target, instr(target, ':') + 1) AS rest
+          FROM session_affinity_v1 WHERE instr(target, ':') > 1)
+    WHERE rest <> '' AND substr(rest, 1, 1) <> '/';
+DROP TABLE session_affinity_v1;
+
+ALTER TABLE settings RENAME COLUMN value TO value_json;
+";
+
 /// Every migration step, in order; `MIGRATIONS[i]` moves `user_version` from `i` to `i + 1`.
-pub(crate) const MIGRATIONS: &[&str] = &[V1];
+pub(crate) const MIGRATIONS: &[&str] = &[V1, V2];
 
 /// Schema version this binary writes (the number of migration steps).
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
 
-/// Every table schema v1 creates (for tests and diagnostics).
+/// Every table the current schema has (for tests and diagnostics).
 pub const TABLES: [&str; 6] = [
     "request_log",
     "circuit_breakers",

@@ -6,9 +6,9 @@ use rusqlite::Connection;
 
 use super::*;
 
-const T0: u64 = 1_700_000_000_000;
+pub(super) const T0: u64 = 1_700_000_000_000;
 
-fn cfg(path: &Path) -> StoreConfig {
+pub(super) fn cfg(path: &Path) -> StoreConfig {
     StoreConfig {
         path: path.to_path_buf(),
         request_log_max_rows: 10_000,
@@ -16,11 +16,11 @@ fn cfg(path: &Path) -> StoreConfig {
     }
 }
 
-fn db_in(dir: &tempfile::TempDir) -> PathBuf {
+pub(super) fn db_in(dir: &tempfile::TempDir) -> PathBuf {
     dir.path().join("state").join("sluice.db")
 }
 
-fn row(at: u64, n: u32) -> RequestLogRow {
+pub(super) fn row(at: u64, n: u32) -> RequestLogRow {
     RequestLogRow {
         at_unix_ms: at,
         route: "/v1/messages".into(),
@@ -34,11 +34,11 @@ fn row(at: u64, n: u32) -> RequestLogRow {
     }
 }
 
-fn raw(path: &Path) -> Connection {
+pub(super) fn raw(path: &Path) -> Connection {
     Connection::open(path).unwrap()
 }
 
-fn tables(conn: &Connection) -> Vec<String> {
+pub(super) fn tables(conn: &Connection) -> Vec<String> {
     let mut stmt = conn
         .prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
         .unwrap();

@@ -1,17 +1,18 @@
-//! The writer thread: owns the `rusqlite::Connection`, batches queued rows into transactions and
-//! enforces `request_log` retention.
+//! The writer thread: owns the `rusqlite::Connection`, batches queued `request_log` rows and
+//! state writes into transactions and enforces retention.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, SyncSender, TryRecvError};
+use std::sync::mpsc::{Receiver, SyncSender};
 use std::time::Duration;
 
 use rusqlite::{Connection, TransactionBehavior, params};
 
 use super::RequestLogRow;
+use super::state::{self, StateWrite};
 
-/// Most rows written in one transaction.
+/// Most rows (request rows plus state writes) written in one transaction.
 pub(crate) const MAX_BATCH_ROWS: usize = 4096;
 /// Most request time (by `at_unix_ms`, ms) one batch spans: kill -9 loses at most ~1 s of rows.
 pub(crate) const BATCH_SPAN_MS: u64 = 1_000;
@@ -22,9 +23,12 @@ pub(crate) const PRUNE_INTERVAL_MS: u64 = 5_000;
 pub(crate) enum Msg {
     /// Append one `request_log` row.
     Row(RequestLogRow),
+    /// Apply one state change (UPSERT or delete).
+    State(StateWrite),
     /// Ack once everything queued before this message is committed.
     Flush(SyncSender<()>),
-    /// Enforce retention now, measuring age against `now_unix_ms` (wall clock, ms).
+    /// Enforce retention now, measuring age against `now_unix_ms` (wall clock, ms), and prune
+    /// lockouts and pins that expired before it.
     Retain {
         /// Wall-clock now, Unix ms.
         now_unix_ms: u64,
@@ -93,12 +97,35 @@ pub(crate) fn prune(
     Ok(by_rows + by_age)
 }
 
+/// Loss counters shared between the [`Store`](super::Store) handle and the writer.
+#[derive(Debug, Default)]
+pub(crate) struct Dropped {
+    /// `request_log` rows lost.
+    pub(crate) rows: AtomicU64,
+    /// State writes lost.
+    pub(crate) state: AtomicU64,
+}
+
+/// One write-behind batch: committed in one transaction.
+#[derive(Default)]
+struct Batch {
+    rows: Vec<RequestLogRow>,
+    /// Applied in queue order, so the last write per key wins.
+    state: Vec<StateWrite>,
+}
+
+impl Batch {
+    fn len(&self) -> usize {
+        self.rows.len() + self.state.len()
+    }
+}
+
 /// State owned by the writer thread.
 pub(crate) struct Writer {
     conn: Connection,
     path: PathBuf,
     rx: Receiver<Msg>,
-    dropped: Arc<AtomicU64>,
+    dropped: Arc<Dropped>,
     retention: Retention,
     /// A non-row message read while draining a batch; handled next.
     carry: Option<Msg>,
@@ -116,7 +143,7 @@ impl Writer {
         conn: Connection,
         path: PathBuf,
         rx: Receiver<Msg>,
-        dropped: Arc<AtomicU64>,
+        dropped: Arc<Dropped>,
         retention: Retention,
         reference_ms: u64,
     ) -> Self {
@@ -144,9 +171,9 @@ impl Writer {
                 },
             };
             match msg {
-                Msg::Row(row) => {
-                    let batch = self.collect(row);
-                    self.write(&batch);
+                Msg::Row(_) | Msg::State(_) => {
+                    let batch = self.collect(msg);
+                    self.write(batch);
                     if self.since_prune > 0
                         && (self.reference_ms
                             >= self.last_prune_ms.saturating_add(PRUNE_INTERVAL_MS)
@@ -164,6 +191,7 @@ impl Writer {
                 Msg::Retain { now_unix_ms } => {
                     self.reference_ms = self.reference_ms.max(now_unix_ms);
                     self.prune();
+                    self.prune_state(now_unix_ms);
                 }
                 Msg::Close => break,
                 #[cfg(test)]
@@ -176,38 +204,69 @@ impl Writer {
         self.shutdown();
     }
 
-    /// Drains available rows after `first` into one batch: stops at a non-row message (kept in
-    /// `carry`), an empty queue, [`MAX_BATCH_ROWS`], or a row more than [`BATCH_SPAN_MS`] after
-    /// the first.
-    fn collect(&mut self, first: RequestLogRow) -> Vec<RequestLogRow> {
-        let span_end = first.at_unix_ms.saturating_add(BATCH_SPAN_MS);
-        let mut batch = vec![first];
-        while batch.len() < MAX_BATCH_ROWS {
-            match self.rx.try_recv() {
-                Ok(Msg::Row(row)) if row.at_unix_ms <= span_end => batch.push(row),
-                Ok(other) => {
+    /// Drains available rows and state writes after `first` (a `Row` or `State`) into one
+    /// batch: stops at any other message (kept in `carry`), an empty queue, [`MAX_BATCH_ROWS`],
+    /// or a row more than [`BATCH_SPAN_MS`] after the batch's first row.
+    fn collect(&mut self, first: Msg) -> Batch {
+        let mut batch = Batch::default();
+        let mut span_end = None;
+        let mut next = Some(first);
+        while let Some(msg) = next.take() {
+            match msg {
+                Msg::Row(row) => match span_end {
+                    Some(end) if row.at_unix_ms > end => {
+                        self.carry = Some(Msg::Row(row));
+                        break;
+                    }
+                    Some(_) => batch.rows.push(row),
+                    None => {
+                        span_end = Some(row.at_unix_ms.saturating_add(BATCH_SPAN_MS));
+                        batch.rows.push(row);
+                    }
+                },
+                Msg::State(w) => batch.state.push(w),
+                other => {
                     self.carry = Some(other);
                     break;
                 }
-                Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
             }
+            if batch.len() >= MAX_BATCH_ROWS {
+                break;
+            }
+            next = self.rx.try_recv().ok();
         }
         batch
     }
 
-    /// Writes `batch` in one transaction; on failure logs and counts the rows as dropped.
-    fn write(&mut self, batch: &[RequestLogRow]) {
-        match insert_rows(&mut self.conn, batch) {
+    /// Writes `batch` in one transaction; on failure logs and counts its rows and state writes
+    /// as dropped.
+    fn write(&mut self, batch: Batch) {
+        match write_batch(&mut self.conn, &batch) {
             Ok(()) => {
-                self.since_prune += batch.len() as u64;
-                if let Some(newest) = batch.iter().map(|r| r.at_unix_ms).max() {
+                self.since_prune += batch.rows.len() as u64;
+                if let Some(newest) = batch.rows.iter().map(|r| r.at_unix_ms).max() {
                     self.reference_ms = self.reference_ms.max(newest);
                 }
             }
             Err(e) => {
                 self.dropped
-                    .fetch_add(batch.len() as u64, Ordering::Relaxed);
-                tracing::warn!(path = %self.path.display(), rows = batch.len(), error = %e, "request_log batch not written");
+                    .rows
+                    .fetch_add(batch.rows.len() as u64, Ordering::Relaxed);
+                self.dropped
+                    .state
+                    .fetch_add(batch.state.len() as u64, Ordering::Relaxed);
+                tracing::warn!(path = %self.path.display(), rows = batch.rows.len(), state_writes = batch.state.len(), error = %e, "store batch not written");
+            }
+        }
+    }
+
+    /// Deletes lockouts and pins that expired before `now_unix_ms` (wall clock).
+    fn prune_state(&mut self, now_unix_ms: u64) {
+        match state::prune_expired(&self.conn, now_unix_ms) {
+            Ok(n) if n > 0 => tracing::debug!(rows = n, "expired lockouts and pins deleted"),
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(path = %self.path.display(), error = %e, "pruning expired state failed")
             }
         }
     }
@@ -230,7 +289,10 @@ impl Writer {
         while let Ok(msg) = self.rx.try_recv() {
             match msg {
                 Msg::Row(_) => {
-                    self.dropped.fetch_add(1, Ordering::Relaxed);
+                    self.dropped.rows.fetch_add(1, Ordering::Relaxed);
+                }
+                Msg::State(_) => {
+                    self.dropped.state.fetch_add(1, Ordering::Relaxed);
                 }
                 Msg::Flush(ack) => {
                     let _ = ack.send(());
@@ -253,8 +315,10 @@ impl Writer {
     }
 }
 
-/// Inserts `rows` in one `IMMEDIATE` transaction.
-fn insert_rows(conn: &mut Connection, rows: &[RequestLogRow]) -> rusqlite::Result<()> {
+/// Inserts the batch's rows and applies its state writes (in order) in one `IMMEDIATE`
+/// transaction.
+fn write_batch(conn: &mut Connection, batch: &Batch) -> rusqlite::Result<()> {
+    let rows = &batch.rows;
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     {
         let mut stmt = tx.prepare_cached(
@@ -274,6 +338,9 @@ fn insert_rows(conn: &mut Connection, rows: &[RequestLogRow]) -> rusqlite::Resul
                 r.outcome,
             ])?;
         }
+    }
+    for w in &batch.state {
+        state::apply(&tx, w)?;
     }
     tx.commit()
 }

@@ -15,3 +15,4 @@ mod admin;
 mod claude_code;
 mod config;
 mod proxy;
+mod resilience;

@@ -216,6 +216,7 @@ impl Validator<'_, '_> {
                 connect_timeout,
                 quota_groups: rp.quota_groups,
                 egress_bucketed: rp.egress_bucketed.unwrap_or(false),
+                anthropic_beta_allowlist: rp.anthropic_beta_allowlist.clone(),
                 connections,
             });
         }

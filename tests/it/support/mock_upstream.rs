@@ -237,6 +237,7 @@ impl Reply {
 struct Rule {
     path: String,
     model: Option<String>,
+    header: Option<(String, String)>,
     remaining: Option<usize>,
     reply: Reply,
 }
@@ -263,6 +264,7 @@ pub struct RuleBuilder<'a> {
     mock: &'a MockUpstream,
     path: String,
     model: Option<String>,
+    header: Option<(String, String)>,
     remaining: Option<usize>,
 }
 
@@ -270,6 +272,13 @@ impl RuleBuilder<'_> {
     /// Only requests whose JSON body has this `model`.
     pub fn model(mut self, model: &str) -> Self {
         self.model = Some(model.to_string());
+        self
+    }
+
+    /// Only requests whose header `name` contains `needle` (e.g. the connection's key in
+    /// `authorization` or `x-api-key`, to script one connection of a provider).
+    pub fn header(mut self, name: &str, needle: &str) -> Self {
+        self.header = Some((name.to_ascii_lowercase(), needle.to_string()));
         self
     }
 
@@ -284,6 +293,7 @@ impl RuleBuilder<'_> {
         let rule = Rule {
             path: self.path,
             model: self.model,
+            header: self.header,
             remaining: self.remaining,
             reply,
         };
@@ -328,6 +338,7 @@ impl MockUpstream {
             mock: self,
             path: path.to_string(),
             model: None,
+            header: None,
             remaining: None,
         }
     }
@@ -405,11 +416,18 @@ async fn accept_loop(listener: TcpListener, state: Arc<State>, cancel: Cancellat
     }
 }
 
-fn pick(state: &State, path: &str, model: Option<&str>) -> Reply {
+fn pick(state: &State, path: &str, model: Option<&str>, headers: &http::HeaderMap) -> Reply {
     let mut rules = state.rules.lock().unwrap();
     let found = rules.iter_mut().find(|r| {
         (r.path == "*" || r.path == path)
             && r.model.as_deref().is_none_or(|m| Some(m) == model)
+            && r.header.as_ref().is_none_or(|(name, needle)| {
+                headers
+                    .get_all(name.as_str())
+                    .iter()
+                    .filter_map(|v| v.to_str().ok())
+                    .any(|v| v.contains(needle.as_str()))
+            })
             && r.remaining != Some(0)
     });
     match found {
@@ -438,7 +456,7 @@ async fn handle(
         body: body.clone(),
     };
     let model = body_model(&body);
-    let reply = pick(&state, &rec.path, model.as_deref());
+    let reply = pick(&state, &rec.path, model.as_deref(), &rec.headers);
     state.requests.lock().unwrap().push(rec.clone());
     state.arrived.notify_waiters();
 

@@ -1,0 +1,546 @@
+//! The live resilience state: one breaker and windowed cooldown per provider, one cooldown
+//! per connection, the model lockouts and the session pins — the policy types of
+//! `crate::policy`, held behind one short-lived lock and fed through one choke point,
+//! [`Core::report`].
+//!
+//! Selection asks [`Core::admit_candidate`] (connection → lockout → provider cooldown →
+//! breaker, so a probe permit is only taken for a candidate that will be dispatched). Every
+//! attempt ends in exactly one [`Core::report`] or [`Core::release`]; the [`Ticket`] carries the
+//! probe permit and the dispatch instant (for the §2 anti-herd rule). Changes are written
+//! behind to the store as wall-clock rows.
+
+use std::time::Duration;
+
+use super::snapshot::{BreakerView, ConnectionView, LockoutView, TransitionView};
+use crate::clock::Instant;
+use crate::config::{Config, Profile, Resilience, Restatement, builtin_restatements};
+use crate::policy::affinity::Affinity;
+use crate::policy::breaker::{Admit, Breaker, BreakerState, ProbeTicket, ProviderCooldown};
+use crate::policy::classify::{self, Input, Rules};
+use crate::policy::cooldown::{Cooldown, CooldownRules, Eligibility};
+use crate::policy::lockout::{self, LockTarget, Lockouts};
+use crate::policy::select::{Candidate, Exclusion, ExclusionReason};
+use crate::policy::{Classified, OutcomeClass, Scope};
+
+/// Per-provider live state, index-aligned with `Config::providers`.
+pub(crate) struct ProviderRes {
+    pub(crate) breaker: Breaker,
+    pub(crate) window: ProviderCooldown,
+    pub(crate) connections: Vec<Cooldown>,
+}
+
+/// All live resilience state (guarded by one mutex in the core).
+pub(crate) struct ResState {
+    /// Effective settings: the config file's, with operator overrides applied.
+    pub(crate) settings: Resilience,
+    pub(crate) builtins: Vec<Restatement>,
+    pub(crate) providers: Vec<ProviderRes>,
+    pub(crate) lockouts: Lockouts,
+    pub(crate) affinity: Affinity,
+    /// Operator overrides in force (saved in the store).
+    pub(crate) overrides: super::control::SettingsPatch,
+}
+
+impl ResState {
+    pub(crate) fn new(cfg: &Config) -> Self {
+        let settings = cfg.resilience.clone();
+        let providers = cfg
+            .providers
+            .iter()
+            .map(|p| ProviderRes {
+                breaker: Breaker::new(breaker_settings(&settings, p.profile)),
+                window: ProviderCooldown::new(
+                    settings.provider_cooldown.enabled,
+                    provider_window(&settings, p.profile),
+                ),
+                connections: vec![Cooldown::default(); p.connections.len()],
+            })
+            .collect();
+        Self {
+            affinity: Affinity::new(settings.session_affinity_ttl),
+            settings,
+            builtins: builtin_restatements(),
+            providers,
+            lockouts: Lockouts::default(),
+            overrides: Default::default(),
+        }
+    }
+
+    /// Re-applies `settings` to every breaker and window (after a live edit).
+    pub(crate) fn apply_settings(&mut self, cfg: &Config) {
+        for (p, res) in cfg.providers.iter().zip(self.providers.iter_mut()) {
+            res.breaker
+                .set_settings(breaker_settings(&self.settings, p.profile));
+            res.window.set_settings(
+                self.settings.provider_cooldown.enabled,
+                provider_window(&self.settings, p.profile),
+            );
+        }
+    }
+}
+
+fn breaker_settings(s: &Resilience, p: Profile) -> crate::config::BreakerSettings {
+    s.breaker
+        .get(&p)
+        .copied()
+        .unwrap_or_else(|| crate::config::validate::default_breaker(p))
+}
+
+fn provider_window(s: &Resilience, p: Profile) -> crate::config::ProviderCooldownProfile {
+    s.provider_cooldown.profiles.get(&p).copied().unwrap_or(
+        crate::config::ProviderCooldownProfile {
+            failure_threshold: 15,
+            failure_window: Duration::from_secs(1800),
+            cooldown: Duration::from_secs(600),
+        },
+    )
+}
+
+/// One admitted candidate: hand it back to exactly one of [`Core::report`] or
+/// [`Core::release`] (its `Drop` releases the probe permit if neither ran).
+pub struct Ticket {
+    /// Provider index.
+    pub provider: usize,
+    /// Connection index.
+    pub connection: usize,
+    /// Upstream model.
+    pub model: String,
+    /// The breaker's HALF_OPEN probe permit, when this attempt is the probe.
+    pub(crate) probe: Option<ProbeTicket>,
+    /// When the attempt was dispatched (§2 anti-herd reference).
+    pub dispatched_at: Instant,
+    core: Option<super::Core>,
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        if let (Some(core), Some(probe)) = (self.core.take(), self.probe.take()) {
+            let now = core.clock().now();
+            let mut r = core.res();
+            if let Some(p) = r.providers.get_mut(self.provider) {
+                p.breaker.release_probe(probe, now);
+            }
+        }
+    }
+}
+
+/// What a report changed, for the request log line.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReportEffect {
+    /// The breaker moved.
+    pub breaker: Option<(BreakerState, BreakerState)>,
+    /// The connection's cooldown or status changed.
+    pub connection_changed: bool,
+    /// A model lockout was written (key, until).
+    pub lockout: Option<String>,
+}
+
+impl super::Core {
+    /// Checks one candidate at `now` and, if eligible, admits it (taking the breaker's probe
+    /// permit when HALF_OPEN). Order: connection (terminal, quota wait, cooling) → model
+    /// lockout → §1b provider cooldown → breaker.
+    pub fn admit_candidate(&self, cand: &Candidate, now: Instant) -> Result<Ticket, Exclusion> {
+        let cfg = self.config().clone();
+        let (Some(p), Some(c)) = (
+            cfg.providers.get(cand.provider),
+            cfg.providers
+                .get(cand.provider)
+                .and_then(|p| p.connections.get(cand.connection)),
+        ) else {
+            return Err(Exclusion {
+                target: String::new(),
+                reason: ExclusionReason::Unavailable,
+                retry_after: None,
+            });
+        };
+        let target = format!("{}:{}/{}", p.id, c.id, cand.model);
+        let excl = |reason, until: Option<Instant>| Exclusion {
+            target: target.clone(),
+            reason,
+            retry_after: until.map(|u| u.saturating_duration_since(now)),
+        };
+        let mut r = self.res();
+        let Some(res) = r.providers.get(cand.provider) else {
+            return Err(excl(ExclusionReason::Unavailable, None));
+        };
+        match res
+            .connections
+            .get(cand.connection)
+            .map(|cd| cd.eligibility(now))
+        {
+            Some(Eligibility::Terminal(_)) => return Err(excl(ExclusionReason::Terminal, None)),
+            Some(Eligibility::QuotaWait { until }) => {
+                return Err(excl(ExclusionReason::QuotaWait, Some(until)));
+            }
+            Some(Eligibility::Cooling { until }) => {
+                return Err(excl(ExclusionReason::ConnectionCooldown, Some(until)));
+            }
+            _ => {}
+        }
+        let at = LockTarget {
+            provider: &p.id,
+            connection: &c.id,
+            model: &cand.model,
+            quota_groups: &p.quota_groups,
+        };
+        if let Some(l) = r.lockouts.locked(at, now) {
+            return Err(excl(ExclusionReason::ModelLockout, Some(l.until)));
+        }
+        let Some(res) = r.providers.get_mut(cand.provider) else {
+            return Err(excl(ExclusionReason::Unavailable, None));
+        };
+        if let Some(until) = res.window.is_cooling(now) {
+            return Err(excl(ExclusionReason::ProviderCooldown, Some(until)));
+        }
+        match res.breaker.admit(now) {
+            Admit::Rejected { retry_after } => Err(Exclusion {
+                target,
+                reason: ExclusionReason::CircuitOpen,
+                retry_after: Some(retry_after),
+            }),
+            admit => Ok(Ticket {
+                provider: cand.provider,
+                connection: cand.connection,
+                model: cand.model.clone(),
+                probe: admit.probe(),
+                dispatched_at: now,
+                core: Some(self.clone()),
+            }),
+        }
+    }
+
+    /// Classifies one attempt's outcome with the live rules (§7 restatement first, then the
+    /// provider error rules, then the §0 table).
+    pub fn classify(
+        &self,
+        provider: usize,
+        input_status: Option<u16>,
+        headers: Option<&http::HeaderMap>,
+        body: &[u8],
+        in_stream_error_type: Option<&str>,
+        truncated: bool,
+    ) -> Classified {
+        let cfg = self.config().clone();
+        let pid = cfg
+            .providers
+            .get(provider)
+            .map(|p| p.id.as_str())
+            .unwrap_or("");
+        let dialect = cfg
+            .providers
+            .get(provider)
+            .map(|p| p.dialect)
+            .unwrap_or(crate::config::Dialect::Anthropic);
+        let r = self.res();
+        let rules = Rules {
+            restatements: &cfg.restatement,
+            builtins: &r.builtins,
+            error_rules: &cfg.error_rules,
+            cooldown: &r.settings.connection_cooldown,
+        };
+        let input = Input {
+            provider: pid,
+            dialect,
+            status: input_status,
+            headers,
+            body,
+            in_stream_error_type,
+            client_gone: false,
+            truncated,
+        };
+        classify::classify(&input, &rules, self.clock().wall())
+    }
+
+    /// The single choke point every attempt's outcome goes through (spec §0): updates the
+    /// breaker (counted failures and successes, the probe verdict), the §1b window, the
+    /// connection cooldown — or, in lockout mode, a model lockout instead — and the success
+    /// decay; writes the changed rows behind to the store.
+    pub fn report(&self, mut ticket: Ticket, c: &Classified) -> ReportEffect {
+        ticket.core = None; // this report settles the probe
+        let probe = ticket.probe.take();
+        let now = self.clock().now();
+        let cfg = self.config().clone();
+        let Some(p) = cfg.providers.get(ticket.provider) else {
+            return ReportEffect::default();
+        };
+        let Some(conn) = p.connections.get(ticket.connection) else {
+            return ReportEffect::default();
+        };
+        let mut effect = ReportEffect::default();
+        let mut r = self.res();
+        let settings = r.settings.clone();
+        let lockout_mode = settings.model_lockout.enabled
+            && c.status
+                .is_some_and(|s| settings.model_lockout.error_codes.contains(&s))
+            && matches!(
+                c.class,
+                OutcomeClass::Transient
+                    | OutcomeClass::RateLimited
+                    | OutcomeClass::QuotaExhausted
+                    | OutcomeClass::Forbidden
+                    | OutcomeClass::NotFound
+            );
+        let at = LockTarget {
+            provider: &p.id,
+            connection: &conn.id,
+            model: &ticket.model,
+            quota_groups: &p.quota_groups,
+        };
+        let mut lock_written = None;
+        if c.class == OutcomeClass::Success {
+            if r.lockouts.on_success(at) {
+                lock_written = Some(String::new());
+            }
+        } else if lockout_mode {
+            let until = r.lockouts.on_failure(
+                at,
+                c.scope,
+                &c.reason,
+                c.retry_hint,
+                &settings.model_lockout,
+                now,
+            );
+            let key = match c.scope {
+                Scope::QuotaGroup => lockout::quota_group(&ticket.model, &p.quota_groups),
+                _ => ticket.model.clone(),
+            };
+            tracing::warn!(provider = %p.id, connection = %conn.id, model = %key, reason = %c.reason, lock_s = until.saturating_duration_since(now).as_secs(), "model locked out");
+            effect.lockout = Some(key.clone());
+            lock_written = Some(key);
+        }
+        let Some(res) = r.providers.get_mut(ticket.provider) else {
+            return effect;
+        };
+        let before = res.breaker.state(now);
+        match c.class {
+            OutcomeClass::Success => {
+                res.breaker.on_success(probe, now);
+                res.window.on_success(now);
+            }
+            class if class.counts_for_breaker() => {
+                res.breaker.on_failure(probe, now);
+                res.window.on_failure(now);
+            }
+            _ => {
+                if let Some(t) = probe {
+                    res.breaker.release_probe(t, now);
+                }
+            }
+        }
+        let after = res.breaker.state(now);
+        if before != after {
+            effect.breaker = Some((before, after));
+            tracing::warn!(provider = %p.id, from = before.as_str(), to = after.as_str(), "circuit breaker changed state");
+        }
+        let cd_rules = CooldownRules {
+            profile: settings
+                .cooldown
+                .get(&p.profile)
+                .copied()
+                .unwrap_or_else(|| crate::config::validate::default_cooldown(p.profile)),
+            settings: &settings.connection_cooldown,
+            oauth: p.profile == Profile::Oauth,
+            disable_cooling: conn.disable_cooling,
+        };
+        if let Some(cd) = res.connections.get_mut(ticket.connection) {
+            let changed = if c.class == OutcomeClass::Success {
+                cd.on_success()
+            } else if lockout_mode {
+                false
+            } else {
+                let e = cd.on_failure(c, ticket.dispatched_at, &cd_rules, now);
+                !matches!(e, crate::policy::cooldown::CooldownEffect::Ignored)
+            };
+            effect.connection_changed = changed;
+        }
+        let persist_breaker = effect.breaker.is_some()
+            || c.class.counts_for_breaker()
+            || c.class == OutcomeClass::Success && before != BreakerState::Closed;
+        let brec = persist_breaker.then(|| res.breaker.persist());
+        let crec = effect
+            .connection_changed
+            .then(|| {
+                res.connections
+                    .get(ticket.connection)
+                    .map(Cooldown::persist)
+            })
+            .flatten();
+        let locks = lock_written
+            .is_some()
+            .then(|| r.lockouts.for_connection(&p.id, &conn.id, now));
+        drop(r);
+        self.persist_provider(
+            ticket.provider,
+            brec,
+            crec.map(|c| (ticket.connection, c)),
+            locks.map(|l| (ticket.connection, l)),
+        );
+        self.mark_dirty();
+        effect
+    }
+
+    /// Ends an attempt without a verdict (the client went away, sluice is shutting down):
+    /// releases the probe permit, penalises nothing.
+    pub fn release(&self, ticket: Ticket) {
+        drop(ticket);
+    }
+}
+
+/// Resilience state rendered for one snapshot.
+pub(crate) struct LiveViews {
+    /// Per provider: breaker, §1b window deadline (wall ms), connection views (resilience
+    /// fields only).
+    pub(crate) providers: Vec<(BreakerView, Option<u64>, Vec<ConnectionView>)>,
+    pub(crate) lockouts: Vec<LockoutView>,
+}
+
+impl super::Core {
+    /// Evaluates every layer at `now` with the same lazy refresh as routing, so views show
+    /// what the next request would see (spec §8).
+    pub(crate) fn resilience_views(&self, now: Instant) -> LiveViews {
+        let cfg = self.config().clone();
+        let tm = self.time_map();
+        let mut r = self.res();
+        let locks = r.lockouts.list(now);
+        let providers = cfg
+            .providers
+            .iter()
+            .zip(r.providers.iter_mut())
+            .map(|(p, res)| {
+                let b = res.breaker.view(now);
+                let breaker = BreakerView {
+                    state: b.state.as_str().into(),
+                    failure_count: b.failure_count,
+                    degrade_at: b.degrade_at,
+                    open_at: b.open_at,
+                    next_probe_at_unix_ms: b.next_probe_at.map(|t| tm.wall(t)),
+                    multiplier: b.multiplier,
+                    transitions: b
+                        .transitions
+                        .iter()
+                        .map(|t| TransitionView {
+                            at_unix_ms: tm.wall(t.at),
+                            from: t.from.as_str().into(),
+                            to: t.to.as_str().into(),
+                            reason: t.reason.as_str().into(),
+                        })
+                        .collect(),
+                };
+                let window = res.window.is_cooling(now).map(|t| tm.wall(t));
+                let conns = p
+                    .connections
+                    .iter()
+                    .zip(res.connections.iter())
+                    .map(|(c, cd)| {
+                        let v = cd.view(now);
+                        ConnectionView {
+                            status: v.status.as_str().into(),
+                            cooldown_until_unix_ms: v.until.map(|t| tm.wall(t)),
+                            backoff_level: v.backoff_level,
+                            last_error_kind: v.last_error_kind,
+                            last_error: v.last_error,
+                            last_status: v.last_status,
+                            lockouts: u32::try_from(
+                                locks
+                                    .iter()
+                                    .filter(|l| l.provider == p.id && l.connection == c.id)
+                                    .count(),
+                            )
+                            .unwrap_or(u32::MAX),
+                            ..Default::default()
+                        }
+                    })
+                    .collect();
+                (breaker, window, conns)
+            })
+            .collect();
+        let mut lockouts: Vec<LockoutView> = locks
+            .into_iter()
+            .map(|l| LockoutView {
+                provider: l.provider,
+                connection: l.connection,
+                model: l.model,
+                scope: lockout::scope_as_str(l.scope).into(),
+                reason: l.reason,
+                failures: l.failures,
+                until_unix_ms: tm.wall(l.until),
+            })
+            .collect();
+        lockouts.sort_by_key(|l| l.until_unix_ms);
+        LiveViews {
+            providers,
+            lockouts,
+        }
+    }
+}
+
+/// The classification of a completed successful attempt.
+pub fn success(status: u16) -> Classified {
+    Classified {
+        class: OutcomeClass::Success,
+        status: Some(status),
+        retry_hint: None,
+        reason: "ok".into(),
+        scope: Scope::Triple,
+        restated: None,
+        message: String::new(),
+    }
+}
+
+impl super::Core {
+    /// The effective resilience settings (file + operator overrides).
+    pub fn settings_snapshot(&self) -> Resilience {
+        self.res().settings.clone()
+    }
+
+    /// Moves the candidates on the connection `session` is pinned to (§2a) to the front,
+    /// keeping the rest in order. Without a session or pin the order is unchanged.
+    pub fn order_by_affinity(
+        &self,
+        mut cands: Vec<Candidate>,
+        session: Option<&str>,
+    ) -> Vec<Candidate> {
+        let Some(key) = session else { return cands };
+        let now = self.clock().now();
+        let Some((pid, cid)) = self.res().affinity.pinned(key, now) else {
+            return cands;
+        };
+        let cfg = self.config().clone();
+        let pinned = |c: &Candidate| {
+            cfg.providers.get(c.provider).is_some_and(|p| {
+                p.id == pid && p.connections.get(c.connection).is_some_and(|x| x.id == cid)
+            })
+        };
+        cands.sort_by_key(|c| !pinned(c));
+        cands
+    }
+
+    /// Pins `session` to a connection after a successful head (§2a; refreshes the TTL).
+    pub fn pin_session(&self, session: &str, provider: usize, connection: usize) {
+        let cfg = self.config().clone();
+        let (Some(p), Some(c)) = (
+            cfg.providers.get(provider),
+            cfg.providers
+                .get(provider)
+                .and_then(|p| p.connections.get(connection)),
+        ) else {
+            return;
+        };
+        let now = self.clock().now();
+        let mut r = self.res();
+        let ttl = r.affinity.ttl();
+        if ttl.is_zero() {
+            return;
+        }
+        let before = r.affinity.pinned(session, now);
+        r.affinity.pin(session, &p.id, &c.id, now);
+        drop(r);
+        // Persist new or moved pins; a refresh of the same pin is not worth a write each turn.
+        if before
+            .as_ref()
+            .is_none_or(|(bp, bc)| bp != &p.id || bc != &c.id)
+        {
+            self.persist_pin(session, &p.id, &c.id, now + ttl);
+        }
+    }
+}

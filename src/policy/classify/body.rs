@@ -1,0 +1,221 @@
+//! `Body`: one upstream error body, prepared once for marker matching and field extraction.
+//!
+//! Markers match case-insensitively against the body as raw text and, when it contains JSON
+//! string escapes, against the text with those escapes decoded (resilience-spec §7), so a
+//! marker `额度不足` matches a body that says `\u989d\u5ea6\u4e0d\u8db3`.
+
+use serde_json::Value;
+
+/// Longest console message, in characters (spec §2 `last_error`: short text).
+pub(super) const MESSAGE_MAX_CHARS: usize = 200;
+
+/// An error body prepared for matching.
+pub(super) struct Body {
+    /// Raw text, lowercased.
+    raw: String,
+    /// Text with JSON string escapes decoded, lowercased; `None` when there were none.
+    decoded: Option<String>,
+    /// Parsed JSON, when the body is JSON.
+    json: Option<Value>,
+    /// Lossy UTF-8 text as received.
+    text: String,
+}
+
+impl Body {
+    pub(super) fn new(bytes: &[u8]) -> Self {
+        let text = String::from_utf8_lossy(bytes).into_owned();
+        let decoded = text
+            .contains('\\')
+            .then(|| decode_json_escapes(&text).to_lowercase());
+        Self {
+            raw: text.to_lowercase(),
+            decoded,
+            json: serde_json::from_slice(bytes).ok(),
+            text,
+        }
+    }
+
+    /// Case-insensitive substring match of one marker, raw or escape-decoded. An empty marker
+    /// never matches (validation rejects it; this keeps a bad list harmless).
+    pub(super) fn contains(&self, marker: &str) -> bool {
+        let m = marker.trim().to_lowercase();
+        if m.is_empty() {
+            return false;
+        }
+        self.raw.contains(&m) || self.decoded.as_ref().is_some_and(|d| d.contains(&m))
+    }
+
+    /// Any marker of the list matches.
+    pub(super) fn contains_any<S: AsRef<str>>(&self, markers: &[S]) -> bool {
+        markers.iter().any(|m| self.contains(m.as_ref()))
+    }
+
+    /// The error object (Anthropic/OpenAI/Gemini `error`, Gemini's one-element array form)
+    /// or the top level when there is no `error` object.
+    fn error_root(&self) -> Option<&Value> {
+        let root = match self.json.as_ref()? {
+            Value::Array(items) => items.first()?,
+            other => other,
+        };
+        match root.get("error") {
+            Some(e @ Value::Object(_)) => Some(e),
+            _ => Some(root),
+        }
+    }
+
+    /// The body's error kinds, lowercased: `error.type`, `error.code`, `error.status`
+    /// (numbers as text), or the same keys at top level; a top-level `type: "error"` is
+    /// skipped.
+    pub(super) fn error_kinds(&self) -> Vec<String> {
+        let Some(root) = self.error_root() else {
+            return Vec::new();
+        };
+        ["type", "code", "status"]
+            .iter()
+            .filter_map(|k| match root.get(*k)? {
+                Value::String(s) => Some(s.to_lowercase()),
+                Value::Number(n) => Some(n.to_string()),
+                _ => None,
+            })
+            .filter(|s| s != "error" && !s.is_empty())
+            .collect()
+    }
+
+    /// Short, single-line excerpt for the console: the upstream `error.message` (or
+    /// `{"error":"text"}`, or a top-level `message`), else the start of the body text. At
+    /// most [`MESSAGE_MAX_CHARS`] characters, with `sk-…` key-like tokens masked.
+    pub(super) fn message(&self) -> String {
+        let root = self.json.as_ref().map(|j| match j {
+            Value::Array(items) => items.first().unwrap_or(j),
+            other => other,
+        });
+        let from_json = root.and_then(|r| {
+            let err = r.get("error");
+            err.and_then(|e| e.get("message"))
+                .and_then(Value::as_str)
+                .or_else(|| err.and_then(Value::as_str))
+                .or_else(|| r.get("message").and_then(Value::as_str))
+        });
+        excerpt(from_json.unwrap_or(&self.text))
+    }
+}
+
+/// Collapses whitespace, masks key-like tokens and truncates to [`MESSAGE_MAX_CHARS`].
+fn excerpt(s: &str) -> String {
+    let words: Vec<String> = s
+        .split_whitespace()
+        .map(|w| match w.find("sk-") {
+            Some(i) if w.len() - i > 10 => format!("{}sk-…", &w[..i]),
+            _ => w.to_string(),
+        })
+        .collect();
+    let joined = words.join(" ");
+    if joined.chars().count() <= MESSAGE_MAX_CHARS {
+        return joined;
+    }
+    let mut out: String = joined.chars().take(MESSAGE_MAX_CHARS - 1).collect();
+    out.push('…');
+    out
+}
+
+/// Decodes JSON string escapes (`\"`, `\\`, `\/`, `\b`, `\f`, `\n`, `\r`, `\t`, `\uXXXX`
+/// including surrogate pairs) anywhere in `s`; malformed escapes are kept verbatim.
+pub(super) fn decode_json_escapes(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(i) = rest.find('\\') {
+        out.push_str(&rest[..i]);
+        let esc = &rest[i..];
+        let (decoded, used) = decode_one(esc);
+        match decoded {
+            Some(c) => out.push(c),
+            None => out.push_str(&esc[..used]),
+        }
+        rest = &esc[used..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Decodes the escape at the start of `esc` (which starts with `\`): the char, if valid, and
+/// the bytes consumed (at least 1).
+fn decode_one(esc: &str) -> (Option<char>, usize) {
+    let simple = match esc.as_bytes().get(1) {
+        Some(b'"') => Some('"'),
+        Some(b'\\') => Some('\\'),
+        Some(b'/') => Some('/'),
+        Some(b'b') => Some('\u{8}'),
+        Some(b'f') => Some('\u{c}'),
+        Some(b'n') => Some('\n'),
+        Some(b'r') => Some('\r'),
+        Some(b't') => Some('\t'),
+        Some(b'u') => None,
+        _ => return (None, 1),
+    };
+    if let Some(c) = simple {
+        return (Some(c), 2);
+    }
+    let Some(hi) = hex4(esc.get(2..6)) else {
+        return (None, 1);
+    };
+    if (0xD800..0xDC00).contains(&hi) {
+        if esc.get(6..8) == Some("\\u")
+            && let Some(lo) = hex4(esc.get(8..12))
+            && (0xDC00..0xE000).contains(&lo)
+        {
+            let c = 0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00);
+            return (char::from_u32(c), 12);
+        }
+        return (None, 1);
+    }
+    match char::from_u32(hi) {
+        Some(c) => (Some(c), 6),
+        None => (None, 1),
+    }
+}
+
+fn hex4(s: Option<&str>) -> Option<u32> {
+    let s = s?;
+    if s.len() != 4 || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    u32::from_str_radix(s, 16).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escapes_decode() {
+        assert_eq!(decode_json_escapes(r"\u989d\u5ea6\u4e0d\u8db3"), "额度不足");
+        assert_eq!(decode_json_escapes(r#"a\"b\\c\/d\n"#), "a\"b\\c/d\n");
+        assert_eq!(decode_json_escapes(r"\ud83d\ude00!"), "😀!");
+        assert_eq!(decode_json_escapes(r"\ud83d alone"), r"\ud83d alone");
+        assert_eq!(decode_json_escapes(r"\uZZZZ \x \"), r"\uZZZZ \x \");
+        assert_eq!(decode_json_escapes("\\u98"), "\\u98");
+    }
+
+    #[test]
+    fn message_excerpt() {
+        let b = Body::new(
+            br#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#,
+        );
+        assert_eq!(b.message(), "Overloaded");
+        assert_eq!(b.error_kinds(), vec!["overloaded_error".to_string()]);
+        let b = Body::new(
+            br#"[{"error":{"code":429,"message":"Quota hit.","status":"RESOURCE_EXHAUSTED"}}]"#,
+        );
+        assert_eq!(b.message(), "Quota hit.");
+        assert_eq!(
+            b.error_kinds(),
+            vec!["429".to_string(), "resource_exhausted".to_string()]
+        );
+        let b = Body::new(b"Incorrect API key provided: sk-proj-abcdefghijklmnop.\n\n bye");
+        assert_eq!(b.message(), "Incorrect API key provided: sk-… bye");
+        let long = "é".repeat(500);
+        let m = Body::new(long.as_bytes()).message();
+        assert_eq!(m.chars().count(), MESSAGE_MAX_CHARS);
+        assert!(m.ends_with('…'));
+    }
+}

@@ -1,0 +1,140 @@
+//! Persistence (§1, §2, §3): a connection cooldown, a model lockout and an open breaker
+//! survive a restart on the same database, with their remaining time.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::*;
+
+/// `p1` (openai, two keys, 404s lock the exact model) and `p2` (anthropic, local profile,
+/// never cools its connection, opens after two 503s).
+fn restart_config(mock: &MockUpstream, db: &std::path::Path) -> String {
+    format!(
+        r#"
+[store]
+path = "{db}"
+
+[routing]
+default_provider = ["p1", "p2"]
+
+[[providers]]
+id = "p1"
+dialect = "openai"
+base_url = "{m}"
+profile = "api_key"
+  [[providers.connections]]
+  id = "k1"
+  auth = {{ env = "K1" }}
+  [[providers.connections]]
+  id = "k2"
+  auth = {{ env = "K2" }}
+
+[[providers]]
+id = "p2"
+dialect = "anthropic"
+base_url = "{m}"
+profile = "local"
+  [[providers.connections]]
+  id = "k3"
+  auth = {{ env = "K3" }}
+  disable_cooling = true
+
+[resilience.model_lockout]
+enabled = true
+error_codes = [404]
+base_cooldown = "300s"
+
+[resilience.combo_cooldown_wait]
+enabled = false
+"#,
+        db = db.display(),
+        m = mock.base_url()
+    )
+}
+
+/// Asserts `got` is within 1 s below `want` (ms).
+fn about(got: u64, want: u64, what: &str) {
+    assert!(
+        got <= want && want - got <= 1_000,
+        "{what}: {got} ms remaining, expected about {want}"
+    );
+}
+
+#[tokio::test]
+async fn cooldowns_lockouts_and_breakers_survive_a_restart() {
+    let mock = MockUpstream::start().await;
+    let (oa, an) = (D::OpenAi, D::Anthropic);
+    on_key(&mock, oa, 1)
+        .times(1)
+        .reply(oa.error(429, "rate_limit_error", "slow down").header("retry-after", "120"));
+    on_key(&mock, oa, 2)
+        .times(1)
+        .reply(oa.error(404, "not_found_error", "The model `gone` does not exist"));
+    mock.on(an.path())
+        .times(2)
+        .reply(an.error(503, "overloaded_error", "unavailable"));
+    let db_dir = tempfile::tempdir().unwrap();
+    let cfg = restart_config(&mock, &db_dir.path().join("state.db"));
+    let clock = sluice::clock::ManualClock::new();
+
+    let s = Sluice::start_with_clock(&cfg, ENV, Arc::new(clock.clone())).await;
+    // K1 cools for 120 s (hint), K2 locks `gone` for 300 s, p2's breaker opens.
+    expect_status(&oa.send(&s, "gone", &[]).await, 404, "K1 429, then K2 404");
+    for _ in 0..2 {
+        expect_status(&an.send(&s, "claude-x", &[]).await, 503, "p2 503");
+    }
+    assert_eq!(ms(&conn_state(&s, "p1", "k1").await, "remainingMs"), 120_000);
+    assert_eq!(ms(&lockouts(&s).await[0], "remainingMs"), 300_000);
+    let b = breaker_state(&s, "p2").await;
+    assert_eq!(b["state"], "open");
+    let transitions_before = b["transitions"].clone();
+    s.stop().await;
+
+    // Ten seconds of downtime.
+    clock.advance(Duration::from_secs(10));
+    let s = Sluice::start_with_clock(&cfg, ENV, Arc::new(clock.clone())).await;
+
+    let k1 = conn_state(&s, "p1", "k1").await;
+    assert_eq!(k1["status"], "cooling", "{k1:#}");
+    about(ms(&k1, "remainingMs"), 110_000, "K1 cooldown");
+    assert_eq!(k1["lastStatus"], 429);
+    let locks = lockouts(&s).await;
+    assert_eq!(locks.len(), 1, "{locks:#?}");
+    assert_eq!(
+        (locks[0]["provider"].as_str(), locks[0]["connection"].as_str(), locks[0]["model"].as_str()),
+        (Some("p1"), Some("k2"), Some("gone"))
+    );
+    about(ms(&locks[0], "remainingMs"), 290_000, "lockout");
+    let b = breaker_state(&s, "p2").await;
+    assert_eq!(
+        (b["state"].as_str(), b["failureCount"].as_u64()),
+        (Some("open"), Some(2)),
+        "{b:#}"
+    );
+    about(ms(&b, "retryAfterMs"), 5_000, "breaker reset timeout");
+    assert_eq!(b["transitions"], transitions_before, "transition history restored");
+    let snap = s.snapshot();
+    assert_eq!(snap.providers[0].connections[0].status, "cooling");
+    assert_eq!(snap.lockouts.len(), 1);
+
+    // The restored state routes: nothing is dispatched to the excluded targets.
+    let before = mock.count();
+    let r = oa.send(&s, "gone", &[]).await;
+    expect_status(&r, 429, "K1 cooling, `gone` locked on K2");
+    let reasons: Vec<String> = r.json()["sluice"]["diagnostics"]["excluded"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["reason"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert_eq!(reasons, vec!["connection_cooldown", "model_lockout"]);
+    let r = an.send(&s, "claude-x", &[]).await;
+    expect_status(&r, 503, "p2 still open");
+    assert_eq!(mock.count(), before);
+
+    // And recovers lazily as the restored deadlines pass.
+    clock.advance(Duration::from_secs(6));
+    expect_status(&an.send(&s, "claude-x", &[]).await, 200, "probe after the reset timeout");
+    assert_eq!(breaker_state(&s, "p2").await["state"], "closed");
+    s.stop().await;
+}

@@ -1,0 +1,146 @@
+//! Routing around the layers: §2a session affinity, the §4 cooldown-aware wait (real time,
+//! millisecond cooldowns) and A24 header pass-through.
+
+use std::time::{Duration, Instant};
+
+use super::*;
+use crate::support::client;
+
+const SESSION: (&str, &str) = ("x-claude-code-session-id", "sess-affinity-1");
+
+#[tokio::test]
+async fn session_stays_on_the_connection_that_last_succeeded() {
+    let mock = MockUpstream::start().await;
+    let d = D::Anthropic;
+    // K1 fails once with an overload (no cooldown), so K1 is healthy again right after.
+    on_key(&mock, d, 1)
+        .times(1)
+        .reply(d.error(529, "overloaded_error", "Overloaded"));
+    let (s, _clock) = Sluice::start_manual(&Cfg::new(d, 2).build(&mock), ENV).await;
+
+    expect_status(&d.send(&s, "claude-x", &[SESSION]).await, 200, "turn 1 via K2");
+    assert_eq!((hits(&mock, 1), hits(&mock, 2)), (1, 1));
+    assert_eq!(conn_state(&s, "p", "k1").await["status"], "active");
+
+    expect_status(&d.send(&s, "claude-x", &[SESSION]).await, 200, "turn 2");
+    assert_eq!(
+        (hits(&mock, 1), hits(&mock, 2)),
+        (1, 2),
+        "the session's next turn goes to K2 first although K1 is healthy"
+    );
+
+    expect_status(&d.send(&s, "claude-x", &[]).await, 200, "no session");
+    assert_eq!(hits(&mock, 1), 2, "without a session the config order applies");
+    expect_status(
+        &d.send(&s, "claude-x", &[("x-claude-code-session-id", "other-session")])
+            .await,
+        200,
+        "another session",
+    );
+    assert_eq!(hits(&mock, 1), 3, "an unpinned session starts in config order");
+
+    for r in mock.requests() {
+        for h in [
+            "x-session-id",
+            "x-claude-code-session-id",
+            "x-codex-session-id",
+            "x-sluice-session",
+        ] {
+            assert!(r.header(h).is_none(), "{h} reached the upstream");
+        }
+    }
+}
+
+#[tokio::test]
+async fn pinned_connection_that_cools_is_skipped_and_the_session_re_pinned() {
+    let mock = MockUpstream::start().await;
+    let d = D::OpenAi;
+    on_key(&mock, d, 1)
+        .times(1)
+        .reply(d.error(529, "overloaded_error", "Overloaded"));
+    let (s, _clock) = Sluice::start_manual(&Cfg::new(d, 2).build(&mock), ENV).await;
+    expect_status(&d.send(&s, "gpt-x", &[SESSION]).await, 200, "pinned to K2");
+
+    // K2 now rate limits once: the pin is soft, K1 serves and takes the pin.
+    on_key(&mock, d, 2)
+        .times(1)
+        .reply(d.error(429, "rate_limit_error", "slow down"));
+    expect_status(&d.send(&s, "gpt-x", &[SESSION]).await, 200, "falls back to K1");
+    assert_eq!(conn_state(&s, "p", "k2").await["status"], "cooling");
+    let before = hits(&mock, 1);
+    expect_status(&d.send(&s, "gpt-x", &[SESSION]).await, 200, "re-pinned");
+    assert_eq!(hits(&mock, 1), before + 1, "the session moved to K1");
+}
+
+/// One connection whose first reply is a hint-less 429; api_key ladder base 100 ms.
+fn wait_config(mock: &MockUpstream, wait: &str) -> String {
+    Cfg::new(D::OpenAi, 1)
+        .tail("[resilience.connection_cooldown.api_key]\nbase = \"100ms\"")
+        .tail(wait)
+        .build(mock)
+}
+
+#[tokio::test]
+async fn cooldown_aware_wait_waits_for_a_short_cooldown_and_succeeds() {
+    let mock = MockUpstream::start().await;
+    let d = D::OpenAi;
+    mock.on(d.path())
+        .times(1)
+        .reply(d.error(429, "rate_limit_error", "slow down"));
+    let s = Sluice::start(&wait_config(&mock, ""), ENV).await;
+
+    expect_status(&d.send(&s, "gpt-x", &[]).await, 429, "first call passes the 429 through");
+    assert_eq!(conn_state(&s, "p", "k1").await["status"], "cooling");
+
+    let started = Instant::now();
+    let r = d.send(&s, "gpt-x", &[]).await;
+    let took = started.elapsed();
+    expect_status(&r, 200, "waited out the cooldown");
+    assert_eq!(mock.count(), 2);
+    assert!(
+        took >= Duration::from_millis(30) && took < Duration::from_secs(2),
+        "waited about the remaining 100 ms, took {took:?}"
+    );
+}
+
+#[tokio::test]
+async fn cooldown_aware_wait_disabled_answers_429_at_once() {
+    let mock = MockUpstream::start().await;
+    let d = D::OpenAi;
+    mock.on(d.path())
+        .times(1)
+        .reply(d.error(429, "rate_limit_error", "slow down"));
+    let s = Sluice::start(&wait_config(&mock, NO_WAIT), ENV).await;
+
+    expect_status(&d.send(&s, "gpt-x", &[]).await, 429, "first call");
+    let r = d.send(&s, "gpt-x", &[]).await;
+    expect_status(&r, 429, "no wait");
+    assert_eq!(r.json()["sluice"]["code"], "rate_limit_error");
+    assert_eq!(retry_after(&r), Some(1), "100 ms rounds up to 1 s");
+    assert_eq!(mock.count(), 1);
+}
+
+#[tokio::test]
+async fn a24_anthropic_beta_is_forwarded_byte_exact() {
+    let mock = MockUpstream::start().await;
+    let d = D::Anthropic;
+    let (s, _clock) = Sluice::start_manual(&Cfg::new(d, 1).build(&mock), ENV).await;
+
+    let beta = "feature-a,feature-b-2099";
+    let r = client::post_json(
+        &s.url(d.path()),
+        &d.body("claude-x", false),
+        &[AV, ("anthropic-beta", beta)],
+    )
+    .await;
+    expect_status(&r, 200, "anthropic upstream");
+    let up = mock.single();
+    let values: Vec<&[u8]> = up
+        .headers
+        .get_all("anthropic-beta")
+        .iter()
+        .map(|v| v.as_bytes())
+        .collect();
+    assert_eq!(values, vec![beta.as_bytes()]);
+    assert_eq!(up.header("x-api-key"), Some(key(1)));
+}
