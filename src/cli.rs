@@ -31,6 +31,9 @@ pub struct Cli {
 pub enum Command {
     /// Validate the config and print the resolved routing table.
     Check,
+    /// Print breakers, connection cooldowns and model lockouts of a running sluice (via its
+    /// admin API); exits non-zero when it cannot be reached.
+    Status,
 }
 
 #[cfg(test)]

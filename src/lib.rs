@@ -19,5 +19,6 @@ pub mod console;
 pub mod core;
 pub mod policy;
 pub mod proxy;
+pub mod status;
 pub mod store;
 pub mod telemetry;

@@ -40,9 +40,13 @@ fn main() -> ExitCode {
         Ok(c) => c,
         Err(e) => return fail(&e.to_string(), 2),
     };
-    if let Some(Command::Check) = cli.command {
-        print!("{}", app::routing_table(&cfg));
-        return ExitCode::SUCCESS;
+    match cli.command {
+        Some(Command::Check) => {
+            print!("{}", app::routing_table(&cfg));
+            return ExitCode::SUCCESS;
+        }
+        Some(Command::Status) => return status(&cfg),
+        None => {}
     }
     let use_console =
         !cli.no_console && std::io::stdout().is_terminal() && std::io::stdin().is_terminal();
@@ -132,6 +136,24 @@ fn main() -> ExitCode {
     });
     runtime.shutdown_timeout(std::time::Duration::from_secs(1));
     code
+}
+
+/// `sluice status`: one-shot tables from the running instance's admin API.
+fn status(cfg: &config::Config) -> ExitCode {
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => return fail(&format!("cannot start the async runtime: {e}"), 1),
+    };
+    match rt.block_on(sluice::status::fetch(cfg)) {
+        Ok(snap) => {
+            print!("{}", sluice::status::render(&snap));
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(&e.to_string(), 1),
+    }
 }
 
 /// Ctrl-C or SIGTERM starts the drain; a second signal exits at once.

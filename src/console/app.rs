@@ -1,63 +1,66 @@
-//! `App`: the console's UI state (focus, selection, overlays, latest snapshot), TEA style.
+//! `App`: the console's UI state (focus, selections, marks, overlays, the confirm dialog and the
+//! latest snapshot), TEA style.
 //!
-//! Keys go in through [`App::on_key`], which only changes UI state and returns an [`Action`] when
-//! something outside the console must happen (today: quit). Rendering reads `App` immutably, so a
-//! test can build one from a hand-made [`Snapshot`], press keys and render it.
+//! Keys go in through [`App::on_key`], which looks them up in the [key map](super::keymap),
+//! changes only UI state and returns an [`Action`] when something outside the console must
+//! happen (quit, or an operator command through `Control`). Destructive commands first open a
+//! [`Confirm`] dialog and yield their action only on `y`/`enter`. With [`App::readonly`] every
+//! mutating command becomes a "read-only mode" status message instead. Rendering reads `App`
+//! immutably, so a test can build one from a hand-made [`Snapshot`], press keys and render it.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+use crossterm::event::{KeyCode, KeyEvent, KeyEventKind};
 
-use crate::core::snapshot::Snapshot;
+use super::LayoutMode;
+pub use super::action::Action;
+use super::keymap::{self, Cmd, Scope};
+use crate::core::control::ClearTarget;
+use crate::core::snapshot::{ConnectionView, LockoutView, ProviderView, RequestView, Snapshot};
 
 /// How long a status-bar message stays visible, in ms.
 pub const MESSAGE_TTL_MS: u64 = 4_000;
 
-/// Key bindings as shown in the help overlay: (keys, what they do).
-pub const KEYMAP: &[(&str, &str)] = &[
-    ("q, ctrl-c", "quit (drains and stops sluice)"),
-    ("?", "toggle this help"),
-    ("esc", "close help / details"),
-    ("tab, shift-tab", "focus next / previous panel"),
-    ("1, 2", "focus Providers / Requests"),
-    ("j/k, ↓/↑", "move the selection"),
-    ("g/G, home/end", "first / last row"),
-    ("enter", "toggle request details (Requests)"),
-];
-
-/// One-line key hints for the status bar.
-pub const HINTS: &str = "q quit  ? help  tab focus  j/k move  enter details";
-
-/// Something the run loop must do after a key.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Action {
-    /// Leave the console and ask sluice to shut down.
-    Quit,
-}
-
 /// The panel keys act on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Focus {
-    /// Providers and their connections.
+    /// Provider circuit breakers (spec §1).
     #[default]
+    Circuits,
+    /// Connection cooldowns, quota waits and terminal states (spec §2, §3a).
+    Cooldowns,
+    /// Model lockouts (spec §3).
+    Lockouts,
+    /// Providers, their connections and the combos.
     Providers,
     /// Recent requests.
     Requests,
 }
 
 impl Focus {
-    /// Every panel in tab order.
-    pub const ALL: [Focus; 2] = [Focus::Providers, Focus::Requests];
+    /// Every panel in tab order (`1`–`5`).
+    pub const ALL: [Focus; 5] = [
+        Focus::Circuits,
+        Focus::Cooldowns,
+        Focus::Lockouts,
+        Focus::Providers,
+        Focus::Requests,
+    ];
 
     /// Panel title.
     pub fn title(self) -> &'static str {
         match self {
+            Focus::Circuits => "Circuits",
+            Focus::Cooldowns => "Cooldowns",
+            Focus::Lockouts => "Lockouts",
             Focus::Providers => "Providers",
             Focus::Requests => "Requests",
         }
     }
 
-    fn index(self) -> usize {
+    /// Position in [`Focus::ALL`] (0-based; the focus key is this + 1).
+    pub fn index(self) -> usize {
         Focus::ALL.iter().position(|f| *f == self).unwrap_or(0)
     }
 
@@ -81,6 +84,15 @@ pub struct Message {
     pub expires_at_unix_ms: Option<u64>,
 }
 
+/// An open confirm dialog: the question and the action `y` dispatches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Confirm {
+    /// Question shown, e.g. `Reset breaker 'openrouter'?`.
+    pub prompt: String,
+    /// What confirming yields.
+    pub action: Action,
+}
+
 /// The console's UI state.
 #[derive(Debug, Clone, Default)]
 pub struct App {
@@ -88,20 +100,39 @@ pub struct App {
     pub snapshot: Arc<Snapshot>,
     /// Focused panel.
     pub focus: Focus,
-    /// Selected provider row (index into `snapshot.providers`).
+    /// Selected Circuits row (index into `snapshot.providers`).
+    pub circuit_selected: usize,
+    /// Selected Cooldowns row (index into [`connection_rows`]).
+    pub cooldown_selected: usize,
+    /// Selected Lockouts row (index into `snapshot.lockouts`).
+    pub lockout_selected: usize,
+    /// Selected Providers row (index into `snapshot.providers`).
     pub provider_selected: usize,
     /// Selected request row (index into `snapshot.recent`, newest first).
     pub request_selected: usize,
+    /// Marked connection ids (Cooldowns `space` / `a`).
+    pub marked: BTreeSet<String>,
     /// Help overlay open.
     pub help: bool,
     /// Request details open (for the selected request).
     pub details: bool,
+    /// Confirm dialog, when open.
+    pub confirm: Option<Confirm>,
+    /// Read-only mode: mutating commands only print "read-only mode" (CLI `--readonly`).
+    pub readonly: bool,
     /// Transient status-bar message.
     pub message: Option<Message>,
 }
 
+/// Every connection in provider order, with its provider: the Cooldowns panel's rows.
+pub fn connection_rows(snap: &Snapshot) -> impl Iterator<Item = (&ProviderView, &ConnectionView)> {
+    snap.providers
+        .iter()
+        .flat_map(|p| p.connections.iter().map(move |c| (p, c)))
+}
+
 impl App {
-    /// UI state showing `snapshot`, Providers focused, nothing open.
+    /// UI state showing `snapshot`, Circuits focused, nothing open.
     pub fn new(snapshot: Arc<Snapshot>) -> Self {
         Self {
             snapshot,
@@ -109,13 +140,15 @@ impl App {
         }
     }
 
-    /// Replaces the snapshot. While details are open the same request stays selected (by id);
-    /// otherwise selections keep their index, clamped to the new lengths.
+    /// Replaces the snapshot. Open request details and the selected lockout follow their item
+    /// (by id / key); other selections keep their index, clamped; marks of vanished connections
+    /// are dropped.
     pub fn set_snapshot(&mut self, snapshot: Arc<Snapshot>) {
         let followed = self
             .details
             .then(|| self.selected_request().map(|r| r.id))
             .flatten();
+        let lock_key = self.selected_lockout().map(lockout_key);
         self.snapshot = snapshot;
         if let Some(id) = followed {
             match self.snapshot.recent.iter().position(|r| r.id == id) {
@@ -123,12 +156,35 @@ impl App {
                 None => self.details = false,
             }
         }
+        if let Some(key) = lock_key
+            && let Some(i) = self
+                .snapshot
+                .lockouts
+                .iter()
+                .position(|l| lockout_key(l) == key)
+        {
+            self.lockout_selected = i;
+        }
+        let known: BTreeSet<&str> = connection_rows(&self.snapshot)
+            .map(|(_, c)| c.id.as_str())
+            .collect();
+        self.marked.retain(|id| known.contains(id.as_str()));
         self.clamp();
     }
 
     /// The selected request, if any.
-    pub fn selected_request(&self) -> Option<&crate::core::snapshot::RequestView> {
+    pub fn selected_request(&self) -> Option<&RequestView> {
         self.snapshot.recent.get(self.request_selected)
+    }
+
+    /// The selected lockout, if any.
+    pub fn selected_lockout(&self) -> Option<&LockoutView> {
+        self.snapshot.lockouts.get(self.lockout_selected)
+    }
+
+    /// The selected Cooldowns row, if any.
+    pub fn selected_connection(&self) -> Option<(&ProviderView, &ConnectionView)> {
+        connection_rows(&self.snapshot).nth(self.cooldown_selected)
     }
 
     /// Shows `text` in the status bar for [`MESSAGE_TTL_MS`] from the next [`App::on_tick`].
@@ -154,58 +210,224 @@ impl App {
         }
     }
 
-    /// Applies one key. Returns [`Action::Quit`] for `q` / `ctrl-c`; other keys only change UI state.
+    /// True when a panel visible in `mode` shows a countdown that is still running at
+    /// `now_unix_ms` (the tick then redraws at its own rate, not only once a second).
+    pub fn has_visible_countdowns(&self, now_unix_ms: u64, mode: LayoutMode) -> bool {
+        let shown = |f: Focus| match mode {
+            LayoutMode::Grid => true,
+            LayoutMode::Tabs => self.focus == f,
+            LayoutMode::TooSmall => false,
+        };
+        let running = |t: Option<u64>| t.is_some_and(|t| t > now_unix_ms);
+        let snap = &self.snapshot;
+        (shown(Focus::Circuits)
+            && snap
+                .providers
+                .iter()
+                .any(|p| running(p.breaker.next_probe_at_unix_ms)))
+            || (shown(Focus::Cooldowns)
+                && connection_rows(snap).any(|(_, c)| running(c.cooldown_until_unix_ms)))
+            || (shown(Focus::Lockouts)
+                && snap.lockouts.iter().any(|l| running(Some(l.until_unix_ms))))
+    }
+
+    /// Applies one key. Returns an [`Action`] for quit and for operator commands (after the
+    /// confirm dialog where one is needed); every other key only changes UI state.
     pub fn on_key(&mut self, key: KeyEvent) -> Option<Action> {
         if key.kind == KeyEventKind::Release {
             return None;
         }
-        let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
-        match key.code {
-            KeyCode::Char('c') if ctrl => return Some(Action::Quit),
-            KeyCode::Char('q') if !ctrl => return Some(Action::Quit),
-            KeyCode::Char('?') => {
-                self.help = !self.help;
-                return None;
+        let binding = if self.confirm.is_some() {
+            keymap::lookup(&key, Scope::Dialog).or_else(|| {
+                keymap::lookup(&key, Scope::Global).filter(|b| b.cmd == Cmd::Quit && b.ctrl)
+            })
+        } else {
+            keymap::lookup(&key, Scope::Panel(self.focus))
+                .or_else(|| keymap::lookup(&key, Scope::Global))
+        };
+        let Some(binding) = binding else {
+            if self.confirm.is_none()
+                && !self.help
+                && let Some(b) = keymap::elsewhere(&key, self.focus)
+                && let Scope::Panel(p) = b.scope
+            {
+                self.flash(format!(
+                    "{}: focus {} ({}) first",
+                    b.label,
+                    p.title(),
+                    p.index() + 1
+                ));
             }
-            KeyCode::Esc => {
-                if self.help {
-                    self.help = false;
-                } else {
-                    self.details = false;
-                }
-                return None;
-            }
-            _ => {}
-        }
-        if self.help {
+            return None;
+        };
+        if self.help && !matches!(binding.cmd, Cmd::Quit | Cmd::Help | Cmd::Back) {
             return None;
         }
-        match key.code {
-            KeyCode::Tab => self.focus = self.focus.step(true),
-            KeyCode::BackTab => self.focus = self.focus.step(false),
-            KeyCode::Char('1') => self.focus = Focus::Providers,
-            KeyCode::Char('2') => self.focus = Focus::Requests,
-            KeyCode::Char('j') | KeyCode::Down => self.move_by(1),
-            KeyCode::Char('k') | KeyCode::Up => self.move_by(-1),
-            KeyCode::Char('g') | KeyCode::Home => self.move_by(isize::MIN),
-            KeyCode::Char('G') | KeyCode::End => self.move_by(isize::MAX),
-            KeyCode::Enter if self.focus == Focus::Requests => {
+        self.command(binding.cmd, key.code)
+    }
+
+    fn command(&mut self, cmd: Cmd, code: KeyCode) -> Option<Action> {
+        match cmd {
+            Cmd::Quit => return Some(Action::Quit),
+            Cmd::Help => self.help = !self.help,
+            Cmd::Back => {
+                if self.help {
+                    self.help = false;
+                } else if self.details {
+                    self.details = false;
+                } else if !self.marked.is_empty() {
+                    self.marked.clear();
+                    self.flash("unmarked all");
+                }
+            }
+            Cmd::FocusNext => self.focus = self.focus.step(true),
+            Cmd::FocusPrev => self.focus = self.focus.step(false),
+            Cmd::FocusDigit => {
+                if let KeyCode::Char(c) = code
+                    && let Some(d) = c.to_digit(10)
+                    && let Some(f) = Focus::ALL.get((d as usize).wrapping_sub(1))
+                {
+                    self.focus = *f;
+                }
+            }
+            Cmd::Down => self.move_by(1),
+            Cmd::Up => self.move_by(-1),
+            Cmd::First => self.move_by(isize::MIN),
+            Cmd::Last => self.move_by(isize::MAX),
+            Cmd::Details => {
                 if self.selected_request().is_some() {
                     self.details = !self.details;
                 } else {
                     self.flash("no request selected");
                 }
             }
-            KeyCode::Enter => self.flash("details: focus Requests (2) first"),
-            _ => {}
+            Cmd::Confirm => {
+                let c = self.confirm.take()?;
+                return self.gate(c.action, None);
+            }
+            Cmd::Cancel => {
+                self.confirm = None;
+                self.flash("cancelled");
+            }
+            Cmd::ResetBreaker => {
+                let Some(p) = self.snapshot.providers.get(self.circuit_selected) else {
+                    self.flash("no provider selected");
+                    return None;
+                };
+                let prompt = format!("Reset breaker '{}'?", p.id);
+                return self.gate(Action::ResetBreaker(Some(p.id.clone())), Some(prompt));
+            }
+            Cmd::ResetAllBreakers => {
+                let n = self.snapshot.providers.len();
+                if n == 0 {
+                    self.flash("no providers");
+                    return None;
+                }
+                let prompt = format!("Reset all {n} breakers?");
+                return self.gate(Action::ResetBreaker(None), Some(prompt));
+            }
+            Cmd::Mark => {
+                let Some(id) = self.selected_connection().map(|(_, c)| c.id.clone()) else {
+                    self.flash("no connection selected");
+                    return None;
+                };
+                if !self.marked.remove(&id) {
+                    self.marked.insert(id);
+                }
+            }
+            Cmd::MarkAll => {
+                let all: BTreeSet<String> = connection_rows(&self.snapshot)
+                    .map(|(_, c)| c.id.clone())
+                    .collect();
+                if !all.is_empty() && self.marked == all {
+                    self.marked.clear();
+                    self.flash("unmarked all");
+                } else {
+                    self.flash(format!("marked {}", all.len()));
+                    self.marked = all;
+                }
+            }
+            Cmd::Clear => return self.clear_marked_or_current(),
+            Cmd::ClearProvider => {
+                let Some(pid) = self.selected_connection().map(|(p, _)| p.id.clone()) else {
+                    self.flash("no connection selected");
+                    return None;
+                };
+                let prompt = format!("Clear all cooldowns of provider '{pid}'?");
+                let target = ClearTarget::All {
+                    provider: Some(pid),
+                };
+                return self.gate(Action::ClearCooldowns(target), Some(prompt));
+            }
+            Cmd::Reenable => {
+                let Some(l) = self.selected_lockout() else {
+                    self.flash("no lockout selected");
+                    return None;
+                };
+                let prompt = format!(
+                    "Re-enable '{}' on {}:{}?",
+                    l.model, l.provider, l.connection
+                );
+                let action = Action::ReenableModel {
+                    provider: l.provider.clone(),
+                    connection: l.connection.clone(),
+                    model: l.model.clone(),
+                };
+                return self.gate(action, Some(prompt));
+            }
         }
         None
     }
 
+    /// `c`: the marked connections in row order, else the selected one; no confirm (DESIGN §5).
+    fn clear_marked_or_current(&mut self) -> Option<Action> {
+        let ids: Vec<String> = if self.marked.is_empty() {
+            self.selected_connection()
+                .map(|(_, c)| c.id.clone())
+                .into_iter()
+                .collect()
+        } else {
+            connection_rows(&self.snapshot)
+                .map(|(_, c)| c.id.clone())
+                .filter(|id| self.marked.contains(id))
+                .collect()
+        };
+        if ids.is_empty() {
+            self.flash("no connection selected");
+            return None;
+        }
+        let action = self.gate(Action::ClearCooldowns(ClearTarget::Connections(ids)), None);
+        if action.is_some() {
+            self.marked.clear();
+        }
+        action
+    }
+
+    /// The single gate for operator commands: read-only mode refuses mutating ones; with a
+    /// `prompt` the confirm dialog opens (and the action waits for `y`), otherwise it goes out.
+    fn gate(&mut self, action: Action, prompt: Option<String>) -> Option<Action> {
+        if self.readonly && action.is_mutating() {
+            self.confirm = None;
+            self.flash("read-only mode: operator actions are disabled");
+            return None;
+        }
+        match prompt {
+            Some(prompt) => {
+                self.confirm = Some(Confirm { prompt, action });
+                None
+            }
+            None => Some(action),
+        }
+    }
+
     fn move_by(&mut self, delta: isize) {
-        let (sel, len) = match self.focus {
-            Focus::Providers => (&mut self.provider_selected, self.snapshot.providers.len()),
-            Focus::Requests => (&mut self.request_selected, self.snapshot.recent.len()),
+        let len = self.len_of(self.focus);
+        let sel = match self.focus {
+            Focus::Circuits => &mut self.circuit_selected,
+            Focus::Cooldowns => &mut self.cooldown_selected,
+            Focus::Lockouts => &mut self.lockout_selected,
+            Focus::Providers => &mut self.provider_selected,
+            Focus::Requests => &mut self.request_selected,
         };
         let max = len.saturating_sub(1);
         *sel = if delta < 0 {
@@ -215,189 +437,43 @@ impl App {
         };
     }
 
+    fn len_of(&self, focus: Focus) -> usize {
+        let snap = &self.snapshot;
+        match focus {
+            Focus::Circuits | Focus::Providers => snap.providers.len(),
+            Focus::Cooldowns => connection_rows(snap).count(),
+            Focus::Lockouts => snap.lockouts.len(),
+            Focus::Requests => snap.recent.len(),
+        }
+    }
+
     fn clamp(&mut self) {
+        let last = |n: usize| n.saturating_sub(1);
+        self.circuit_selected = self
+            .circuit_selected
+            .min(last(self.len_of(Focus::Circuits)));
+        self.cooldown_selected = self
+            .cooldown_selected
+            .min(last(self.len_of(Focus::Cooldowns)));
+        self.lockout_selected = self
+            .lockout_selected
+            .min(last(self.len_of(Focus::Lockouts)));
         self.provider_selected = self
             .provider_selected
-            .min(self.snapshot.providers.len().saturating_sub(1));
+            .min(last(self.len_of(Focus::Providers)));
         self.request_selected = self
             .request_selected
-            .min(self.snapshot.recent.len().saturating_sub(1));
+            .min(last(self.len_of(Focus::Requests)));
         if self.snapshot.recent.is_empty() {
             self.details = false;
         }
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use crossterm::event::{KeyEventState, KeyModifiers};
-
-    use super::*;
-    use crate::core::snapshot::{ProviderView, RequestView};
-
-    fn key(code: KeyCode) -> KeyEvent {
-        KeyEvent::new(code, KeyModifiers::NONE)
-    }
-
-    fn app_with(providers: usize, requests: u64) -> App {
-        let snap = Snapshot {
-            providers: (0..providers)
-                .map(|i| ProviderView {
-                    id: format!("p{i}"),
-                    ..Default::default()
-                })
-                .collect(),
-            recent: (0..requests)
-                .rev()
-                .map(|id| RequestView {
-                    id,
-                    ..Default::default()
-                })
-                .collect(),
-            ..Default::default()
-        };
-        App::new(Arc::new(snap))
-    }
-
-    #[test]
-    fn q_and_ctrl_c_quit() {
-        let mut app = app_with(1, 1);
-        assert_eq!(app.on_key(key(KeyCode::Char('q'))), Some(Action::Quit));
-        assert_eq!(
-            app.on_key(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL)),
-            Some(Action::Quit)
-        );
-        assert_eq!(
-            app.on_key(key(KeyCode::Char('c'))),
-            None,
-            "plain c is not quit"
-        );
-        app.help = true;
-        assert_eq!(
-            app.on_key(key(KeyCode::Char('q'))),
-            Some(Action::Quit),
-            "quit works under help"
-        );
-    }
-
-    #[test]
-    fn key_release_is_ignored() {
-        let mut app = app_with(1, 1);
-        let mut release = key(KeyCode::Char('q'));
-        release.kind = KeyEventKind::Release;
-        release.state = KeyEventState::NONE;
-        assert_eq!(app.on_key(release), None);
-    }
-
-    #[test]
-    fn question_mark_toggles_help_and_esc_closes_it() {
-        let mut app = app_with(1, 1);
-        app.on_key(key(KeyCode::Char('?')));
-        assert!(app.help);
-        app.on_key(key(KeyCode::Char('?')));
-        assert!(!app.help);
-        app.on_key(key(KeyCode::Char('?')));
-        app.on_key(key(KeyCode::Char('2')));
-        assert_eq!(
-            app.focus,
-            Focus::Providers,
-            "keys other than ?/esc/q are swallowed by help"
-        );
-        app.on_key(key(KeyCode::Esc));
-        assert!(!app.help);
-    }
-
-    #[test]
-    fn tab_backtab_and_digits_switch_focus() {
-        let mut app = app_with(1, 1);
-        assert_eq!(app.focus, Focus::Providers);
-        app.on_key(key(KeyCode::Tab));
-        assert_eq!(app.focus, Focus::Requests);
-        app.on_key(key(KeyCode::Tab));
-        assert_eq!(app.focus, Focus::Providers);
-        app.on_key(key(KeyCode::BackTab));
-        assert_eq!(app.focus, Focus::Requests);
-        app.on_key(key(KeyCode::Char('1')));
-        assert_eq!(app.focus, Focus::Providers);
-        app.on_key(key(KeyCode::Char('2')));
-        assert_eq!(app.focus, Focus::Requests);
-    }
-
-    #[test]
-    fn j_k_move_the_focused_selection_within_bounds() {
-        let mut app = app_with(2, 3);
-        app.on_key(key(KeyCode::Char('k')));
-        assert_eq!(app.provider_selected, 0);
-        for _ in 0..5 {
-            app.on_key(key(KeyCode::Char('j')));
-        }
-        assert_eq!(app.provider_selected, 1, "stops at the last provider");
-        assert_eq!(
-            app.request_selected, 0,
-            "requests untouched while providers focused"
-        );
-        app.on_key(key(KeyCode::Char('2')));
-        app.on_key(key(KeyCode::Down));
-        app.on_key(key(KeyCode::Down));
-        app.on_key(key(KeyCode::Down));
-        assert_eq!(app.request_selected, 2);
-        app.on_key(key(KeyCode::Up));
-        assert_eq!(app.request_selected, 1);
-        app.on_key(key(KeyCode::Char('g')));
-        assert_eq!(app.request_selected, 0);
-        app.on_key(key(KeyCode::Char('G')));
-        assert_eq!(app.request_selected, 2);
-        let mut empty = app_with(0, 0);
-        empty.on_key(key(KeyCode::Char('j')));
-        assert_eq!(empty.provider_selected, 0);
-    }
-
-    #[test]
-    fn enter_toggles_details_only_on_requests() {
-        let mut app = app_with(1, 2);
-        app.on_key(key(KeyCode::Enter));
-        assert!(!app.details);
-        assert!(app.message.is_some(), "explains why nothing opened");
-        app.on_key(key(KeyCode::Char('2')));
-        app.on_key(key(KeyCode::Enter));
-        assert!(app.details);
-        app.on_key(key(KeyCode::Enter));
-        assert!(!app.details);
-        app.on_key(key(KeyCode::Enter));
-        app.on_key(key(KeyCode::Esc));
-        assert!(!app.details);
-        let mut empty = app_with(0, 0);
-        empty.on_key(key(KeyCode::Char('2')));
-        empty.on_key(key(KeyCode::Enter));
-        assert!(!empty.details);
-    }
-
-    #[test]
-    fn details_follow_the_selected_request_across_snapshots() {
-        let mut app = app_with(0, 3); // ids 2,1,0
-        app.focus = Focus::Requests;
-        app.on_key(key(KeyCode::Char('j'))); // id 1
-        app.on_key(key(KeyCode::Enter));
-        let newer = app_with(0, 5).snapshot; // ids 4..0
-        app.set_snapshot(newer);
-        assert_eq!(app.selected_request().map(|r| r.id), Some(1));
-        assert!(app.details);
-        app.set_snapshot(app_with(0, 0).snapshot);
-        assert!(!app.details);
-        assert_eq!(app.request_selected, 0);
-    }
-
-    #[test]
-    fn messages_expire_after_ttl() {
-        let mut app = app_with(0, 0);
-        app.flash("hello");
-        assert!(!app.on_tick(1_000));
-        assert_eq!(
-            app.message.as_ref().and_then(|m| m.expires_at_unix_ms),
-            Some(1_000 + MESSAGE_TTL_MS)
-        );
-        assert!(!app.on_tick(1_000 + MESSAGE_TTL_MS - 1));
-        assert!(app.on_tick(1_000 + MESSAGE_TTL_MS));
-        assert!(app.message.is_none());
-    }
+fn lockout_key(l: &LockoutView) -> (String, String, String) {
+    (l.provider.clone(), l.connection.clone(), l.model.clone())
 }
+
+#[cfg(test)]
+#[path = "app_tests.rs"]
+mod tests;

@@ -7,10 +7,17 @@
 //! UI state lives in [`app::App`] (TEA style: keys in, [`app::Action`]s out); drawing is a pure
 //! function of the app, the [`theme::Theme`] and `now`, so tests render into a `TestBackend`.
 //!
-//! Layout: a grid at ≥ 100×30; below that one panel at a time with a tab bar; below 60×15
+//! Operator commands (reset breakers, clear cooldowns, re-enable models) leave `App::on_key` as
+//! [`action::Action`]s; [`action::apply`] runs them through `Control` and the result goes into
+//! the status bar. Destructive ones pass a confirm dialog first; `readonly` refuses them all.
+//!
+//! Layout: a grid at ≥ 100×30 (left column Circuits, Cooldowns and Model lockouts; right column
+//! Providers and Requests); below that one panel at a time with a tab bar (`1`–`5`); below 60×15
 //! only a "terminal too small" notice.
 
+pub mod action;
 pub mod app;
+pub mod keymap;
 pub mod panels;
 pub mod theme;
 
@@ -50,6 +57,9 @@ pub struct ConsoleOptions {
     pub theme: Theme,
     /// Tick period for uptime and countdowns (config `console.tick`, default 250 ms).
     pub tick: Duration,
+    /// Read-only mode (CLI `--readonly`): operator actions are refused with a "read-only
+    /// mode" status message and the status bar shows a `READ-ONLY` badge. Default false.
+    pub readonly: bool,
 }
 
 /// Which layout a terminal size gets.
@@ -95,17 +105,10 @@ pub fn render(frame: &mut Frame, app: &app::App, theme: &theme::Theme, now_unix_
     .areas(area);
     panels::header::render(frame, header, &app.snapshot, theme, now_unix_ms);
     match mode {
-        LayoutMode::Grid => {
-            let wanted = panels::providers::wanted_height(&app.snapshot);
-            let providers_h = wanted.min(body.height / 2).max(5);
-            let [top, bottom] =
-                Layout::vertical([Constraint::Length(providers_h), Constraint::Min(0)]).areas(body);
-            render_panel(frame, top, app, theme, Focus::Providers);
-            render_panel(frame, bottom, app, theme, Focus::Requests);
-        }
+        LayoutMode::Grid => render_grid(frame, body, app, theme, now_unix_ms),
         _ => {
             render_tabs(frame, tabs, app, theme);
-            render_panel(frame, body, app, theme, app.focus);
+            render_panel(frame, body, app, theme, app.focus, now_unix_ms);
         }
     }
     panels::status::render(frame, status, app, theme, now_unix_ms);
@@ -115,11 +118,90 @@ pub fn render(frame: &mut Frame, app: &app::App, theme: &theme::Theme, now_unix_
     if app.help {
         panels::overlay::render_help(frame, area, theme);
     }
+    if let Some(confirm) = &app.confirm {
+        panels::overlay::render_confirm(frame, area, confirm, theme);
+    }
 }
 
-fn render_panel(frame: &mut Frame, area: Rect, app: &App, theme: &Theme, panel: Focus) {
+/// Share of the width the resilience column (left) gets…
+const LEFT_PERCENT: u16 = 60;
+/// …but no more than this many columns (its tables are complete by then), so wide terminals
+/// give the rest to Providers and Requests.
+const LEFT_MAX: u16 = 96;
+
+fn render_grid(frame: &mut Frame, body: Rect, app: &App, theme: &Theme, now_unix_ms: u64) {
+    let left_w = u16::try_from(u32::from(body.width) * u32::from(LEFT_PERCENT) / 100)
+        .unwrap_or(LEFT_MAX)
+        .min(LEFT_MAX);
+    let [left, right] =
+        Layout::horizontal([Constraint::Length(left_w), Constraint::Fill(1)]).areas(body);
+    let wants = [
+        panels::circuits::wanted_height(app),
+        panels::cooldowns::wanted_height(app),
+        panels::lockouts::wanted_height(app),
+    ];
+    let heights = share(left.height, &wants);
+    let mut y = left.y;
+    for (panel, h) in [Focus::Circuits, Focus::Cooldowns, Focus::Lockouts]
+        .into_iter()
+        .zip(heights)
+    {
+        let area = Rect {
+            y,
+            height: h,
+            ..left
+        };
+        render_panel(frame, area, app, theme, panel, now_unix_ms);
+        y = y.saturating_add(h);
+    }
+    let wanted = panels::providers::wanted_height(&app.snapshot);
+    let providers_h = wanted.min(right.height / 2).max(5);
+    let [top, bottom] =
+        Layout::vertical([Constraint::Length(providers_h), Constraint::Min(0)]).areas(right);
+    render_panel(frame, top, app, theme, Focus::Providers, now_unix_ms);
+    render_panel(frame, bottom, app, theme, Focus::Requests, now_unix_ms);
+}
+
+/// Splits `total` rows among panels wanting `wants` rows: the smallest wants are met first,
+/// larger ones share what is left evenly; spare rows go to the last panel. Sums to `total`.
+fn share(total: u16, wants: &[u16]) -> Vec<u16> {
+    let mut out = vec![0u16; wants.len()];
+    let mut order: Vec<usize> = (0..wants.len()).collect();
+    order.sort_by_key(|&i| wants.get(i).copied().unwrap_or(0));
+    let mut left = total;
+    for (k, &i) in order.iter().enumerate() {
+        let panels_left = u16::try_from(order.len() - k).unwrap_or(u16::MAX);
+        let give = wants.get(i).copied().unwrap_or(0).min(left / panels_left);
+        if let Some(slot) = out.get_mut(i) {
+            *slot = give;
+        }
+        left -= give;
+    }
+    if let Some(last) = out.last_mut() {
+        *last = last.saturating_add(left);
+    }
+    out
+}
+
+fn render_panel(
+    frame: &mut Frame,
+    area: Rect,
+    app: &App,
+    theme: &Theme,
+    panel: Focus,
+    now_unix_ms: u64,
+) {
     let focused = app.focus == panel;
     match panel {
+        Focus::Circuits => {
+            panels::circuits::render(frame, area, app, theme, focused, now_unix_ms);
+        }
+        Focus::Cooldowns => {
+            panels::cooldowns::render(frame, area, app, theme, focused, now_unix_ms);
+        }
+        Focus::Lockouts => {
+            panels::lockouts::render(frame, area, app, theme, focused, now_unix_ms);
+        }
         Focus::Providers => panels::providers::render(frame, area, app, theme, focused),
         Focus::Requests => panels::requests::render(frame, area, app, theme, focused),
     }
@@ -131,8 +213,11 @@ fn render_tabs(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
         .enumerate()
         .map(|(i, f)| format!("{} {}", i + 1, f.title()));
     let selected = Focus::ALL.iter().position(|f| *f == app.focus);
+    // Five padded titles need ~66 columns; narrower terminals drop the padding.
+    let pad = if area.width >= 70 { " " } else { "" };
     let tabs = Tabs::new(titles)
         .select(selected)
+        .padding(pad, pad)
         .style(theme.style(Role::Muted))
         .highlight_style(theme.style(Role::Title).add_modifier(Modifier::REVERSED));
     frame.render_widget(tabs, area);
@@ -206,6 +291,7 @@ async fn event_loop(
 ) -> io::Result<()> {
     let first = Arc::clone(&snapshots.borrow_and_update());
     let mut app = App::new(first);
+    app.readonly = opts.readonly;
     let mut events = EventStream::new();
     let mut tick = tokio::time::interval(opts.tick.max(MIN_TICK));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
@@ -213,13 +299,17 @@ async fn event_loop(
     let mut dirty = true;
     let mut last_draw: Option<crate::clock::Instant> = None;
     let mut drawn_second = 0;
+    let mut mode = LayoutMode::TooSmall;
 
     loop {
         if dirty {
             let now = clock.now();
             if last_draw.is_none_or(|t| now.saturating_duration_since(t) >= MIN_FRAME_INTERVAL) {
                 let now_ms = unix_ms(clock.wall());
-                terminal.draw(|f| render(f, &app, &opts.theme, now_ms))?;
+                terminal.draw(|f| {
+                    mode = LayoutMode::for_area(f.area());
+                    render(f, &app, &opts.theme, now_ms);
+                })?;
                 drawn_second = now_ms / 1000;
                 last_draw = Some(now);
                 dirty = false;
@@ -230,9 +320,16 @@ async fn event_loop(
             () = shutdown.cancelled() => return Ok(()),
             event = events.next() => match event {
                 Some(Ok(Event::Key(key))) => {
-                    if app.on_key(key) == Some(Action::Quit) {
-                        control.request_shutdown();
-                        return Ok(());
+                    match app.on_key(key) {
+                        Some(Action::Quit) => {
+                            control.request_shutdown();
+                            return Ok(());
+                        }
+                        Some(action) => {
+                            let result = action::apply(control, action);
+                            app.flash(result);
+                        }
+                        None => {}
                     }
                     app.on_tick(unix_ms(clock.wall()));
                     dirty = true;
@@ -252,12 +349,19 @@ async fn event_loop(
             },
             _ = tick.tick() => {
                 let now_ms = unix_ms(clock.wall());
-                dirty |= app.on_tick(now_ms) || now_ms / 1000 != drawn_second;
+                // Uptime ticks once a second; running countdowns redraw on every tick.
+                dirty |= app.on_tick(now_ms)
+                    || now_ms / 1000 != drawn_second
+                    || app.has_visible_countdowns(now_ms, mode);
             }
             () = tokio::time::sleep_until(next_frame), if dirty => {}
         }
     }
 }
 
+#[cfg(test)]
+mod panel_tests;
+#[cfg(test)]
+mod test_support;
 #[cfg(test)]
 mod tests;

@@ -3,162 +3,17 @@
 use std::sync::Arc;
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
-use ratatui::Terminal;
-use ratatui::backend::TestBackend;
-use ratatui::buffer::Buffer;
 use ratatui::style::{Color, Modifier};
 
 use super::app::{App, Focus};
+use super::test_support::*;
 use super::theme::{Role, Theme};
 use super::*;
-use crate::core::snapshot::{
-    ComboView, ConnectionView, ProviderView, RequestView, Snapshot, Totals, Window,
-};
-
-/// 2023-11-14 22:13:20 UTC.
-const NOW: u64 = 1_700_000_000_000;
-
-fn snapshot() -> Snapshot {
-    Snapshot {
-        version: 7,
-        taken_at_unix_ms: NOW,
-        started_at_unix_ms: NOW - (3600 + 2 * 60 + 3) * 1000,
-        listen: "127.0.0.1:8787".into(),
-        admin_listen: "127.0.0.1:8788".into(),
-        config_path: "/tmp/sluice.toml".into(),
-        draining: false,
-        totals: Totals {
-            requests: 40,
-            ok: 38,
-            errors: 2,
-            in_flight: 3,
-            bytes_out: 1234,
-        },
-        last_minute: Window {
-            req_per_s: 1.5,
-            success_ratio: 0.95,
-            p50_ms: 123,
-            p99_ms: 4567,
-            sparkline: (0..60).map(|i| i % 7).collect(),
-        },
-        recent: vec![
-            RequestView {
-                id: 41,
-                at_unix_ms: NOW - 2_000,
-                route: "/v1/messages".into(),
-                client_model: "claude-sonnet-4".into(),
-                target: "openrouter:main/anthropic/claude-sonnet-4".into(),
-                status: 502,
-                latency_ms: 812,
-                attempts: 2,
-                bytes: 321,
-                stream: true,
-                outcome: "upstream_error".into(),
-                error: "upstream closed the stream".into(),
-            },
-            RequestView {
-                id: 40,
-                at_unix_ms: NOW - 5_000,
-                route: "/v1/chat/completions".into(),
-                client_model: "gpt-4o".into(),
-                target: "local:direct/llama3".into(),
-                status: 200,
-                latency_ms: 245,
-                attempts: 1,
-                bytes: 2048,
-                stream: false,
-                outcome: "ok".into(),
-                error: String::new(),
-            },
-        ],
-        providers: vec![
-            ProviderView {
-                id: "openrouter".into(),
-                dialect: "openai".into(),
-                base_url: "https://openrouter.ai/api".into(),
-                profile: "api_key".into(),
-                attempts: 12,
-                failures: 2,
-                in_flight: 1,
-                last_status: 502,
-                last_latency_ms: 812,
-                connections: vec![ConnectionView {
-                    id: "main".into(),
-                    auth: "env:OPENROUTER_API_KEY".into(),
-                    attempts: 12,
-                    failures: 2,
-                    in_flight: 1,
-                    ..Default::default()
-                }],
-                ..Default::default()
-            },
-            ProviderView {
-                id: "anthropic".into(),
-                dialect: "anthropic".into(),
-                base_url: "https://api.anthropic.com".into(),
-                profile: "oauth".into(),
-                connections: vec![ConnectionView {
-                    id: "pass".into(),
-                    auth: "passthrough".into(),
-                    ..Default::default()
-                }],
-                ..Default::default()
-            },
-        ],
-        combos: vec![ComboView {
-            name: "fast".into(),
-            strategy: "priority".into(),
-            targets: vec!["openrouter/a".into(), "anthropic/b".into()],
-        }],
-        lockouts: Vec::new(),
-    }
-}
-
-fn draw(app: &App, theme: &Theme, w: u16, h: u16) -> Buffer {
-    let mut terminal = Terminal::new(TestBackend::new(w, h)).unwrap();
-    terminal.draw(|f| render(f, app, theme, NOW)).unwrap();
-    terminal.backend().buffer().clone()
-}
-
-fn lines(buf: &Buffer) -> Vec<String> {
-    let area = buf.area;
-    (area.top()..area.bottom())
-        .map(|y| {
-            (area.left()..area.right())
-                .map(|x| buf[(x, y)].symbol())
-                .collect::<String>()
-        })
-        .collect()
-}
-
-fn text(buf: &Buffer) -> String {
-    lines(buf).join("\n")
-}
-
-/// Position of the first cell where `needle` starts.
-fn find(buf: &Buffer, needle: &str) -> Option<(u16, u16)> {
-    let area = buf.area;
-    for y in area.top()..area.bottom() {
-        let cells: Vec<&str> = (area.left()..area.right())
-            .map(|x| buf[(x, y)].symbol())
-            .collect();
-        for x in 0..cells.len() {
-            let rest: String = cells[x..].concat();
-            if rest.starts_with(needle) {
-                return Some((area.left() + u16::try_from(x).unwrap(), y));
-            }
-        }
-    }
-    None
-}
-
-fn app() -> App {
-    App::new(Arc::new(snapshot()))
-}
+use crate::core::snapshot::Snapshot;
 
 #[test]
 fn grid_shows_header_providers_and_requests() {
-    let buf = draw(&app(), &Theme::default(), 120, 40);
+    let buf = draw(&app(), &Theme::default(), 200, 60);
     let t = text(&buf);
     for want in [
         "listen 127.0.0.1:8787",
@@ -183,12 +38,30 @@ fn grid_shows_header_providers_and_requests() {
         "200",
         "502",
         "upstream_error",
-        "q quit  ? help  tab focus  j/k move  enter details",
+        "q quit  ? help  tab focus  j/k move  r reset  R reset all",
     ] {
         assert!(t.contains(want), "missing {want:?} in:\n{t}");
     }
     assert!(!t.contains("DRAINING"));
-    assert!(!t.contains("1 Providers"), "no tab bar in grid mode");
+    assert!(!t.contains("1 Circuits"), "no tab bar in grid mode");
+}
+
+#[test]
+fn grid_shows_all_five_panels_at_the_minimum_grid_size() {
+    let t = text(&draw(&app(), &Theme::default(), 100, 30));
+    for want in [
+        "Circuits",
+        "Cooldowns",
+        "Model lockouts (2)",
+        "Providers",
+        "Requests",
+        "open",
+        "cooling",
+        "claude-opus-4",
+    ] {
+        assert!(t.contains(want), "missing {want:?} in:\n{t}");
+    }
+    assert!(!t.contains("1 Circuits"), "grid, not tabs");
 }
 
 #[test]
@@ -214,7 +87,7 @@ fn draining_is_shown_in_the_header() {
 #[test]
 fn status_cells_use_theme_roles() {
     let theme = Theme::default();
-    let buf = draw(&app(), &theme, 120, 40);
+    let buf = draw(&app(), &theme, 200, 60);
     let t = text(&buf);
     let requests_top = t.lines().position(|l| l.contains("Requests")).unwrap();
     let (x, y) = find(&buf, "502 ").unwrap();
@@ -237,7 +110,7 @@ fn status_cells_use_theme_roles() {
         .unwrap();
     let cell = &buf[(u16::try_from(x502).unwrap(), u16::try_from(y502).unwrap())];
     assert_eq!(cell.fg, Color::Red);
-    let (x, y) = find(&buf, "200").unwrap();
+    let (x, y) = find(&buf, "200 ").unwrap();
     assert_eq!(buf[(x, y)].fg, theme.style(Role::Ok).fg.unwrap());
 }
 
@@ -254,18 +127,30 @@ fn custom_theme_colours_reach_the_screen() {
 #[test]
 fn tabs_below_grid_size_show_one_panel() {
     let mut app = app();
-    let buf = draw(&app, &Theme::default(), 80, 24);
-    let t = text(&buf);
-    assert!(t.contains("1 Providers") && t.contains("2 Requests"), "{t}");
-    assert!(t.contains("env:OPENROUTER_API_KEY"));
+    let t = text(&draw(&app, &Theme::default(), 80, 24));
+    for tab in [
+        "1 Circuits",
+        "2 Cooldowns",
+        "3 Lockouts",
+        "4 Providers",
+        "5 Requests",
+    ] {
+        assert!(t.contains(tab), "missing tab {tab:?}:\n{t}");
+    }
+    assert!(t.contains("failure_threshold"), "Circuits shown:\n{t}");
     assert!(
-        !t.contains("gpt-4o →"),
-        "requests hidden while providers focused:\n{t}"
+        !t.contains("env:OPENROUTER_API_KEY"),
+        "Providers hidden:\n{t}"
     );
-    app.on_key(KeyEvent::new(KeyCode::Char('2'), KeyModifiers::NONE));
+    app.on_key(KeyEvent::new(KeyCode::Char('4'), KeyModifiers::NONE));
+    let t = text(&draw(&app, &Theme::default(), 80, 24));
+    assert!(t.contains("env:OPENROUTER_API_KEY"), "{t}");
+    assert!(!t.contains("failure_threshold"));
+    app.on_key(KeyEvent::new(KeyCode::Char('5'), KeyModifiers::NONE));
     let t = text(&draw(&app, &Theme::default(), 80, 24));
     assert!(t.contains("gpt-4o → local:direct/llama3"), "{t}");
-    assert!(!t.contains("env:OPENROUTER_API_KEY"));
+    let t = text(&draw(&app, &Theme::default(), 60, 15));
+    assert!(t.contains("5 Requests"), "all tabs fit at 60 columns:\n{t}");
 }
 
 #[test]
@@ -301,7 +186,22 @@ fn never_panics_at_any_size() {
     busy.details = true;
     busy.focus = Focus::Requests;
     busy.flash("hello");
+    let mut dialog = app();
+    dialog.marked.insert("main".into());
+    dialog.readonly = true;
+    dialog.on_key(KeyEvent::new(KeyCode::Char('r'), KeyModifiers::NONE));
+    dialog.readonly = false;
+    dialog.on_key(KeyEvent::new(KeyCode::Char('r'), KeyModifiers::NONE));
+    assert!(dialog.confirm.is_some());
     let empty = App::new(Arc::new(Snapshot::default()));
+    let mut huge = snapshot();
+    huge.providers[0].id = "p".repeat(300);
+    huge.providers[0].breaker.transitions[1].reason = "r".repeat(500);
+    huge.providers[0].connections[0].last_error_kind = "k".repeat(500);
+    huge.lockouts[0].model = "m".repeat(500);
+    huge.providers[0].breaker.next_probe_at_unix_ms = Some(u64::MAX);
+    huge.lockouts[1].until_unix_ms = u64::MAX;
+    let huge = App::new(Arc::new(huge));
     for (w, h) in [
         (0, 0),
         (1, 1),
@@ -314,8 +214,12 @@ fn never_panics_at_any_size() {
         (300, 3),
         (3, 300),
     ] {
-        for app in [&app(), &busy, &empty] {
-            draw(app, &Theme::default(), w, h);
+        for app in [&app(), &busy, &dialog, &empty, &huge] {
+            for focus in Focus::ALL {
+                let mut app = app.clone();
+                app.focus = focus;
+                draw(&app, &Theme::default(), w, h);
+            }
         }
     }
 }
@@ -326,10 +230,30 @@ fn help_overlay_lists_every_key() {
     app.on_key(KeyEvent::new(KeyCode::Char('?'), KeyModifiers::NONE));
     let t = text(&draw(&app, &Theme::default(), 100, 30));
     assert!(t.contains("Help"));
-    for (keys, what) in app::KEYMAP {
+    let mut n = 0;
+    for (keys, what) in keymap::help_lines() {
+        let line = line_with(&draw(&app, &Theme::default(), 100, 30), what);
         assert!(
-            t.contains(keys) && t.contains(what),
-            "help lacks {keys}: {what}\n{t}"
+            line.contains(keys),
+            "help line for {what:?} lacks {keys:?}: {line}"
+        );
+        n += 1;
+    }
+    assert!(n >= 16, "help has {n} lines");
+    for new_key in [
+        "r",
+        "R",
+        "space",
+        "a",
+        "c",
+        "C",
+        "x",
+        "1 … 5",
+        "y/enter, n/esc",
+    ] {
+        assert!(
+            keymap::help_lines().any(|(k, _)| k == new_key),
+            "{new_key} missing from help"
         );
     }
 }
@@ -339,7 +263,7 @@ fn details_overlay_shows_the_selected_request() {
     let mut app = app();
     app.focus = Focus::Requests;
     app.on_key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE));
-    let t = text(&draw(&app, &Theme::default(), 120, 40));
+    let t = text(&draw(&app, &Theme::default(), 200, 60));
     for want in [
         "Request details",
         "#41 at 22:13:18 UTC",
@@ -350,7 +274,7 @@ fn details_overlay_shows_the_selected_request() {
         assert!(t.contains(want), "missing {want:?}:\n{t}");
     }
     app.on_key(KeyEvent::new(KeyCode::Char('j'), KeyModifiers::NONE));
-    let t = text(&draw(&app, &Theme::default(), 120, 40));
+    let t = text(&draw(&app, &Theme::default(), 200, 60));
     assert!(
         t.contains("/v1/chat/completions") && t.contains("stream no"),
         "{t}"
@@ -377,8 +301,23 @@ fn empty_snapshot_renders_placeholders() {
         100,
         30,
     ));
-    assert!(
-        t.contains("no providers configured") && t.contains("no requests yet"),
-        "{t}"
-    );
+    for want in [
+        "no providers configured",
+        "no requests yet",
+        "no connections configured",
+        "no model lockouts",
+    ] {
+        assert!(t.contains(want), "missing {want:?}:\n{t}");
+    }
+}
+
+#[test]
+fn grid_rows_are_shared_smallest_first_and_sum_to_the_height() {
+    assert_eq!(share(27, &[5, 7, 4]), vec![5, 7, 15], "spare rows go to the last panel");
+    assert_eq!(share(12, &[5, 20, 20]), vec![5, 3, 4]);
+    assert_eq!(share(0, &[5, 7, 4]), vec![0, 0, 0]);
+    assert_eq!(share(27, &[]), Vec::<u16>::new());
+    for total in 0..60 {
+        assert_eq!(share(total, &[9, 3, 30]).iter().sum::<u16>(), total);
+    }
 }

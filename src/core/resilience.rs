@@ -353,6 +353,31 @@ impl super::Core {
             };
             effect.connection_changed = changed;
         }
+        // §7 egress-bucketed lock: an IP-scoped 429 cools every connection sharing the egress
+        // (never terminal, never shorter than an existing cooldown, `disable_cooling` skipped).
+        let mut egress_rows = Vec::new();
+        if p.egress_bucketed
+            && matches!(
+                c.class,
+                OutcomeClass::RateLimited | OutcomeClass::QuotaExhausted
+            )
+        {
+            for (j, other) in p.connections.iter().enumerate() {
+                if j == ticket.connection || other.egress != conn.egress || other.disable_cooling {
+                    continue;
+                }
+                if let Some(cd) = res.connections.get_mut(j) {
+                    let rules = CooldownRules {
+                        disable_cooling: false,
+                        ..cd_rules
+                    };
+                    let e = cd.on_failure(c, now, &rules, now);
+                    if !matches!(e, crate::policy::cooldown::CooldownEffect::Ignored) {
+                        egress_rows.push((j, cd.persist()));
+                    }
+                }
+            }
+        }
         let persist_breaker = effect.breaker.is_some()
             || c.class.counts_for_breaker()
             || c.class == OutcomeClass::Success && before != BreakerState::Closed;
@@ -375,6 +400,9 @@ impl super::Core {
             crec.map(|c| (ticket.connection, c)),
             locks.map(|l| (ticket.connection, l)),
         );
+        for (j, rec) in egress_rows {
+            self.persist_provider(ticket.provider, None, Some((j, rec)), None);
+        }
         self.mark_dirty();
         effect
     }

@@ -9,6 +9,7 @@
 //! - [`affinity`]: session → connection pins (§2a).
 //! - [`select`]: candidate planning for one request.
 
+pub mod admission;
 pub mod affinity;
 pub mod breaker;
 pub mod classify;
@@ -16,6 +17,7 @@ pub mod cooldown;
 pub mod lockout;
 pub mod retry_hint;
 pub mod select;
+pub mod strategy;
 
 use std::time::Duration;
 

@@ -368,10 +368,14 @@ async fn run(
                 retry_after: r.retry_after,
                 message: upstream_message(&body, &classified),
             }),
-            None => Ok(Outcome::Local {
-                resp: pass_through(status, &headers, body),
-                outcome: "upstream_error",
-            }),
+            None => {
+                let mut resp = pass_through(status, &headers, body);
+                add_retry_after(&mut resp, &classified);
+                Ok(Outcome::Local {
+                    resp,
+                    outcome: "upstream_error",
+                })
+            }
         },
         Some(LastFailure::Transport(e)) => Err(e),
         None => {
@@ -436,6 +440,22 @@ fn pass_through(status: StatusCode, h: &HeaderMap, body: Bytes) -> Response<Full
     *r.headers_mut() = headers::client_response(h, false);
     r.headers_mut().remove(header::CONTENT_LENGTH);
     r
+}
+
+/// A retryable upstream error (429, 503, 529) whose only retry hint was in the body (e.g. a
+/// Gemini `retryDelay`, case A05) gets that hint as an integer `retry-after` header, the one
+/// form every client reads. An upstream `retry-after` is never replaced.
+fn add_retry_after(resp: &mut Response<Full<Bytes>>, c: &Classified) {
+    let retryable = matches!(resp.status().as_u16(), 429 | 503 | 529);
+    if retryable
+        && !resp.headers().contains_key(header::RETRY_AFTER)
+        && let Some(hint) = c.retry_hint
+    {
+        resp.headers_mut().insert(
+            header::RETRY_AFTER,
+            HeaderValue::from(dialect::whole_seconds_up(hint)),
+        );
+    }
 }
 
 /// The upstream's own error message for a restated error (falls back to the classifier's).

@@ -8,6 +8,7 @@ pub mod headers;
 pub mod relay;
 pub mod routes;
 pub mod server;
+pub mod sse;
 pub mod upstream;
 
 use std::sync::Arc;

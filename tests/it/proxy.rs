@@ -482,6 +482,52 @@ async fn upstream_breaking_mid_stream_ends_the_client_stream_with_an_error_event
     assert_last_event_is_anthropic_error(&got[sent.len()..]);
 }
 
+#[tokio::test]
+async fn stream_ending_without_its_terminal_event_gets_an_error_event_and_cools_the_connection() {
+    // Spec §0/§6: a stream that ends cleanly but without `message_stop` is a failed attempt.
+    let mock = MockUpstream::start().await;
+    let events = first_events("anthropic-text", 4);
+    let sent: Vec<u8> = events.iter().flat_map(|b| b.iter().copied()).collect();
+    mock.on("/v1/messages").reply(Reply::sse_chunks(events));
+    let s = Sluice::start(&fill(ANTHROPIC, &mock), &[]).await;
+
+    let mut st = client::open_json(&s.url("/v1/messages"), &anthropic_body("claude-x", true), &[AV, KEY]).await;
+    let (got, _) = st.read_to_end(READ).await;
+
+    assert!(got.starts_with(&sent), "relayed bytes first: {:?}", String::from_utf8_lossy(&got));
+    assert_last_event_is_anthropic_error(&got[sent.len()..]);
+    let snap = s.wait_requests(1).await;
+    assert_eq!(snap.recent[0].outcome, "truncated");
+    let conn = &snap.providers[0].connections[0];
+    assert_eq!((conn.status.as_str(), conn.last_error_kind.as_str()), ("cooling", "transient"));
+    assert_eq!(snap.providers[0].breaker.failure_count, 1, "a truncated stream counts for the breaker");
+}
+
+#[tokio::test]
+async fn error_event_after_content_is_relayed_and_classified_like_its_status() {
+    // Case A14(c): bytes already reached the client, so the error event is relayed as is, the
+    // stream ends, and the failure is recorded (overloaded → the 529 row: no cooldown).
+    let mock = MockUpstream::start().await;
+    let mut events = first_events("anthropic-text", 5);
+    events.push(Bytes::from_static(
+        b"event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n",
+    ));
+    let sent: Vec<u8> = events.iter().flat_map(|b| b.iter().copied()).collect();
+    mock.on("/v1/messages").reply(Reply::sse_chunks(events));
+    let s = Sluice::start(&fill(ANTHROPIC, &mock), &[]).await;
+
+    let mut st = client::open_json(&s.url("/v1/messages"), &anthropic_body("claude-x", true), &[AV, KEY]).await;
+    let (got, _) = st.read_to_end(READ).await;
+
+    assert_eq!(got, sent, "the upstream's own error event ends the stream; nothing is appended");
+    let snap = s.wait_requests(1).await;
+    assert_eq!(snap.recent[0].outcome, "upstream_error");
+    let conn = &snap.providers[0].connections[0];
+    assert_eq!(conn.status, "active", "529-class errors never cool a connection");
+    assert_eq!(conn.last_error_kind, "overloaded");
+    assert_eq!(snap.providers[0].breaker.failure_count, 0);
+}
+
 // === combos and fallback ===
 
 #[tokio::test]
@@ -752,6 +798,39 @@ async fn anthropic_version_and_beta_are_forwarded_verbatim() {
     let up = mock.single();
     assert_eq!(up.header("anthropic-version"), Some("2023-06-01"));
     assert_eq!(up.header("anthropic-beta"), Some(beta));
+}
+
+#[tokio::test]
+async fn beta_allowlist_drops_unlisted_values_for_that_provider_only() {
+    // Case A24(a)(ii): an Anthropic-compatible upstream that rejects unknown betas.
+    let mock = MockUpstream::start().await;
+    let cfg = fill(ANTHROPIC, &mock).replace(
+        "dialect = \"anthropic\"",
+        "dialect = \"anthropic\"\nanthropic_beta_allowlist = [\"feature-a\", \"claude-code-*\"]",
+    );
+    assert!(
+        cfg.contains("anthropic_beta_allowlist"),
+        "fixture config changed shape"
+    );
+    let s = Sluice::start(&cfg, &[]).await;
+    let r = client::post_json(
+        &s.url("/v1/messages"),
+        &anthropic_body("claude-x", false),
+        &[
+            AV,
+            KEY,
+            (
+                "anthropic-beta",
+                "feature-a,feature-b-2099,claude-code-20250219",
+            ),
+        ],
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(
+        mock.single().header("anthropic-beta"),
+        Some("feature-a,claude-code-20250219")
+    );
 }
 
 #[tokio::test]

@@ -29,11 +29,7 @@ use crate::support::{MockUpstream, Reply, Sluice};
 pub const AV: (&str, &str) = ("anthropic-version", "2023-06-01");
 
 /// The environment the test configs read connection keys from (`auth = { env = "K<n>" }`).
-pub const ENV: &[(&str, &str)] = &[
-    ("K1", "key-one"),
-    ("K2", "key-two"),
-    ("K3", "key-three"),
-];
+pub const ENV: &[(&str, &str)] = &[("K1", "key-one"), ("K2", "key-two"), ("K3", "key-three")];
 
 /// The secret of connection `k<n>` (1-based), as the upstream sees it.
 pub fn key(n: usize) -> &'static str {

@@ -3,16 +3,19 @@
 //! Panels are pure functions of the [`App`](super::app::App) (and its snapshot), the
 //! [`Theme`] and, where time shows, `now_unix_ms`; they never read a clock themselves.
 
+pub mod circuits;
+pub mod cooldowns;
 pub mod header;
+pub mod lockouts;
 pub mod overlay;
 pub mod providers;
 pub mod requests;
 pub mod status;
 
-use ratatui::layout::Rect;
+use ratatui::layout::{Constraint, Rect};
 use ratatui::style::{Modifier, Style};
 use ratatui::text::Span;
-use ratatui::widgets::{Block, BorderType};
+use ratatui::widgets::{Block, BorderType, Cell, Row};
 
 use super::theme::{Role, Theme};
 
@@ -61,6 +64,115 @@ pub fn fmt_uptime(ms: u64) -> String {
     } else {
         format!("{sec}s")
     }
+}
+
+/// Time left until `until_unix_ms` as a countdown (`12s`, `1m05s`, `2h05m09s`), rounded up to
+/// the second so it reads `1s` until the deadline passes; `None` once it has.
+pub fn fmt_countdown(until_unix_ms: u64, now_unix_ms: u64) -> Option<String> {
+    let left = until_unix_ms.saturating_sub(now_unix_ms);
+    (left > 0).then(|| fmt_uptime(left.div_ceil(1000).saturating_mul(1000)))
+}
+
+/// Time since `at_unix_ms` as `12s ago`, `3m07s ago` (`0s ago` for the future).
+pub fn fmt_ago(at_unix_ms: u64, now_unix_ms: u64) -> String {
+    format!("{} ago", fmt_uptime(now_unix_ms.saturating_sub(at_unix_ms)))
+}
+
+/// One table column that may be dropped when the panel is narrow.
+#[derive(Debug, Clone, Copy)]
+pub struct Col {
+    /// Header text.
+    pub header: &'static str,
+    /// Width in cells (the minimum when `fill`).
+    pub width: u16,
+    /// Takes the remaining width.
+    pub fill: bool,
+    /// Drop order when the row does not fit: higher goes first; 0 is never dropped.
+    pub drop: u8,
+}
+
+impl Col {
+    /// A fixed-width column.
+    pub const fn fixed(header: &'static str, width: u16, drop: u8) -> Self {
+        Self {
+            header,
+            width,
+            fill: false,
+            drop,
+        }
+    }
+
+    /// A column taking the remaining width, at least `min`.
+    pub const fn fill(header: &'static str, min: u16, drop: u8) -> Self {
+        Self {
+            header,
+            width: min,
+            fill: true,
+            drop,
+        }
+    }
+}
+
+/// Indices of the columns that fit in `width` (with one cell between columns), dropping the
+/// highest `drop` ranks first; columns with rank 0 always stay.
+pub fn fit(cols: &[Col], width: u16) -> Vec<usize> {
+    let mut keep: Vec<usize> = (0..cols.len()).collect();
+    let need = |keep: &[usize]| -> u32 {
+        let w: u32 = keep
+            .iter()
+            .filter_map(|&i| cols.get(i))
+            .map(|c| u32::from(c.width))
+            .sum();
+        w + u32::try_from(keep.len().saturating_sub(1)).unwrap_or(u32::MAX)
+    };
+    while need(&keep) > u32::from(width) {
+        let victim = keep
+            .iter()
+            .enumerate()
+            .filter(|(_, i)| cols.get(**i).is_some_and(|c| c.drop > 0))
+            .max_by_key(|(_, i)| cols.get(**i).map_or(0, |c| c.drop))
+            .map(|(pos, _)| pos);
+        match victim {
+            Some(pos) => {
+                keep.remove(pos);
+            }
+            None => break,
+        }
+    }
+    keep
+}
+
+/// The header row and width constraints of the kept columns.
+pub fn table_frame<'a>(cols: &[Col], keep: &[usize], style: Style) -> (Row<'a>, Vec<Constraint>) {
+    let kept = || keep.iter().filter_map(|&i| cols.get(i));
+    let header = Row::new(kept().map(|c| Cell::from(c.header))).style(style);
+    let widths = kept()
+        .map(|c| {
+            if c.fill {
+                Constraint::Fill(1)
+            } else {
+                Constraint::Length(c.width)
+            }
+        })
+        .collect();
+    (header, widths)
+}
+
+/// Keeps the cells of the kept columns, in order.
+pub fn pick<'a>(cells: Vec<Cell<'a>>, keep: &[usize]) -> Row<'a> {
+    Row::new(
+        cells
+            .into_iter()
+            .enumerate()
+            .filter(|(i, _)| keep.contains(i))
+            .map(|(_, c)| c),
+    )
+}
+
+/// Width of the widest of `names` (in chars), clamped to `min..=max`.
+pub fn name_width<'a>(names: impl Iterator<Item = &'a str>, min: u16, max: u16) -> u16 {
+    let w = names.map(|n| n.chars().count()).max().unwrap_or(0);
+    u16::try_from(w).unwrap_or(u16::MAX).clamp(min, max)
 }
 
 /// Unix ms as a UTC wall-clock time `HH:MM:SS`.
@@ -116,6 +228,31 @@ mod tests {
         );
         assert_eq!(fmt_clock_utc(1_700_000_000_000), "22:13:20");
         assert_eq!(fmt_status(0), "—");
+        assert_eq!(fmt_countdown(1_012_000, 1_000_000).as_deref(), Some("12s"));
+        assert_eq!(
+            fmt_countdown(1_064_001, 1_000_000).as_deref(),
+            Some("1m05s")
+        );
+        assert_eq!(fmt_countdown(1_000_001, 1_000_000).as_deref(), Some("1s"));
+        assert_eq!(fmt_countdown(1_000_000, 1_000_000), None);
+        assert_eq!(fmt_countdown(5, 1_000_000), None);
+        assert_eq!(fmt_ago(988_000, 1_000_000), "12s ago");
+        assert_eq!(fmt_ago(2_000_000, 1_000_000), "0s ago");
+    }
+
+    #[test]
+    fn fit_drops_the_highest_rank_first_and_keeps_rank_zero() {
+        let cols = [
+            Col::fixed("a", 10, 0),
+            Col::fixed("b", 10, 2),
+            Col::fill("c", 10, 1),
+            Col::fixed("d", 10, 3),
+        ];
+        assert_eq!(fit(&cols, 43), vec![0, 1, 2, 3]);
+        assert_eq!(fit(&cols, 42), vec![0, 1, 2]);
+        assert_eq!(fit(&cols, 21), vec![0, 2]);
+        assert_eq!(fit(&cols, 5), vec![0]);
+        assert_eq!(fit(&cols, 0), vec![0]);
     }
 
     #[test]

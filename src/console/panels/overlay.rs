@@ -1,28 +1,33 @@
-//! Overlays drawn over the panels: the help list (from [`KEYMAP`]) and request details.
+//! Overlays drawn over the panels: the help list (generated from the
+//! [key map](crate::console::keymap)), request details and the confirm dialog.
 
 use ratatui::Frame;
 use ratatui::layout::Rect;
+use ratatui::style::Modifier;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Clear, Paragraph, Wrap};
 
 use super::{block, centered, fmt_clock_utc, fmt_ms, fmt_status, status_style};
-use crate::console::app::{App, KEYMAP};
+use crate::console::app::{App, Confirm};
+use crate::console::keymap;
 use crate::console::panels::requests::route_label;
 use crate::console::theme::{Role, Theme};
 
 /// Draws the help overlay centred in `area`.
 pub fn render_help(f: &mut Frame, area: Rect, theme: &Theme) {
-    let key_w = KEYMAP
-        .iter()
+    let key_w = keymap::help_lines()
         .map(|(k, _)| k.chars().count())
         .max()
         .unwrap_or(0);
-    let mut lines: Vec<Line> = KEYMAP
-        .iter()
+    let text_w = keymap::help_lines()
+        .map(|(_, t)| t.chars().count())
+        .max()
+        .unwrap_or(0);
+    let mut lines: Vec<Line> = keymap::help_lines()
         .map(|(keys, what)| {
             Line::from(vec![
                 Span::styled(format!(" {keys:<key_w$}  "), theme.style(Role::Title)),
-                Span::raw(*what),
+                Span::raw(what),
             ])
         })
         .collect();
@@ -31,10 +36,39 @@ pub fn render_help(f: &mut Frame, area: Rect, theme: &Theme) {
         theme.style(Role::Muted),
     )));
     let height = u16::try_from(lines.len() + 2).unwrap_or(u16::MAX);
-    let popup = centered(area, 60, height);
+    let width = u16::try_from(key_w + text_w + 5).unwrap_or(u16::MAX);
+    let popup = centered(area, width, height);
     f.render_widget(Clear, popup);
     f.render_widget(
         Paragraph::new(lines).block(block("Help", true, theme)),
+        popup,
+    );
+}
+
+/// Draws the confirm dialog centred in `area`: the question, then `y/n`.
+pub fn render_confirm(f: &mut Frame, area: Rect, confirm: &Confirm, theme: &Theme) {
+    let question = format!("{} y/n", confirm.prompt);
+    let lines = vec![
+        Line::from(Span::styled(
+            question.clone(),
+            theme.style(Role::Title).add_modifier(Modifier::BOLD),
+        ))
+        .centered(),
+        Line::from(Span::styled(
+            "y/enter confirm · n/esc cancel",
+            theme.style(Role::Muted),
+        ))
+        .centered(),
+    ];
+    let width = u16::try_from(question.chars().count() + 6)
+        .unwrap_or(u16::MAX)
+        .max(36);
+    let popup = centered(area, width, 4);
+    f.render_widget(Clear, popup);
+    f.render_widget(
+        Paragraph::new(lines)
+            .wrap(Wrap { trim: true })
+            .block(block("Confirm", true, theme)),
         popup,
     );
 }

@@ -4,23 +4,24 @@
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Flex, Layout, Rect};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Cell, Paragraph, Row, Table, TableState};
+use ratatui::widgets::{Cell, Paragraph, Table, TableState};
 
-use super::{block, fmt_ms, fmt_status, status_style};
+use super::{Col, block, fit, fmt_ms, fmt_status, pick, status_style, table_frame};
 use crate::console::app::App;
 use crate::console::theme::{Role, Theme};
 use crate::core::snapshot::{ProviderView, Snapshot};
 
-/// Column widths after the first (provider/connection, sized to the names): dialect/auth,
-/// profile, attempts, failures, in-flight, last status, last latency.
-const WIDTHS: [Constraint; 7] = [
-    Constraint::Length(24),
-    Constraint::Length(8),
-    Constraint::Length(6),
-    Constraint::Length(5),
-    Constraint::Length(5),
-    Constraint::Length(4),
-    Constraint::Length(7),
+/// Columns after the first (provider/connection, sized to the names): dialect/auth, profile,
+/// attempts, failures, in-flight, last status, last latency. Narrow panels drop the
+/// highest `drop` ranks first.
+const COLS: [Col; 7] = [
+    Col::fixed("dialect / auth", 24, 4),
+    Col::fixed("profile", 8, 5),
+    Col::fixed("att", 6, 3),
+    Col::fixed("fail", 5, 2),
+    Col::fixed("infl", 5, 1),
+    Col::fixed("last", 4, 0),
+    Col::fixed("lat", 7, 6),
 ];
 
 /// Rows this panel would like (borders, header, providers, connections, combos).
@@ -55,31 +56,39 @@ pub fn render(f: &mut Frame, area: Rect, app: &App, theme: &Theme, focused: bool
         Layout::vertical([Constraint::Min(0), Constraint::Length(combo_h)]).areas(inner);
 
     let muted = theme.style(Role::Muted);
-    let header = Row::new([
+    let name_w = snap
+        .providers
+        .iter()
+        .flat_map(|p| {
+            std::iter::once(p.id.chars().count())
+                .chain(p.connections.iter().map(|c| c.id.chars().count() + 4))
+        })
+        .max()
+        .unwrap_or(0)
+        .clamp(12, 32);
+    let cols: Vec<Col> = std::iter::once(Col::fixed(
         "provider",
-        "dialect / auth",
-        "profile",
-        "att",
-        "fail",
-        "infl",
-        "last",
-        "lat",
-    ])
-    .style(muted);
+        u16::try_from(name_w).unwrap_or(12),
+        0,
+    ))
+    .chain(COLS)
+    .collect();
+    let keep = fit(&cols, table_area.width);
+    let (header, widths) = table_frame(&cols, &keep, muted);
     let mut rows = Vec::new();
     let mut selected_row = None;
     for (i, p) in snap.providers.iter().enumerate() {
         if i == app.provider_selected {
             selected_row = Some(rows.len());
         }
-        rows.push(provider_row(p, theme));
+        rows.push(pick(provider_cells(p, theme), &keep));
         for c in &p.connections {
             let fail_style = if c.failures > 0 {
                 theme.style(Role::Error)
             } else {
                 muted
             };
-            rows.push(Row::new([
+            let cells = vec![
                 Cell::from(format!("  └ {}", c.id)),
                 Cell::from(c.auth.clone()),
                 Cell::from(""),
@@ -88,7 +97,8 @@ pub fn render(f: &mut Frame, area: Rect, app: &App, theme: &Theme, focused: bool
                 Cell::from(c.in_flight.to_string()),
                 Cell::from(""),
                 Cell::from(""),
-            ]));
+            ];
+            rows.push(pick(cells, &keep));
         }
     }
     if rows.is_empty() {
@@ -97,18 +107,6 @@ pub fn render(f: &mut Frame, area: Rect, app: &App, theme: &Theme, focused: bool
             table_area,
         );
     } else {
-        let name_w = snap
-            .providers
-            .iter()
-            .flat_map(|p| {
-                std::iter::once(p.id.chars().count())
-                    .chain(p.connections.iter().map(|c| c.id.chars().count() + 4))
-            })
-            .max()
-            .unwrap_or(0)
-            .clamp(12, 32);
-        let widths =
-            std::iter::once(Constraint::Length(u16::try_from(name_w).unwrap_or(12))).chain(WIDTHS);
         let table = Table::new(rows, widths)
             .flex(Flex::Start)
             .header(header)
@@ -134,7 +132,7 @@ pub fn render(f: &mut Frame, area: Rect, app: &App, theme: &Theme, focused: bool
     }
 }
 
-fn provider_row<'a>(p: &ProviderView, theme: &Theme) -> Row<'a> {
+fn provider_cells<'a>(p: &ProviderView, theme: &Theme) -> Vec<Cell<'a>> {
     let muted = theme.style(Role::Muted);
     let fail_style = if p.failures > 0 {
         theme.style(Role::Error)
@@ -152,7 +150,7 @@ fn provider_row<'a>(p: &ProviderView, theme: &Theme) -> Row<'a> {
             Span::raw(fmt_ms(p.last_latency_ms)),
         )
     };
-    Row::new([
+    vec![
         Cell::from(Span::styled(p.id.clone(), theme.style(Role::Title))),
         Cell::from(p.dialect.clone()),
         Cell::from(p.profile.clone()),
@@ -161,5 +159,5 @@ fn provider_row<'a>(p: &ProviderView, theme: &Theme) -> Row<'a> {
         Cell::from(p.in_flight.to_string()),
         Cell::from(last),
         Cell::from(lat),
-    ])
+    ]
 }

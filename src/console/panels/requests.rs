@@ -1,23 +1,24 @@
 //! Requests panel: the most recent finished requests, newest first.
 
 use ratatui::Frame;
-use ratatui::layout::{Constraint, Rect};
+use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Cell, Paragraph, Row, Table, TableState};
+use ratatui::widgets::{Cell, Paragraph, Table, TableState};
 
-use super::{block, fmt_clock_utc, fmt_ms, fmt_status, status_style};
+use super::{Col, block, fit, fmt_clock_utc, fmt_ms, fmt_status, pick, status_style, table_frame};
 use crate::console::app::App;
 use crate::console::theme::{Role, Theme};
 use crate::core::snapshot::RequestView;
 
-/// Column widths: time, model → target, status, latency, attempts, outcome.
-const WIDTHS: [Constraint; 6] = [
-    Constraint::Length(8),
-    Constraint::Fill(1),
-    Constraint::Length(3),
-    Constraint::Length(7),
-    Constraint::Length(3),
-    Constraint::Length(14),
+/// Columns: time, model → target, status, latency, attempts, outcome. Narrow panels drop the
+/// highest `drop` ranks first.
+const COLS: [Col; 6] = [
+    Col::fixed("time", 8, 2),
+    Col::fill("model → target", 16, 0),
+    Col::fixed("st", 3, 0),
+    Col::fixed("latency", 7, 3),
+    Col::fixed("att", 3, 4),
+    Col::fixed("outcome", 14, 1),
 ];
 
 /// Draws the Requests panel into `area`; `focused` highlights its border and selection.
@@ -37,10 +38,10 @@ pub fn render(f: &mut Frame, area: Rect, app: &App, theme: &Theme, focused: bool
         );
         return;
     }
-    let header =
-        Row::new(["time", "model → target", "st", "latency", "att", "outcome"]).style(muted);
-    let rows = snap.recent.iter().map(|r| row(r, theme));
-    let table = Table::new(rows, WIDTHS)
+    let keep = fit(&COLS, inner.width);
+    let (header, widths) = table_frame(&COLS, &keep, muted);
+    let rows = snap.recent.iter().map(|r| pick(cells(r, theme), &keep));
+    let table = Table::new(rows, widths)
         .header(header)
         .row_highlight_style(if focused {
             theme.style(Role::Selection)
@@ -66,13 +67,13 @@ pub fn route_label(r: &RequestView) -> String {
     format!("{model} → {target}")
 }
 
-fn row<'a>(r: &RequestView, theme: &Theme) -> Row<'a> {
+fn cells<'a>(r: &RequestView, theme: &Theme) -> Vec<Cell<'a>> {
     let outcome_role = if r.outcome == "ok" {
         Role::Ok
     } else {
         Role::Error
     };
-    Row::new([
+    vec![
         Cell::from(Span::styled(
             fmt_clock_utc(r.at_unix_ms),
             theme.style(Role::Muted),
@@ -85,5 +86,5 @@ fn row<'a>(r: &RequestView, theme: &Theme) -> Row<'a> {
         Cell::from(Line::from(fmt_ms(r.latency_ms)).right_aligned()),
         Cell::from(Line::from(r.attempts.to_string()).right_aligned()),
         Cell::from(Span::styled(r.outcome.clone(), theme.style(outcome_role))),
-    ])
+    ]
 }

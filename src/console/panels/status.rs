@@ -1,23 +1,36 @@
-//! Status bar: key hints on the left, the transient message (if any) after them.
+//! Status bar: a `READ-ONLY` badge when set, the transient message (if any; it is the result
+//! of the last action, so it comes first), then the key hints for the focused panel or dialog.
 
 use ratatui::Frame;
 use ratatui::layout::Rect;
+use ratatui::style::Modifier;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
-use crate::console::app::{App, HINTS};
+use crate::console::app::App;
+use crate::console::keymap;
 use crate::console::theme::{Role, Theme};
 
 /// Draws the one-row status bar into `area`; messages past their expiry (`now_unix_ms`) are hidden.
 pub fn render(f: &mut Frame, area: Rect, app: &App, theme: &Theme, now_unix_ms: u64) {
-    let mut spans = vec![Span::styled(HINTS, theme.style(Role::Muted))];
+    let muted = theme.style(Role::Muted);
+    let mut spans = Vec::new();
+    if app.readonly {
+        spans.push(Span::styled(
+            " READ-ONLY ",
+            theme.style(Role::Title).add_modifier(Modifier::REVERSED),
+        ));
+        spans.push(Span::raw(" "));
+    }
     let live = app
         .message
         .as_ref()
         .filter(|m| m.expires_at_unix_ms.is_none_or(|t| now_unix_ms < t));
     if let Some(m) = live {
-        spans.push(Span::styled("  │ ", theme.style(Role::Muted)));
         spans.push(Span::styled(m.text.clone(), theme.style(Role::Title)));
+        spans.push(Span::styled("  │ ", muted));
     }
+    let hints = keymap::hints(app.focus, app.confirm.is_some());
+    spans.push(Span::styled(hints, muted));
     f.render_widget(Paragraph::new(Line::from(spans)), area);
 }

@@ -24,10 +24,20 @@ async fn reset_closes_an_open_breaker() {
         expect_status(&d.send(&s, "gpt-x", &[]).await, 503, "503 passes through");
     }
     assert_eq!(breaker_state(&s, "p").await["state"], "open");
-    expect_status(&d.send(&s, "gpt-x", &[]).await, 503, "excluded by the breaker");
+    expect_status(
+        &d.send(&s, "gpt-x", &[]).await,
+        503,
+        "excluded by the breaker",
+    );
     assert_eq!(mock.count(), 2);
 
-    let r = admin(&s, Method::POST, "/api/resilience/reset", json!({"provider": "p"})).await;
+    let r = admin(
+        &s,
+        Method::POST,
+        "/api/resilience/reset",
+        json!({"provider": "p"}),
+    )
+    .await;
     expect_status(&r, 200, "reset p");
     assert_eq!(r.json(), json!({"reset": ["p"]}));
     let b = breaker_state(&s, "p").await;
@@ -46,7 +56,13 @@ async fn reset_closes_an_open_breaker() {
 
     let all = admin(&s, Method::POST, "/api/resilience/reset", json!({})).await;
     assert_eq!(all.json(), json!({"reset": ["p"]}));
-    let unknown = admin(&s, Method::POST, "/api/resilience/reset", json!({"provider": "nope"})).await;
+    let unknown = admin(
+        &s,
+        Method::POST,
+        "/api/resilience/reset",
+        json!({"provider": "nope"}),
+    )
+    .await;
     expect_status(&unknown, 404, "unknown provider");
 }
 
@@ -54,19 +70,31 @@ async fn reset_closes_an_open_breaker() {
 async fn clearing_cooldowns_reports_cleared_unchanged_and_skipped_terminal() {
     let mock = MockUpstream::start().await;
     let d = D::Anthropic;
-    on_key(&mock, d, 1)
-        .times(1)
-        .reply(d.error(429, "rate_limit_error", "slow down").header("retry-after", "300"));
-    on_key(&mock, d, 2)
-        .times(1)
-        .reply(d.error(402, "billing_error", "Your credit balance is too low"));
+    on_key(&mock, d, 1).times(1).reply(
+        d.error(429, "rate_limit_error", "slow down")
+            .header("retry-after", "300"),
+    );
+    on_key(&mock, d, 2).times(1).reply(d.error(
+        402,
+        "billing_error",
+        "Your credit balance is too low",
+    ));
     let (s, _clock) = Sluice::start_manual(&Cfg::new(d, 3).build(&mock), ENV).await;
     expect_status(&d.send(&s, "claude-x", &[]).await, 200, "served by K3");
     assert_eq!(conn_state(&s, "p", "k1").await["status"], "cooling");
-    assert_eq!(conn_state(&s, "p", "k2").await["status"], "credits_exhausted");
+    assert_eq!(
+        conn_state(&s, "p", "k2").await["status"],
+        "credits_exhausted"
+    );
     assert_eq!(conn_state(&s, "p", "k3").await["status"], "active");
 
-    let r = admin(&s, Method::POST, "/api/resilience/cooldowns", json!({"all": true})).await;
+    let r = admin(
+        &s,
+        Method::POST,
+        "/api/resilience/cooldowns",
+        json!({"all": true}),
+    )
+    .await;
     expect_status(&r, 200, "clear all");
     assert_eq!(
         r.json(),
@@ -78,7 +106,10 @@ async fn clearing_cooldowns_reports_cleared_unchanged_and_skipped_terminal() {
         (Some("active"), 0),
         "{k1:#}"
     );
-    assert_eq!(s.snapshot().providers[0].connections[1].status, "credits_exhausted");
+    assert_eq!(
+        s.snapshot().providers[0].connections[1].status,
+        "credits_exhausted"
+    );
 
     expect_status(&d.send(&s, "claude-x", &[]).await, 200, "K1 serves again");
     assert_eq!(hits(&mock, 1), 2, "the cleared connection is first again");
@@ -120,12 +151,22 @@ async fn deleting_a_model_cooldown_re_enables_the_model() {
     expect_status(&d.send(&s, "gpt-x", &[]).await, 429, "upstream 429");
     let locks = lockouts(&s).await;
     assert_eq!(locks.len(), 1, "{locks:#?}");
-    assert_eq!(ms(&locks[0], "remainingMs"), 120_000, "default base_cooldown");
+    assert_eq!(
+        ms(&locks[0], "remainingMs"),
+        120_000,
+        "default base_cooldown"
+    );
     expect_status(&d.send(&s, "gpt-x", &[]).await, 429, "locked");
     assert_eq!(mock.count(), 1);
 
     let del = json!({"provider": "p", "connection": "k1", "model": "gpt-x"});
-    let r = admin(&s, Method::DELETE, "/api/resilience/model-cooldowns", del.clone()).await;
+    let r = admin(
+        &s,
+        Method::DELETE,
+        "/api/resilience/model-cooldowns",
+        del.clone(),
+    )
+    .await;
     expect_status(&r, 200, "delete lock");
     assert_eq!(r.json(), json!({"removed": true}));
     assert!(lockouts(&s).await.is_empty());
@@ -187,17 +228,31 @@ async fn patch_enabling_lockout_mode_applies_to_the_next_request() {
     let v = r.json();
     assert_eq!(v["settings"]["model_lockout"]["enabled"], true, "{v:#}");
     let got = admin_get(&s, "/api/resilience").await;
-    assert_eq!(got["overrides"]["model_lockout"]["enabled"], true, "{got:#}");
+    assert_eq!(
+        got["overrides"]["model_lockout"]["enabled"], true,
+        "{got:#}"
+    );
 
     // After: the same 429 locks the model instead.
     expect_status(&d.send(&s, "gpt-x", &[]).await, 429, "lockout mode");
     let k1 = conn_state(&s, "p", "k1").await;
-    assert_eq!(k1["status"], "active", "no connection cooldown in lockout mode: {k1:#}");
+    assert_eq!(
+        k1["status"], "active",
+        "no connection cooldown in lockout mode: {k1:#}"
+    );
     let locks = lockouts(&s).await;
     assert_eq!(locks.len(), 1, "{locks:#?}");
     assert_eq!(locks[0]["model"], "gpt-x");
-    assert_eq!(ms(&locks[0], "remainingMs"), 2_000, "the patched base_cooldown");
-    expect_status(&d.send(&s, "gpt-y", &[]).await, 200, "other model still served");
+    assert_eq!(
+        ms(&locks[0], "remainingMs"),
+        2_000,
+        "the patched base_cooldown"
+    );
+    expect_status(
+        &d.send(&s, "gpt-y", &[]).await,
+        200,
+        "other model still served",
+    );
 
     // DELETE reverts to the file's settings.
     let r = admin(&s, Method::DELETE, "/api/resilience", Value::Null).await;

@@ -70,7 +70,10 @@ async fn a10_hung_half_open_probe_times_out_and_the_next_probe_closes_the_breake
     let busy = d.send(&s, "claude-x", &[]).await;
     expect_status(&busy, 503, "half-open with the probe in flight");
     let v = busy.json();
-    assert_eq!(v["sluice"]["diagnostics"]["excluded"][0]["reason"], "circuit_open");
+    assert_eq!(
+        v["sluice"]["diagnostics"]["excluded"][0]["reason"],
+        "circuit_open"
+    );
     assert_eq!(
         v["sluice"]["diagnostics"]["excluded"][0]["retry_after_ms"], 5_000,
         "until the probe times out"
@@ -81,13 +84,24 @@ async fn a10_hung_half_open_probe_times_out_and_the_next_probe_closes_the_breake
     // probe_timeout passes with no verdict: the permit is released and it counts as a failure.
     clock.advance(Duration::from_secs(5));
     let b = breaker_state(&s, "p").await;
-    assert_eq!(b["state"], "open", "the hung probe re-opened the breaker: {b:#}");
+    assert_eq!(
+        b["state"], "open",
+        "the hung probe re-opened the breaker: {b:#}"
+    );
     let last = b["transitions"].as_array().unwrap().last().unwrap().clone();
     assert_eq!(
-        (last["from"].as_str(), last["to"].as_str(), last["reason"].as_str()),
+        (
+            last["from"].as_str(),
+            last["to"].as_str(),
+            last["reason"].as_str()
+        ),
         (Some("half_open"), Some("open"), Some("probe_timed_out"))
     );
-    assert_eq!(ms(&b, "retryAfterMs"), 15_000, "re-opened with the next reset timeout");
+    assert_eq!(
+        ms(&b, "retryAfterMs"),
+        15_000,
+        "re-opened with the next reset timeout"
+    );
 
     // Upstream is healthy now (the scripted replies are used up): the next probe closes it.
     clock.advance(Duration::from_secs(15));
@@ -96,7 +110,11 @@ async fn a10_hung_half_open_probe_times_out_and_the_next_probe_closes_the_breake
     assert_eq!(mock.count(), 7);
     let b = breaker_state(&s, "p").await;
     assert_eq!(
-        (b["state"].as_str(), b["failureCount"].as_u64(), b["multiplier"].as_u64()),
+        (
+            b["state"].as_str(),
+            b["failureCount"].as_u64(),
+            b["multiplier"].as_u64()
+        ),
         (Some("closed"), Some(0), Some(1)),
         "{b:#}"
     );
@@ -148,7 +166,8 @@ async fn a13_529_burst_neither_cools_nor_counts_and_every_request_succeeds() {
             .delay(Duration::from_millis(50)),
         );
     }
-    let (s, _clock) = Sluice::start_manual(&Cfg::new(d, 3).profile("oauth").build(&mock), ENV).await;
+    let (s, _clock) =
+        Sluice::start_manual(&Cfg::new(d, 3).profile("oauth").build(&mock), ENV).await;
 
     let first: Vec<Resp> = futures_join_all(&s, d, 6).await;
     let mut retried = 0;
@@ -191,9 +210,9 @@ async fn futures_join_all(s: &Sluice, d: D, n: usize) -> Vec<Resp> {
     let tasks: Vec<_> = (0..n)
         .map(|_| {
             let url = url.clone();
-            tokio::spawn(async move {
-                client::post_json(&url, &d.body("claude-x", false), &[AV]).await
-            })
+            tokio::spawn(
+                async move { client::post_json(&url, &d.body("claude-x", false), &[AV]).await },
+            )
         })
         .collect();
     let mut out = Vec::new();

@@ -67,6 +67,25 @@ async fn a01_second_429_in_flight_extends_the_cooldown_to_the_max() {
         "429 is never a breaker failure: {b:#}"
     );
     assert_eq!(s.snapshot().providers[0].breaker.state, "closed");
+
+    // Past the max deadline K1 serves again, and its success clears the whole record.
+    clock.advance(Duration::from_millis(1_500));
+    expect_status(&d.send(&s, "m", &[]).await, 200, "r4 at t=3s");
+    assert_eq!(
+        hits(&mock, 1),
+        3,
+        "K1 is eligible once the 3 s deadline passed"
+    );
+    let k1 = conn_state(&s, "p", "k1").await;
+    assert_eq!(
+        (
+            k1["status"].as_str(),
+            k1["backoffLevel"].as_u64(),
+            k1["lastError"].as_str()
+        ),
+        (Some("active"), Some(0), Some("")),
+        "a success clears status, deadline, error fields and backoff_level: {k1:#}"
+    );
 }
 
 #[tokio::test]
@@ -74,8 +93,12 @@ async fn a02_burst_of_429s_raises_the_backoff_level_once() {
     let mock = MockUpstream::start().await;
     let d = D::Anthropic;
     on_key(&mock, d, 1).reply(
-        d.error(429, "rate_limit_error", "Number of requests has exceeded your rate limit")
-            .delay(Duration::from_millis(500)),
+        d.error(
+            429,
+            "rate_limit_error",
+            "Number of requests has exceeded your rate limit",
+        )
+        .delay(Duration::from_millis(500)),
     );
     on_key(&mock, d, 2).reply(Reply::anthropic_text("served by K2"));
     let cfg = Cfg::new(d, 2)
@@ -194,7 +217,10 @@ async fn a07_openai_reset_headers_cool_until_the_exhausted_bucket_resets() {
     let r = d.send(&s, "gpt-x", &[]).await;
     expect_status(&r, 200, "falls back to K2");
     let k1 = conn_state(&s, "p", "k1").await;
-    assert_eq!(k1["status"], "cooling", "360 s is below quota_wait_threshold");
+    assert_eq!(
+        k1["status"], "cooling",
+        "360 s is below quota_wait_threshold"
+    );
     assert_eq!(
         ms(&k1, "remainingMs"),
         360_000,
@@ -222,6 +248,22 @@ async fn a07_without_reset_headers_the_body_text_hint_is_used() {
         (69_000..=70_000).contains(&remaining),
         "body text 1m9.696s: {k1:#}"
     );
+}
+
+#[tokio::test]
+async fn oauth_429_without_a_hint_cools_60s_and_api_key_takes_the_ladder() {
+    for (profile, want) in [("oauth", 60_000), ("api_key", 3_000), ("local", 1_000)] {
+        let mock = MockUpstream::start().await;
+        let d = D::Anthropic;
+        on_key(&mock, d, 1).reply(d.error(429, "rate_limit_error", "slow down"));
+        let cfg = Cfg::new(d, 2).profile(profile).build(&mock);
+        let (s, _clock) = Sluice::start_manual(&cfg, ENV).await;
+
+        expect_status(&d.send(&s, "claude-x", &[]).await, 200, "falls back to K2");
+        let k1 = conn_state(&s, "p", "k1").await;
+        assert_eq!(k1["status"], "cooling", "{profile}: {k1:#}");
+        assert_eq!(ms(&k1, "remainingMs"), want, "{profile}: {k1:#}");
+    }
 }
 
 // === terminal states ===
@@ -260,8 +302,15 @@ async fn credits_exhausted_is_terminal_and_never_cleared_by_the_cooldown_manager
         "terminal states do not expire"
     );
     expect_status(&d.send(&s, "claude-x", &[]).await, 200, "still via K2");
-    assert_eq!(hits(&mock, 1), 1, "a terminal connection is never dispatched to");
-    assert_eq!(s.snapshot().providers[0].connections[0].status, "credits_exhausted");
+    assert_eq!(
+        hits(&mock, 1),
+        1,
+        "a terminal connection is never dispatched to"
+    );
+    assert_eq!(
+        s.snapshot().providers[0].connections[0].status,
+        "credits_exhausted"
+    );
 }
 
 /// Sends one request to a single-connection provider and returns K1's state after it.
@@ -281,10 +330,7 @@ async fn third_consecutive_request_rejected_403_bans_but_one_only_cools() {
 
     for i in 1..=2 {
         let k1 = fail_once(&s, d).await;
-        assert_eq!(
-            k1["status"], "cooling",
-            "rejection {i} only cools: {k1:#}"
-        );
+        assert_eq!(k1["status"], "cooling", "rejection {i} only cools: {k1:#}");
         assert_eq!(k1["lastErrorKind"], "request_rejected");
         clock.advance(Duration::from_secs(120));
     }

@@ -43,7 +43,11 @@ async fn a05_body_retry_delay_locks_only_that_model_for_the_hinted_time() {
     assert_eq!(locks.len(), 1, "{locks:#?}");
     let l = &locks[0];
     assert_eq!(
-        (l["provider"].as_str(), l["connection"].as_str(), l["model"].as_str()),
+        (
+            l["provider"].as_str(),
+            l["connection"].as_str(),
+            l["model"].as_str()
+        ),
         (Some("p"), Some("k1"), Some("gemini-x"))
     );
     let remaining = ms(l, "remainingMs");
@@ -95,7 +99,11 @@ async fn a05_lock_expires_after_the_hint() {
 
     expect_status(&d.send(&s, "gemini-x", &[]).await, 429, "first call");
     clock.advance(std::time::Duration::from_millis(25_900));
-    expect_status(&d.send(&s, "gemini-x", &[]).await, 429, "still locked at 25.9s");
+    expect_status(
+        &d.send(&s, "gemini-x", &[]).await,
+        429,
+        "still locked at 25.9s",
+    );
     assert_eq!(mock.count(), 1);
     clock.advance(std::time::Duration::from_millis(200));
     expect_status(&d.send(&s, "gemini-x", &[]).await, 200, "unlocked at 26.1s");
@@ -120,4 +128,61 @@ async fn a05_client_is_told_the_structured_retry_delay() {
         Some(26),
         "cases.md A05: client gets 429 with retry-after from the structured retryDelay"
     );
+}
+
+#[tokio::test]
+async fn rate_limit_locks_the_quota_group_and_a_5xx_only_the_exact_model() {
+    let mock = MockUpstream::start().await;
+    let d = D::OpenAi;
+    mock.on(d.path())
+        .model("gpt-5-mini")
+        .times(1)
+        .reply(d.error(429, "rate_limit_error", "slow down"));
+    mock.on(d.path())
+        .model("other-a")
+        .times(1)
+        .reply(d.error(503, "api_error", "unavailable"));
+    let cfg = Cfg::new(d, 1)
+        .provider("[providers.quota_groups]\n\"gpt-5\" = [\"gpt-5*\"]")
+        .tail(NO_WAIT)
+        .tail("[resilience.model_lockout]\nenabled = true")
+        .build(&mock);
+    let (s, _clock) = Sluice::start_manual(&cfg, ENV).await;
+
+    expect_status(
+        &d.send(&s, "gpt-5-mini", &[]).await,
+        429,
+        "429 on gpt-5-mini",
+    );
+    let locks = lockouts(&s).await;
+    assert_eq!(locks.len(), 1, "{locks:#?}");
+    assert_eq!(
+        (locks[0]["model"].as_str(), locks[0]["scope"].as_str()),
+        (Some("gpt-5"), Some("quota_group")),
+        "listed under the group name"
+    );
+    let r = d.send(&s, "gpt-5-nano", &[]).await;
+    expect_status(&r, 429, "same quota group is locked");
+    assert_eq!(
+        r.json()["sluice"]["diagnostics"]["excluded"][0]["reason"],
+        "model_lockout"
+    );
+    assert_eq!(mock.count(), 1);
+
+    expect_status(&d.send(&s, "other-a", &[]).await, 503, "503 on other-a");
+    assert_eq!(
+        breaker_state(&s, "p").await["failureCount"],
+        1,
+        "breaker counting is independent of lockout mode"
+    );
+    let r = d.send(&s, "other-b", &[]).await;
+    expect_status(&r, 200, "a 5xx locks only the exact triple");
+    let locks = lockouts(&s).await;
+    assert!(
+        locks
+            .iter()
+            .any(|l| l["model"] == "other-a" && l["scope"] == "triple"),
+        "{locks:#?}"
+    );
+    assert_eq!(conn_state(&s, "p", "k1").await["status"], "active");
 }

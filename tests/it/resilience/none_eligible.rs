@@ -8,7 +8,14 @@ use serde_json::json;
 use super::*;
 
 /// The single excluded target of a §8 answer, checked against `reason` and the dialect shape.
-fn check_excluded(d: D, r: &Resp, status: u16, code: &str, error_type: &str, reason: &str) -> Value {
+fn check_excluded(
+    d: D,
+    r: &Resp,
+    status: u16,
+    code: &str,
+    error_type: &str,
+    reason: &str,
+) -> Value {
     expect_status(r, status, &format!("{d:?} {code}"));
     assert_eq!(r.header("content-type"), Some("application/json"));
     let v = r.json();
@@ -20,7 +27,11 @@ fn check_excluded(d: D, r: &Resp, status: u16, code: &str, error_type: &str, rea
     }
     let ex = &v["sluice"]["diagnostics"]["excluded"];
     assert_eq!(ex.as_array().map(Vec::len), Some(1), "{v:#}");
-    assert_eq!(ex[0]["target"], format!("p:k1/{}", d.model()), "provider:connection/model");
+    assert_eq!(
+        ex[0]["target"],
+        format!("p:k1/{}", d.model()),
+        "provider:connection/model"
+    );
     assert_eq!(ex[0]["reason"], reason, "{v:#}");
     v
 }
@@ -29,7 +40,8 @@ fn check_excluded(d: D, r: &Resp, status: u16, code: &str, error_type: &str, rea
 async fn open_breaker_is_503_all_targets_cooling_down() {
     for d in BOTH {
         let mock = MockUpstream::start().await;
-        mock.on(d.path()).reply(d.error(502, "api_error", "bad gateway"));
+        mock.on(d.path())
+            .reply(d.error(502, "api_error", "bad gateway"));
         let cfg = Cfg::new(d, 1)
             .profile("local")
             .each_conn("  disable_cooling = true")
@@ -46,7 +58,14 @@ async fn open_breaker_is_503_all_targets_cooling_down() {
             D::Anthropic => "overloaded_error",
             D::OpenAi => "api_error",
         };
-        let v = check_excluded(d, &r, 503, "all_targets_cooling_down", error_type, "circuit_open");
+        let v = check_excluded(
+            d,
+            &r,
+            503,
+            "all_targets_cooling_down",
+            error_type,
+            "circuit_open",
+        );
         assert_eq!(retry_after(&r), Some(15), "local reset timeout");
         assert_eq!(v["sluice"]["retry_after"], 15);
         assert_eq!(
@@ -62,21 +81,41 @@ async fn open_breaker_is_503_all_targets_cooling_down() {
 async fn connection_cooldown_without_wait_is_429_rate_limit_error_with_reset_at() {
     for d in BOTH {
         let mock = MockUpstream::start().await;
-        mock.on(d.path()).times(1).reply(d.error(429, "rate_limit_error", "slow down"));
-        let (s, clock) = Sluice::start_manual(&Cfg::new(d, 1).tail(NO_WAIT).build(&mock), ENV).await;
-        expect_status(&d.send(&s, d.model(), &[]).await, 429, "upstream 429 passes through");
+        mock.on(d.path())
+            .times(1)
+            .reply(d.error(429, "rate_limit_error", "slow down"));
+        let (s, clock) =
+            Sluice::start_manual(&Cfg::new(d, 1).tail(NO_WAIT).build(&mock), ENV).await;
+        expect_status(
+            &d.send(&s, d.model(), &[]).await,
+            429,
+            "upstream 429 passes through",
+        );
 
         let r = d.send(&s, d.model(), &[]).await;
-        let v = check_excluded(d, &r, 429, "rate_limit_error", "rate_limit_error", "connection_cooldown");
+        let v = check_excluded(
+            d,
+            &r,
+            429,
+            "rate_limit_error",
+            "rate_limit_error",
+            "connection_cooldown",
+        );
         assert_eq!(retry_after(&r), Some(3), "api_key ladder base 3s");
-        assert_eq!(v["sluice"]["diagnostics"]["excluded"][0]["retry_after_ms"], 3_000);
+        assert_eq!(
+            v["sluice"]["diagnostics"]["excluded"][0]["retry_after_ms"],
+            3_000
+        );
         let reset_at = v["sluice"]["reset_at"].as_str().expect("reset_at is set");
         let reset = humantime::parse_rfc3339(reset_at).unwrap();
         let expected = clock_wall(&clock) + Duration::from_secs(3);
         let skew = reset
             .duration_since(expected)
             .unwrap_or_else(|e| e.duration());
-        assert!(skew <= Duration::from_secs(1), "reset_at {reset_at} is now + 3s");
+        assert!(
+            skew <= Duration::from_secs(1),
+            "reset_at {reset_at} is now + 3s"
+        );
         assert!(r.header("x-should-retry").is_none());
         assert_eq!(mock.count(), 1);
     }
@@ -95,12 +134,24 @@ async fn quota_wait_only_is_429_quota_exhausted_and_not_retryable_when_long() {
             d.error(429, "rate_limit_error", "usage window exhausted")
                 .header("retry-after", "3600"),
         );
-        let (s, _clock) = Sluice::start_manual(&Cfg::new(d, 1).tail(NO_WAIT).build(&mock), ENV).await;
-        expect_status(&d.send(&s, d.model(), &[]).await, 429, "upstream 429 passes through");
+        let (s, _clock) =
+            Sluice::start_manual(&Cfg::new(d, 1).tail(NO_WAIT).build(&mock), ENV).await;
+        expect_status(
+            &d.send(&s, d.model(), &[]).await,
+            429,
+            "upstream 429 passes through",
+        );
         assert_eq!(conn_state(&s, "p", "k1").await["status"], "quota_wait");
 
         let r = d.send(&s, d.model(), &[]).await;
-        let v = check_excluded(d, &r, 429, "quota_exhausted", "rate_limit_error", "quota_wait");
+        let v = check_excluded(
+            d,
+            &r,
+            429,
+            "quota_exhausted",
+            "rate_limit_error",
+            "quota_wait",
+        );
         assert_eq!(retry_after(&r), Some(3600));
         assert_eq!(r.header("x-should-retry"), Some("false"), "over 60 s");
         assert_eq!(v["sluice"]["retry_after"], 3600);
@@ -113,10 +164,20 @@ async fn quota_wait_only_is_429_quota_exhausted_and_not_retryable_when_long() {
 async fn terminal_only_is_503_all_targets_skipped() {
     for d in BOTH {
         let mock = MockUpstream::start().await;
-        mock.on(d.path()).times(1).reply(d.error(402, "billing_error", "payment required"));
-        let (s, _clock) = Sluice::start_manual(&Cfg::new(d, 1).tail(NO_WAIT).build(&mock), ENV).await;
-        expect_status(&d.send(&s, d.model(), &[]).await, 402, "upstream 402 passes through");
-        assert_eq!(conn_state(&s, "p", "k1").await["status"], "credits_exhausted");
+        mock.on(d.path())
+            .times(1)
+            .reply(d.error(402, "billing_error", "payment required"));
+        let (s, _clock) =
+            Sluice::start_manual(&Cfg::new(d, 1).tail(NO_WAIT).build(&mock), ENV).await;
+        expect_status(
+            &d.send(&s, d.model(), &[]).await,
+            402,
+            "upstream 402 passes through",
+        );
+        assert_eq!(
+            conn_state(&s, "p", "k1").await["status"],
+            "credits_exhausted"
+        );
 
         let r = d.send(&s, d.model(), &[]).await;
         let error_type = match d {
@@ -183,24 +244,36 @@ targets = ["an/claude-x"]
 async fn cn_quota_403_is_restated_to_429_in_the_clients_dialect() {
     for d in BOTH {
         let mock = MockUpstream::start().await;
-        mock.on(d.path())
-            .reply(Reply::json(403, json!({"error": {"message": "用户额度不足"}})));
-        let (s, _clock) = Sluice::start_manual(&Cfg::new(d, 1).tail(NO_WAIT).build(&mock), ENV).await;
+        mock.on(d.path()).reply(Reply::json(
+            403,
+            json!({"error": {"message": "用户额度不足"}}),
+        ));
+        let (s, _clock) =
+            Sluice::start_manual(&Cfg::new(d, 1).tail(NO_WAIT).build(&mock), ENV).await;
 
         let r = d.send(&s, d.model(), &[]).await;
         expect_status(&r, 429, &format!("{d:?} restated"));
         assert_eq!(retry_after(&r), Some(60), "default_retry_after");
         let v = r.json();
-        assert_eq!(v["error"]["message"], "用户额度不足", "upstream message kept: {v:#}");
+        assert_eq!(
+            v["error"]["message"], "用户额度不足",
+            "upstream message kept: {v:#}"
+        );
         assert_eq!(v["error"]["type"], "rate_limit_error");
         match d {
             D::Anthropic => assert_eq!(v["type"], "error"),
             D::OpenAi => assert_eq!(v["error"]["code"], "rate_limit_exceeded"),
         }
         let k1 = conn_state(&s, "p", "k1").await;
-        assert_eq!(k1["lastStatus"], 429, "everything downstream sees the restated status");
+        assert_eq!(
+            k1["lastStatus"], 429,
+            "everything downstream sees the restated status"
+        );
         assert_eq!(k1["lastErrorKind"], "quota_exhausted", "{k1:#}");
-        assert_eq!(k1["status"], "cooling", "quota text without a hint cools on the ladder");
+        assert_eq!(
+            k1["status"], "cooling",
+            "quota text without a hint cools on the ladder"
+        );
     }
 }
 
@@ -208,14 +281,36 @@ async fn cn_quota_403_is_restated_to_429_in_the_clients_dialect() {
 async fn cn_quota_with_the_no_access_marker_passes_through_as_403() {
     for d in BOTH {
         let mock = MockUpstream::start().await;
-        let upstream = Reply::json(403, json!({"error": {"message": "用户额度不足 无权访问模型"}}));
+        let upstream = Reply::json(
+            403,
+            json!({"error": {"message": "用户额度不足 无权访问模型"}}),
+        );
         mock.on(d.path()).reply(upstream.clone());
-        let (s, _clock) = Sluice::start_manual(&Cfg::new(d, 1).tail(NO_WAIT).build(&mock), ENV).await;
+        let (s, _clock) =
+            Sluice::start_manual(&Cfg::new(d, 1).tail(NO_WAIT).build(&mock), ENV).await;
 
         let r = d.send(&s, d.model(), &[]).await;
         expect_status(&r, 403, &format!("{d:?} exclude marker vetoes"));
         assert_eq!(r.body, upstream.body_bytes(), "passed through unchanged");
         assert!(r.header("retry-after").is_none());
         assert_eq!(conn_state(&s, "p", "k1").await["lastStatus"], 403);
+    }
+}
+
+#[tokio::test]
+async fn restatement_matches_json_escaped_markers_and_keeps_the_upstream_retry_after() {
+    for d in BOTH {
+        let mock = MockUpstream::start().await;
+        // `用户额度不足` written as JSON string escapes, plus an upstream hint.
+        let raw = br#"{"error":{"message":"\u7528\u6237\u989d\u5ea6\u4e0d\u8db3"}}"#;
+        mock.on(d.path())
+            .reply(Reply::raw(400, "application/json", &raw[..]).header("retry-after", "30"));
+        let cfg = Cfg::new(d, 1).tail(NO_WAIT).build(&mock);
+        let (s, _clock) = Sluice::start_manual(&cfg, ENV).await;
+
+        let r = d.send(&s, d.model(), &[]).await;
+        expect_status(&r, 429, &format!("{d:?}: 400 with escaped marker restated"));
+        assert_eq!(retry_after(&r), Some(30), "the upstream's retry-after wins");
+        assert_eq!(r.json()["error"]["message"], "用户额度不足");
     }
 }

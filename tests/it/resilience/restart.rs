@@ -64,12 +64,15 @@ fn about(got: u64, want: u64, what: &str) {
 async fn cooldowns_lockouts_and_breakers_survive_a_restart() {
     let mock = MockUpstream::start().await;
     let (oa, an) = (D::OpenAi, D::Anthropic);
-    on_key(&mock, oa, 1)
-        .times(1)
-        .reply(oa.error(429, "rate_limit_error", "slow down").header("retry-after", "120"));
-    on_key(&mock, oa, 2)
-        .times(1)
-        .reply(oa.error(404, "not_found_error", "The model `gone` does not exist"));
+    on_key(&mock, oa, 1).times(1).reply(
+        oa.error(429, "rate_limit_error", "slow down")
+            .header("retry-after", "120"),
+    );
+    on_key(&mock, oa, 2).times(1).reply(oa.error(
+        404,
+        "not_found_error",
+        "The model `gone` does not exist",
+    ));
     mock.on(an.path())
         .times(2)
         .reply(an.error(503, "overloaded_error", "unavailable"));
@@ -83,7 +86,10 @@ async fn cooldowns_lockouts_and_breakers_survive_a_restart() {
     for _ in 0..2 {
         expect_status(&an.send(&s, "claude-x", &[]).await, 503, "p2 503");
     }
-    assert_eq!(ms(&conn_state(&s, "p1", "k1").await, "remainingMs"), 120_000);
+    assert_eq!(
+        ms(&conn_state(&s, "p1", "k1").await, "remainingMs"),
+        120_000
+    );
     assert_eq!(ms(&lockouts(&s).await[0], "remainingMs"), 300_000);
     let b = breaker_state(&s, "p2").await;
     assert_eq!(b["state"], "open");
@@ -101,7 +107,11 @@ async fn cooldowns_lockouts_and_breakers_survive_a_restart() {
     let locks = lockouts(&s).await;
     assert_eq!(locks.len(), 1, "{locks:#?}");
     assert_eq!(
-        (locks[0]["provider"].as_str(), locks[0]["connection"].as_str(), locks[0]["model"].as_str()),
+        (
+            locks[0]["provider"].as_str(),
+            locks[0]["connection"].as_str(),
+            locks[0]["model"].as_str()
+        ),
         (Some("p1"), Some("k2"), Some("gone"))
     );
     about(ms(&locks[0], "remainingMs"), 290_000, "lockout");
@@ -112,7 +122,10 @@ async fn cooldowns_lockouts_and_breakers_survive_a_restart() {
         "{b:#}"
     );
     about(ms(&b, "retryAfterMs"), 5_000, "breaker reset timeout");
-    assert_eq!(b["transitions"], transitions_before, "transition history restored");
+    assert_eq!(
+        b["transitions"], transitions_before,
+        "transition history restored"
+    );
     let snap = s.snapshot();
     assert_eq!(snap.providers[0].connections[0].status, "cooling");
     assert_eq!(snap.lockouts.len(), 1);
@@ -134,7 +147,50 @@ async fn cooldowns_lockouts_and_breakers_survive_a_restart() {
 
     // And recovers lazily as the restored deadlines pass.
     clock.advance(Duration::from_secs(6));
-    expect_status(&an.send(&s, "claude-x", &[]).await, 200, "probe after the reset timeout");
+    expect_status(
+        &an.send(&s, "claude-x", &[]).await,
+        200,
+        "probe after the reset timeout",
+    );
     assert_eq!(breaker_state(&s, "p2").await["state"], "closed");
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn session_pins_survive_a_restart() {
+    let mock = MockUpstream::start().await;
+    let d = D::Anthropic;
+    on_key(&mock, d, 1)
+        .times(1)
+        .reply(d.error(529, "overloaded_error", "Overloaded"));
+    let db_dir = tempfile::tempdir().unwrap();
+    let cfg = format!(
+        "[store]\npath = \"{}\"\n{}",
+        db_dir.path().join("state.db").display(),
+        Cfg::new(d, 2).build(&mock)
+    );
+    let clock = sluice::clock::ManualClock::new();
+    let session = ("x-claude-code-session-id", "sess-restart");
+
+    let s = Sluice::start_with_clock(&cfg, ENV, Arc::new(clock.clone())).await;
+    expect_status(
+        &d.send(&s, "claude-x", &[session]).await,
+        200,
+        "pinned to K2",
+    );
+    assert_eq!((hits(&mock, 1), hits(&mock, 2)), (1, 1));
+    s.stop().await;
+
+    let s = Sluice::start_with_clock(&cfg, ENV, Arc::new(clock.clone())).await;
+    expect_status(
+        &d.send(&s, "claude-x", &[session]).await,
+        200,
+        "after restart",
+    );
+    assert_eq!(
+        (hits(&mock, 1), hits(&mock, 2)),
+        (1, 2),
+        "the restored pin sends the session to K2 first"
+    );
     s.stop().await;
 }

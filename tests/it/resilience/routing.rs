@@ -1,7 +1,9 @@
 //! Routing around the layers: §2a session affinity, the §4 cooldown-aware wait (real time,
 //! millisecond cooldowns) and A24 header pass-through.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use sluice::clock::{Clock, SystemClock};
 
 use super::*;
 use crate::support::client;
@@ -18,7 +20,11 @@ async fn session_stays_on_the_connection_that_last_succeeded() {
         .reply(d.error(529, "overloaded_error", "Overloaded"));
     let (s, _clock) = Sluice::start_manual(&Cfg::new(d, 2).build(&mock), ENV).await;
 
-    expect_status(&d.send(&s, "claude-x", &[SESSION]).await, 200, "turn 1 via K2");
+    expect_status(
+        &d.send(&s, "claude-x", &[SESSION]).await,
+        200,
+        "turn 1 via K2",
+    );
     assert_eq!((hits(&mock, 1), hits(&mock, 2)), (1, 1));
     assert_eq!(conn_state(&s, "p", "k1").await["status"], "active");
 
@@ -30,14 +36,26 @@ async fn session_stays_on_the_connection_that_last_succeeded() {
     );
 
     expect_status(&d.send(&s, "claude-x", &[]).await, 200, "no session");
-    assert_eq!(hits(&mock, 1), 2, "without a session the config order applies");
+    assert_eq!(
+        hits(&mock, 1),
+        2,
+        "without a session the config order applies"
+    );
     expect_status(
-        &d.send(&s, "claude-x", &[("x-claude-code-session-id", "other-session")])
-            .await,
+        &d.send(
+            &s,
+            "claude-x",
+            &[("x-claude-code-session-id", "other-session")],
+        )
+        .await,
         200,
         "another session",
     );
-    assert_eq!(hits(&mock, 1), 3, "an unpinned session starts in config order");
+    assert_eq!(
+        hits(&mock, 1),
+        3,
+        "an unpinned session starts in config order"
+    );
 
     for r in mock.requests() {
         for h in [
@@ -65,7 +83,11 @@ async fn pinned_connection_that_cools_is_skipped_and_the_session_re_pinned() {
     on_key(&mock, d, 2)
         .times(1)
         .reply(d.error(429, "rate_limit_error", "slow down"));
-    expect_status(&d.send(&s, "gpt-x", &[SESSION]).await, 200, "falls back to K1");
+    expect_status(
+        &d.send(&s, "gpt-x", &[SESSION]).await,
+        200,
+        "falls back to K1",
+    );
     assert_eq!(conn_state(&s, "p", "k2").await["status"], "cooling");
     let before = hits(&mock, 1);
     expect_status(&d.send(&s, "gpt-x", &[SESSION]).await, 200, "re-pinned");
@@ -89,12 +111,16 @@ async fn cooldown_aware_wait_waits_for_a_short_cooldown_and_succeeds() {
         .reply(d.error(429, "rate_limit_error", "slow down"));
     let s = Sluice::start(&wait_config(&mock, ""), ENV).await;
 
-    expect_status(&d.send(&s, "gpt-x", &[]).await, 429, "first call passes the 429 through");
+    expect_status(
+        &d.send(&s, "gpt-x", &[]).await,
+        429,
+        "first call passes the 429 through",
+    );
     assert_eq!(conn_state(&s, "p", "k1").await["status"], "cooling");
 
-    let started = Instant::now();
+    let started = SystemClock.now();
     let r = d.send(&s, "gpt-x", &[]).await;
-    let took = started.elapsed();
+    let took = SystemClock.now() - started;
     expect_status(&r, 200, "waited out the cooldown");
     assert_eq!(mock.count(), 2);
     assert!(
@@ -143,4 +169,90 @@ async fn a24_anthropic_beta_is_forwarded_byte_exact() {
         .collect();
     assert_eq!(values, vec![beta.as_bytes()]);
     assert_eq!(up.header("x-api-key"), Some(key(1)));
+}
+
+#[tokio::test]
+async fn request_fault_is_returned_at_once_without_fallback() {
+    let mock = MockUpstream::start().await;
+    let d = D::Anthropic;
+    let upstream = d.error(400, "invalid_request_error", "max_tokens: must be positive");
+    on_key(&mock, d, 1).reply(upstream.clone());
+    let (s, _clock) = Sluice::start_manual(&Cfg::new(d, 2).build(&mock), ENV).await;
+
+    let r = d.send(&s, "claude-x", &[]).await;
+    expect_status(&r, 400, "the request's own fault");
+    assert_eq!(r.body, upstream.body_bytes(), "passed through unchanged");
+    assert_eq!(
+        (hits(&mock, 1), hits(&mock, 2)),
+        (1, 0),
+        "no fallback on 400"
+    );
+    let k1 = conn_state(&s, "p", "k1").await;
+    assert_eq!(
+        (k1["status"].as_str(), k1["backoffLevel"].as_u64()),
+        (Some("active"), Some(0)),
+        "a 400 penalises nothing: {k1:#}"
+    );
+    assert_eq!(breaker_state(&s, "p").await["failureCount"], 0);
+}
+
+#[tokio::test]
+async fn cooldown_aware_wait_never_waits_on_a_quota_wait() {
+    let mock = MockUpstream::start().await;
+    let d = D::OpenAi;
+    mock.on(d.path()).times(1).reply(
+        d.error(429, "rate_limit_error", "usage window exhausted")
+            .header("retry-after", "2"),
+    );
+    // A 2 s hint is a quota window here; the default §4 wait (max 60 s) is on.
+    let cfg = Cfg::new(d, 1)
+        .tail("[resilience.connection_cooldown]\nquota_wait_threshold = \"1s\"")
+        .build(&mock);
+    let s = Sluice::start(&cfg, ENV).await;
+    expect_status(&d.send(&s, "gpt-x", &[]).await, 429, "first call");
+    assert_eq!(conn_state(&s, "p", "k1").await["status"], "quota_wait");
+
+    let started = SystemClock.now();
+    let r = d.send(&s, "gpt-x", &[]).await;
+    let took = SystemClock.now() - started;
+    expect_status(&r, 429, "quota wait");
+    assert_eq!(r.json()["sluice"]["code"], "quota_exhausted");
+    assert!(
+        took < Duration::from_millis(1_000),
+        "no §4 wait on quota_wait: {took:?}"
+    );
+    assert_eq!(mock.count(), 1);
+}
+
+#[tokio::test]
+async fn cooldown_aware_wait_never_waits_on_an_open_breaker() {
+    let mock = MockUpstream::start().await;
+    let d = D::Anthropic;
+    mock.on(d.path())
+        .times(2)
+        .reply(d.error(503, "api_error", "unavailable"));
+    let cfg = Cfg::new(d, 1)
+        .profile("local")
+        .each_conn("  disable_cooling = true")
+        .tail("[resilience.breaker.local]\nreset_timeout = \"2s\"")
+        .build(&mock);
+    let s = Sluice::start(&cfg, ENV).await;
+    for _ in 0..2 {
+        expect_status(
+            &d.send(&s, "claude-x", &[]).await,
+            503,
+            "503 passes through",
+        );
+    }
+
+    let started = SystemClock.now();
+    let r = d.send(&s, "claude-x", &[]).await;
+    let took = SystemClock.now() - started;
+    expect_status(&r, 503, "open breaker");
+    assert_eq!(r.json()["sluice"]["code"], "all_targets_cooling_down");
+    assert!(
+        took < Duration::from_millis(1_000),
+        "no §4 wait on an open breaker: {took:?}"
+    );
+    assert_eq!(mock.count(), 2);
 }

@@ -1,0 +1,142 @@
+//! Circuits panel (DESIGN §5, spec §1): one row per provider breaker with its state (themed and
+//! written out), failures / thresholds, a live "next probe in" countdown and the last
+//! transition. Countdowns are computed here from deadlines and `now_unix_ms`.
+
+use ratatui::Frame;
+use ratatui::layout::{Flex, Rect};
+use ratatui::style::Style;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Cell, Paragraph, Row, Table, TableState};
+
+use super::{Col, block, fit, fmt_ago, fmt_countdown, name_width, pick, table_frame};
+use crate::console::app::App;
+use crate::console::theme::{Role, Theme};
+use crate::core::snapshot::{BreakerView, ProviderView};
+
+/// Rows this panel would like (borders, header, one per provider).
+pub fn wanted_height(app: &App) -> u16 {
+    u16::try_from(app.snapshot.providers.len().max(1) + 3).unwrap_or(u16::MAX)
+}
+
+/// The theme role of a breaker state word (`muted` for an unknown one).
+pub fn state_role(state: &str) -> Role {
+    match state {
+        "closed" => Role::BreakerClosed,
+        "degraded" => Role::BreakerDegraded,
+        "open" => Role::BreakerOpen,
+        "half_open" => Role::BreakerHalfOpen,
+        _ => Role::Muted,
+    }
+}
+
+/// Draws the Circuits panel into `area`; `focused` highlights its border and selection.
+pub fn render(
+    f: &mut Frame,
+    area: Rect,
+    app: &App,
+    theme: &Theme,
+    focused: bool,
+    now_unix_ms: u64,
+) {
+    let snap = &app.snapshot;
+    let outer = block("Circuits", focused, theme);
+    let inner = outer.inner(area);
+    f.render_widget(outer, area);
+    if inner.is_empty() {
+        return;
+    }
+    let muted = theme.style(Role::Muted);
+    if snap.providers.is_empty() {
+        f.render_widget(
+            Paragraph::new(Span::styled("no providers configured", muted)),
+            inner,
+        );
+        return;
+    }
+    let cols = [
+        Col::fixed(
+            "provider",
+            name_width(snap.providers.iter().map(|p| p.id.as_str()), 8, 20),
+            0,
+        ),
+        Col::fixed("state", 9, 0),
+        Col::fixed("fail/thr", 8, 2),
+        Col::fixed("probe in", 10, 1),
+        Col::fill("last transition", 16, 3),
+    ];
+    let keep = fit(&cols, inner.width);
+    let (header, widths) = table_frame(&cols, &keep, muted);
+    let rows: Vec<Row> = snap
+        .providers
+        .iter()
+        .map(|p| pick(cells(p, theme, now_unix_ms), &keep))
+        .collect();
+    let table = Table::new(rows, widths)
+        .flex(Flex::Start)
+        .header(header)
+        .row_highlight_style(if focused {
+            theme.style(Role::Selection)
+        } else {
+            Style::default()
+        });
+    let mut state = TableState::default().with_selected(Some(app.circuit_selected));
+    f.render_stateful_widget(table, inner, &mut state);
+}
+
+fn cells<'a>(p: &ProviderView, theme: &Theme, now: u64) -> Vec<Cell<'a>> {
+    let b = &p.breaker;
+    let muted = theme.style(Role::Muted);
+    let state = if b.state.is_empty() {
+        Span::styled("—", muted)
+    } else {
+        Span::styled(b.state.clone(), theme.style(state_role(&b.state)))
+    };
+    let fail_style = if b.failure_count == 0 {
+        muted
+    } else if b.failure_count >= b.degrade_at {
+        theme.style(state_role(&b.state))
+    } else {
+        Style::default()
+    };
+    vec![
+        Cell::from(p.id.clone()),
+        Cell::from(state),
+        Cell::from(Span::styled(
+            format!("{}/{}/{}", b.failure_count, b.degrade_at, b.open_at),
+            fail_style,
+        )),
+        Cell::from(probe(b, theme, now)),
+        Cell::from(last_transition(b, theme, now)),
+    ]
+}
+
+/// `25s` (OPEN, counting down), `due` (OPEN, the next request probes), `probing` (HALF_OPEN),
+/// `—` otherwise; `×4` appended while the reset timeout is multiplied.
+fn probe<'a>(b: &BreakerView, theme: &Theme, now: u64) -> Line<'a> {
+    let muted = theme.style(Role::Muted);
+    let mut spans = match (b.state.as_str(), b.next_probe_at_unix_ms) {
+        ("open", Some(at)) => vec![match fmt_countdown(at, now) {
+            Some(left) => Span::styled(left, theme.style(Role::BreakerOpen)),
+            None => Span::styled("due", theme.style(Role::BreakerHalfOpen)),
+        }],
+        ("half_open", _) => vec![Span::styled("probing", theme.style(Role::BreakerHalfOpen))],
+        _ => vec![Span::styled("—", muted)],
+    };
+    if b.multiplier > 1 {
+        spans.push(Span::styled(format!(" ×{}", b.multiplier), muted));
+    }
+    Line::from(spans)
+}
+
+/// `open ← failure_threshold 12s ago`, or `—` when the breaker never moved.
+fn last_transition<'a>(b: &BreakerView, theme: &Theme, now: u64) -> Line<'a> {
+    let muted = theme.style(Role::Muted);
+    match b.transitions.last() {
+        Some(t) => Line::from(vec![
+            Span::styled(t.to.clone(), theme.style(state_role(&t.to))),
+            Span::raw(format!(" ← {} ", t.reason)),
+            Span::styled(fmt_ago(t.at_unix_ms, now), muted),
+        ]),
+        None => Line::from(Span::styled("—", muted)),
+    }
+}

@@ -1,0 +1,156 @@
+//! Cooldown manager panel (DESIGN §5, spec §2 and §3a): one row per connection with its status
+//! (themed and written out), remaining time, backoff level, last error kind and lockout count.
+//! Marked rows (for `c`) carry a `●`.
+//!
+//! A cooling or quota-waiting connection whose deadline has passed by `now` is shown `active`:
+//! recovery is lazy (spec §2), so that is what the next request will see.
+
+use ratatui::Frame;
+use ratatui::layout::{Flex, Rect};
+use ratatui::style::Style;
+use ratatui::text::Span;
+use ratatui::widgets::{Cell, Paragraph, Row, Table, TableState};
+
+use super::{Col, block, fit, fmt_countdown, name_width, pick, table_frame};
+use crate::console::app::{App, connection_rows};
+use crate::console::theme::{Role, Theme};
+use crate::core::snapshot::{ConnectionView, ProviderView};
+
+/// Rows this panel would like (borders, header, one per connection).
+pub fn wanted_height(app: &App) -> u16 {
+    let n = connection_rows(&app.snapshot).count();
+    u16::try_from(n.max(1) + 3).unwrap_or(u16::MAX)
+}
+
+/// Status word as shown, its theme role, and the countdown (if still running at `now`).
+pub fn status(c: &ConnectionView, now_unix_ms: u64) -> (&'static str, Role, Option<String>) {
+    let left = c
+        .cooldown_until_unix_ms
+        .and_then(|t| fmt_countdown(t, now_unix_ms));
+    match c.status.as_str() {
+        "cooling" if left.is_some() => ("cooling", Role::Cooling, left),
+        "quota_wait" if left.is_some() => ("quota wait", Role::QuotaWait, left),
+        "active" | "cooling" | "quota_wait" => ("active", Role::Ok, None),
+        "banned" => ("banned", Role::Terminal, None),
+        "expired" => ("expired", Role::Terminal, None),
+        "credits_exhausted" => ("credits_exhausted", Role::Terminal, None),
+        _ => ("—", Role::Muted, None),
+    }
+}
+
+/// Draws the Cooldowns panel into `area`; `focused` highlights its border and selection.
+pub fn render(
+    f: &mut Frame,
+    area: Rect,
+    app: &App,
+    theme: &Theme,
+    focused: bool,
+    now_unix_ms: u64,
+) {
+    let snap = &app.snapshot;
+    let title = if app.marked.is_empty() {
+        "Cooldowns".to_owned()
+    } else {
+        format!("Cooldowns · {} marked", app.marked.len())
+    };
+    let outer = block(&title, focused, theme);
+    let inner = outer.inner(area);
+    f.render_widget(outer, area);
+    if inner.is_empty() {
+        return;
+    }
+    let muted = theme.style(Role::Muted);
+    if connection_rows(snap).next().is_none() {
+        f.render_widget(
+            Paragraph::new(Span::styled("no connections configured", muted)),
+            inner,
+        );
+        return;
+    }
+    let status_w = connection_rows(snap)
+        .map(|(_, c)| status(c, now_unix_ms).0.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(6);
+    let cols = [
+        Col::fixed("", 1, 0),
+        Col::fixed(
+            "connection",
+            name_width(connection_rows(snap).map(|(_, c)| c.id.as_str()), 10, 20),
+            0,
+        ),
+        Col::fixed(
+            "provider",
+            name_width(snap.providers.iter().map(|p| p.id.as_str()), 8, 16),
+            4,
+        ),
+        Col::fixed("status", u16::try_from(status_w).unwrap_or(17), 0),
+        Col::fixed("remaining", 9, 1),
+        Col::fixed("lvl", 3, 3),
+        Col::fill("last error", 10, 2),
+        Col::fixed("locks", 5, 5),
+    ];
+    let keep = fit(&cols, inner.width);
+    let (header, widths) = table_frame(&cols, &keep, muted);
+    let rows: Vec<Row> = connection_rows(snap)
+        .map(|(p, c)| {
+            let marked = app.marked.contains(&c.id);
+            pick(cells(p, c, marked, theme, now_unix_ms), &keep)
+        })
+        .collect();
+    let table = Table::new(rows, widths)
+        .flex(Flex::Start)
+        .header(header)
+        .row_highlight_style(if focused {
+            theme.style(Role::Selection)
+        } else {
+            Style::default()
+        });
+    let mut state = TableState::default().with_selected(Some(app.cooldown_selected));
+    f.render_stateful_widget(table, inner, &mut state);
+}
+
+fn cells<'a>(
+    p: &ProviderView,
+    c: &ConnectionView,
+    marked: bool,
+    theme: &Theme,
+    now: u64,
+) -> Vec<Cell<'a>> {
+    let muted = theme.style(Role::Muted);
+    let (word, role, left) = status(c, now);
+    let style = theme.style(role);
+    let dash = || Span::styled("—", muted);
+    vec![
+        Cell::from(if marked {
+            Span::styled("●", theme.style(Role::Title))
+        } else {
+            Span::raw(" ")
+        }),
+        Cell::from(c.id.clone()),
+        Cell::from(Span::styled(p.id.clone(), muted)),
+        Cell::from(Span::styled(word, style)),
+        Cell::from(left.map_or_else(dash, |l| Span::styled(l, style))),
+        Cell::from(Span::styled(
+            c.backoff_level.to_string(),
+            if c.backoff_level == 0 {
+                muted
+            } else {
+                Style::default()
+            },
+        )),
+        Cell::from(if c.last_error_kind.is_empty() {
+            dash()
+        } else {
+            Span::raw(c.last_error_kind.clone())
+        }),
+        Cell::from(Span::styled(
+            c.lockouts.to_string(),
+            if c.lockouts == 0 {
+                muted
+            } else {
+                theme.style(Role::Lockout)
+            },
+        )),
+    ]
+}

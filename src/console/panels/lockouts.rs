@@ -1,0 +1,109 @@
+//! Model lockouts panel (DESIGN §5, spec §3): provider, connection, model (or quota group),
+//! scope, reason, failures and a live "expires in" countdown, soonest expiry first.
+
+use ratatui::Frame;
+use ratatui::layout::{Flex, Rect};
+use ratatui::style::Style;
+use ratatui::text::Span;
+use ratatui::widgets::{Cell, Paragraph, Row, Table, TableState};
+
+use super::{Col, block, fit, fmt_countdown, name_width, pick, table_frame};
+use crate::console::app::App;
+use crate::console::theme::{Role, Theme};
+use crate::core::snapshot::LockoutView;
+
+/// Rows this panel would like (borders, header, one per lockout).
+pub fn wanted_height(app: &App) -> u16 {
+    u16::try_from(app.snapshot.lockouts.len().max(1) + 3).unwrap_or(u16::MAX)
+}
+
+/// Draws the Lockouts panel into `area`; `focused` highlights its border and selection.
+pub fn render(
+    f: &mut Frame,
+    area: Rect,
+    app: &App,
+    theme: &Theme,
+    focused: bool,
+    now_unix_ms: u64,
+) {
+    let snap = &app.snapshot;
+    let title = if snap.lockouts.is_empty() {
+        "Model lockouts".to_owned()
+    } else {
+        format!("Model lockouts ({})", snap.lockouts.len())
+    };
+    let outer = block(&title, focused, theme);
+    let inner = outer.inner(area);
+    f.render_widget(outer, area);
+    if inner.is_empty() {
+        return;
+    }
+    let muted = theme.style(Role::Muted);
+    if snap.lockouts.is_empty() {
+        f.render_widget(
+            Paragraph::new(Span::styled("no model lockouts", muted)),
+            inner,
+        );
+        return;
+    }
+    let locks = &snap.lockouts;
+    let cols = [
+        Col::fixed(
+            "provider",
+            name_width(locks.iter().map(|l| l.provider.as_str()), 8, 16),
+            3,
+        ),
+        Col::fixed(
+            "connection",
+            name_width(locks.iter().map(|l| l.connection.as_str()), 10, 16),
+            2,
+        ),
+        Col::fill("model", 12, 0),
+        Col::fixed(
+            "scope",
+            name_width(locks.iter().map(|l| l.scope.as_str()), 5, 11),
+            4,
+        ),
+        Col::fixed(
+            "reason",
+            name_width(locks.iter().map(|l| l.reason.as_str()), 6, 22),
+            5,
+        ),
+        Col::fixed("fails", 5, 6),
+        Col::fixed("expires in", 10, 0),
+    ];
+    let keep = fit(&cols, inner.width);
+    let (header, widths) = table_frame(&cols, &keep, muted);
+    let rows: Vec<Row> = locks
+        .iter()
+        .map(|l| pick(cells(l, theme, now_unix_ms), &keep))
+        .collect();
+    let table = Table::new(rows, widths)
+        .flex(Flex::Start)
+        .header(header)
+        .row_highlight_style(if focused {
+            theme.style(Role::Selection)
+        } else {
+            Style::default()
+        });
+    let mut state = TableState::default().with_selected(Some(app.lockout_selected));
+    f.render_stateful_widget(table, inner, &mut state);
+}
+
+fn cells<'a>(l: &LockoutView, theme: &Theme, now: u64) -> Vec<Cell<'a>> {
+    let muted = theme.style(Role::Muted);
+    let lockout = theme.style(Role::Lockout);
+    let expires = match fmt_countdown(l.until_unix_ms, now) {
+        Some(left) => Span::styled(left, lockout),
+        None => Span::styled("expired", muted),
+    };
+    vec![
+        Cell::from(l.provider.clone()),
+        Cell::from(l.connection.clone()),
+        Cell::from(Span::styled(l.model.clone(), lockout)),
+        Cell::from(Span::styled(l.scope.clone(), muted)),
+        Cell::from(l.reason.clone()),
+        Cell::from(l.failures.to_string()),
+        Cell::from(expires),
+    ]
+}

@@ -1,0 +1,253 @@
+//! Shared fixtures for console tests: a hand-built [`Snapshot`] at a fixed `NOW` and helpers
+//! that render into a `TestBackend` and read text and styles back.
+
+use std::sync::Arc;
+
+use ratatui::backend::TestBackend;
+use ratatui::buffer::Buffer;
+use ratatui::{Frame, Terminal};
+
+use super::app::App;
+use super::render;
+use super::theme::Theme;
+use crate::core::snapshot::{
+    BreakerView, ComboView, ConnectionView, LockoutView, ProviderView, RequestView, Snapshot,
+    Totals, TransitionView, Window,
+};
+
+/// 2023-11-14 22:13:20 UTC.
+pub(super) const NOW: u64 = 1_700_000_000_000;
+
+pub(super) fn snapshot() -> Snapshot {
+    Snapshot {
+        version: 7,
+        taken_at_unix_ms: NOW,
+        started_at_unix_ms: NOW - (3600 + 2 * 60 + 3) * 1000,
+        listen: "127.0.0.1:8787".into(),
+        admin_listen: "127.0.0.1:8788".into(),
+        config_path: "/tmp/sluice.toml".into(),
+        draining: false,
+        totals: Totals {
+            requests: 40,
+            ok: 38,
+            errors: 2,
+            in_flight: 3,
+            bytes_out: 1234,
+        },
+        last_minute: Window {
+            req_per_s: 1.5,
+            success_ratio: 0.95,
+            p50_ms: 123,
+            p99_ms: 4567,
+            sparkline: (0..60).map(|i| i % 7).collect(),
+        },
+        recent: vec![
+            RequestView {
+                id: 41,
+                at_unix_ms: NOW - 2_000,
+                route: "/v1/messages".into(),
+                client_model: "claude-sonnet-4".into(),
+                target: "openrouter:main/anthropic/claude-sonnet-4".into(),
+                status: 502,
+                latency_ms: 812,
+                attempts: 2,
+                bytes: 321,
+                stream: true,
+                outcome: "upstream_error".into(),
+                error: "upstream closed the stream".into(),
+            },
+            RequestView {
+                id: 40,
+                at_unix_ms: NOW - 5_000,
+                route: "/v1/chat/completions".into(),
+                client_model: "gpt-4o".into(),
+                target: "local:direct/llama3".into(),
+                status: 200,
+                latency_ms: 245,
+                attempts: 1,
+                bytes: 2048,
+                stream: false,
+                outcome: "ok".into(),
+                error: String::new(),
+            },
+        ],
+        providers: vec![
+            ProviderView {
+                id: "openrouter".into(),
+                dialect: "openai".into(),
+                base_url: "https://openrouter.ai/api".into(),
+                profile: "api_key".into(),
+                attempts: 12,
+                failures: 2,
+                in_flight: 1,
+                last_status: 502,
+                last_latency_ms: 812,
+                breaker: BreakerView {
+                    state: "open".into(),
+                    failure_count: 12,
+                    degrade_at: 7,
+                    open_at: 12,
+                    next_probe_at_unix_ms: Some(NOW + 65_000),
+                    multiplier: 1,
+                    transitions: vec![
+                        TransitionView {
+                            at_unix_ms: NOW - 40_000,
+                            from: "closed".into(),
+                            to: "degraded".into(),
+                            reason: "failure_threshold".into(),
+                        },
+                        TransitionView {
+                            at_unix_ms: NOW - 12_000,
+                            from: "degraded".into(),
+                            to: "open".into(),
+                            reason: "failure_threshold".into(),
+                        },
+                    ],
+                },
+                connections: vec![
+                    ConnectionView {
+                        id: "main".into(),
+                        auth: "env:OPENROUTER_API_KEY".into(),
+                        attempts: 12,
+                        failures: 2,
+                        in_flight: 1,
+                        status: "cooling".into(),
+                        cooldown_until_unix_ms: Some(NOW + 12_000),
+                        backoff_level: 2,
+                        last_error_kind: "rate_limited".into(),
+                        last_status: Some(429),
+                        lockouts: 1,
+                        ..Default::default()
+                    },
+                    ConnectionView {
+                        id: "key-b".into(),
+                        auth: "env:OR_KEY_B".into(),
+                        status: "banned".into(),
+                        last_error_kind: "banned".into(),
+                        ..Default::default()
+                    },
+                    ConnectionView {
+                        id: "key-c".into(),
+                        auth: "env:OR_KEY_C".into(),
+                        status: "quota_wait".into(),
+                        cooldown_until_unix_ms: Some(NOW + 65_000),
+                        backoff_level: 1,
+                        last_error_kind: "quota_exhausted".into(),
+                        ..Default::default()
+                    },
+                ],
+                ..Default::default()
+            },
+            ProviderView {
+                id: "anthropic".into(),
+                dialect: "anthropic".into(),
+                base_url: "https://api.anthropic.com".into(),
+                profile: "oauth".into(),
+                breaker: BreakerView {
+                    state: "closed".into(),
+                    failure_count: 3,
+                    degrade_at: 7,
+                    open_at: 12,
+                    multiplier: 1,
+                    ..Default::default()
+                },
+                connections: vec![ConnectionView {
+                    id: "pass".into(),
+                    auth: "passthrough".into(),
+                    status: "active".into(),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            },
+        ],
+        combos: vec![ComboView {
+            name: "fast".into(),
+            strategy: "priority".into(),
+            targets: vec!["openrouter/a".into(), "anthropic/b".into()],
+        }],
+        lockouts: vec![
+            LockoutView {
+                provider: "anthropic".into(),
+                connection: "pass".into(),
+                model: "claude-opus-4".into(),
+                scope: "model".into(),
+                reason: "not_found".into(),
+                failures: 1,
+                until_unix_ms: NOW + 12_000,
+            },
+            LockoutView {
+                provider: "openrouter".into(),
+                connection: "main".into(),
+                model: "z-ai/glm-5".into(),
+                scope: "quota_group".into(),
+                reason: "rate_limit_exceeded".into(),
+                failures: 2,
+                until_unix_ms: NOW + 65_000,
+            },
+        ],
+    }
+}
+
+/// Renders with `paint` into a `w`×`h` test terminal and returns the buffer.
+pub(super) fn paint(w: u16, h: u16, paint: impl FnOnce(&mut Frame)) -> Buffer {
+    let mut terminal = Terminal::new(TestBackend::new(w, h)).unwrap();
+    terminal.draw(paint).unwrap();
+    terminal.backend().buffer().clone()
+}
+
+pub(super) fn draw(app: &App, theme: &Theme, w: u16, h: u16) -> Buffer {
+    let mut terminal = Terminal::new(TestBackend::new(w, h)).unwrap();
+    terminal.draw(|f| render(f, app, theme, NOW)).unwrap();
+    terminal.backend().buffer().clone()
+}
+
+pub(super) fn lines(buf: &Buffer) -> Vec<String> {
+    let area = buf.area;
+    (area.top()..area.bottom())
+        .map(|y| {
+            (area.left()..area.right())
+                .map(|x| buf[(x, y)].symbol())
+                .collect::<String>()
+        })
+        .collect()
+}
+
+pub(super) fn text(buf: &Buffer) -> String {
+    lines(buf).join("\n")
+}
+
+/// Position of the first cell where `needle` starts.
+pub(super) fn find(buf: &Buffer, needle: &str) -> Option<(u16, u16)> {
+    let area = buf.area;
+    for y in area.top()..area.bottom() {
+        let cells: Vec<&str> = (area.left()..area.right())
+            .map(|x| buf[(x, y)].symbol())
+            .collect();
+        for x in 0..cells.len() {
+            let rest: String = cells[x..].concat();
+            if rest.starts_with(needle) {
+                return Some((area.left() + u16::try_from(x).unwrap(), y));
+            }
+        }
+    }
+    None
+}
+
+pub(super) fn app() -> App {
+    App::new(Arc::new(snapshot()))
+}
+
+/// The first screen line containing `needle`.
+pub(super) fn line_with(buf: &Buffer, needle: &str) -> String {
+    lines(buf)
+        .into_iter()
+        .find(|l| l.contains(needle))
+        .unwrap_or_else(|| panic!("no line with {needle:?} in:\n{}", text(buf)))
+}
+
+/// Foreground colour of the first cell of `needle` on screen.
+pub(super) fn fg_of(buf: &Buffer, needle: &str) -> ratatui::style::Color {
+    let (x, y) =
+        find(buf, needle).unwrap_or_else(|| panic!("{needle:?} not on screen:\n{}", text(buf)));
+    buf[(x, y)].fg
+}
