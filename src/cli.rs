@@ -18,6 +18,9 @@ pub struct Cli {
     /// Move the state database aside (never deleted) and start with a fresh one.
     #[arg(long)]
     pub reset_state: bool,
+    /// Console without actions: watch only (no clears, resets or edits).
+    #[arg(long)]
+    pub readonly: bool,
     /// Console theme, overriding [console] theme.
     #[arg(long, value_name = "NAME")]
     pub theme: Option<String>,

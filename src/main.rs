@@ -94,6 +94,7 @@ fn main() -> ExitCode {
         Err(e) => return fail(&format!("cannot start the async runtime: {e}"), 1),
     };
     let tick = cfg.console.tick;
+    let readonly = cli.readonly;
     let code = runtime.block_on(async move {
         let running = match app::start(cfg, clock.clone(), Some(store.clone())).await {
             Ok(r) => r,
@@ -109,7 +110,11 @@ fn main() -> ExitCode {
             std::thread::Builder::new()
                 .name("sluice-console".into())
                 .spawn(move || {
-                    let opts = console::ConsoleOptions { theme, tick };
+                    let opts = console::ConsoleOptions {
+                        theme,
+                        tick,
+                        readonly,
+                    };
                     let r = console::run(snapshots, control.clone(), clock, opts, shutdown);
                     // However the console ended, sluice stops with it.
                     control.request_shutdown();

@@ -296,6 +296,8 @@ pub struct TargetSpec {
     pub connection: Option<String>,
     /// Upstream model id (may contain `/`).
     pub model: String,
+    /// Weight for the `weighted` strategy (1–1000). Default 1.
+    pub weight: u32,
 }
 
 impl fmt::Display for TargetSpec {

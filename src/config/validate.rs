@@ -531,6 +531,7 @@ pub fn parse_target(s: &str) -> Option<TargetSpec> {
         provider,
         connection,
         model: model.to_string(),
+        weight: 1,
     })
 }
 

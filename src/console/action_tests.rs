@@ -54,6 +54,7 @@ fn fail(control: &Control, conn: usize, status: u16, body: &str) {
         connection: conn,
         model: "z-ai/glm-5".into(),
         rewrite: false,
+        target: 0,
     };
     let ticket = core
         .admit_candidate(&cand, core.clock().now())

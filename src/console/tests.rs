@@ -313,8 +313,17 @@ fn empty_snapshot_renders_placeholders() {
 
 #[test]
 fn grid_rows_are_shared_smallest_first_and_sum_to_the_height() {
-    assert_eq!(share(27, &[5, 7, 4]), vec![5, 7, 15], "spare rows go to the last panel");
-    assert_eq!(share(12, &[5, 20, 20]), vec![5, 3, 4]);
+    assert_eq!(
+        share(27, &[5, 7, 4]),
+        vec![5, 7, 15],
+        "spare rows go to the last panel"
+    );
+    assert_eq!(
+        share(12, &[5, 20, 20]),
+        vec![4, 4, 4],
+        "an even split when all want more"
+    );
+    assert_eq!(share(14, &[3, 20, 20]), vec![3, 5, 6]);
     assert_eq!(share(0, &[5, 7, 4]), vec![0, 0, 0]);
     assert_eq!(share(27, &[]), Vec::<u16>::new());
     for total in 0..60 {

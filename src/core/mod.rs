@@ -4,6 +4,7 @@
 //! The request path only takes short, uncontended locks (never across `.await`) and calls
 //! `Notify::notify_one`; one publisher task coalesces changes into at most ~20 snapshots/s.
 
+pub mod admission;
 pub mod control;
 pub mod persist;
 pub mod resilience;
@@ -23,6 +24,9 @@ use crate::store::{RequestLogRow, Store};
 use snapshot::{
     ComboView, ConnectionView, ProviderView, RECENT_CAP, RequestView, Snapshot, Totals, Window,
 };
+
+/// Per (provider, connection) index counters.
+pub type ConnLoad = std::collections::HashMap<(usize, usize), u64>;
 
 /// Minimum spacing between two published snapshots (≤ 20 Hz, DESIGN §2).
 pub const PUBLISH_SPACING: Duration = Duration::from_millis(50);
@@ -243,6 +247,20 @@ impl Core {
             provider: p,
             connection: c,
         }
+    }
+
+    /// In-flight and total attempts per (provider, connection) index, for the strategies.
+    pub(crate) fn connection_load(&self) -> (ConnLoad, ConnLoad) {
+        let s = self.stats();
+        let mut inf = std::collections::HashMap::new();
+        let mut att = std::collections::HashMap::new();
+        for (i, p) in s.providers.iter().enumerate() {
+            for (j, c) in p.connections.iter().enumerate() {
+                inf.insert((i, j), c.in_flight);
+                att.insert((i, j), c.attempts);
+            }
+        }
+        (inf, att)
     }
 
     /// Records how an attempt's response head came back: `status` (None = transport error)

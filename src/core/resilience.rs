@@ -39,6 +39,8 @@ pub(crate) struct ResState {
     pub(crate) affinity: Affinity,
     /// Operator overrides in force (saved in the store).
     pub(crate) overrides: super::control::SettingsPatch,
+    /// Combo strategy state.
+    pub(crate) routing: Routing,
 }
 
 impl ResState {
@@ -63,6 +65,10 @@ impl ResState {
             providers,
             lockouts: Lockouts::default(),
             overrides: Default::default(),
+            routing: Routing {
+                states: Default::default(),
+                rng: crate::policy::strategy::SplitMix64::new(seed(cfg)),
+            },
         }
     }
 
@@ -77,6 +83,15 @@ impl ResState {
             );
         }
     }
+}
+
+/// A per-process seed for the strategies' randomness (tests of the orderings use fixed seeds
+/// in `policy::strategy`).
+fn seed(cfg: &Config) -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_usize(cfg.providers.len());
+    h.finish()
 }
 
 fn breaker_settings(s: &Resilience, p: Profile) -> crate::config::BreakerSettings {
@@ -570,5 +585,77 @@ impl super::Core {
         {
             self.persist_pin(session, &p.id, &c.id, now + ttl);
         }
+    }
+}
+
+/// Per-combo strategy state and the process's seeded randomness (spec §4 strategies).
+pub(crate) struct Routing {
+    pub(crate) states: std::collections::HashMap<String, crate::policy::strategy::StrategyState>,
+    pub(crate) rng: crate::policy::strategy::SplitMix64,
+}
+
+impl super::Core {
+    /// Orders a combo's candidates by its strategy (spec §4): targets are ordered by
+    /// `policy::strategy::order` from live per-target stats (in-flight, attempts, cap,
+    /// weight); each target's connections keep their order. A plain model is unchanged.
+    pub fn order_candidates(&self, plan: &crate::policy::select::Plan) -> Vec<Candidate> {
+        let cfg = self.config().clone();
+        let Some(combo) = plan.combo.as_deref().and_then(|n| cfg.combo(n)) else {
+            return plan.candidates.clone();
+        };
+        if combo.strategy == crate::config::Strategy::Priority || combo.targets.len() < 2 {
+            return plan.candidates.clone();
+        }
+        let (in_flight, attempts) = self.connection_load();
+        let stats: Vec<crate::policy::strategy::TargetStat> = combo
+            .targets
+            .iter()
+            .enumerate()
+            .map(|(ti, t)| {
+                let mine: Vec<&Candidate> =
+                    plan.candidates.iter().filter(|c| c.target == ti).collect();
+                let load = |m: &std::collections::HashMap<(usize, usize), u64>| {
+                    mine.iter()
+                        .map(|c| m.get(&(c.provider, c.connection)).copied().unwrap_or(0))
+                        .sum::<u64>()
+                };
+                let cap = mine
+                    .iter()
+                    .map(|c| {
+                        let conn = cfg
+                            .providers
+                            .get(c.provider)
+                            .and_then(|p| p.connections.get(c.connection));
+                        let model_cap =
+                            conn.and_then(|x| x.model_concurrency.get(&c.model).copied());
+                        match (conn.and_then(|x| x.max_concurrent), model_cap) {
+                            (Some(a), Some(b)) => Some(a.min(b)),
+                            (a, b) => a.or(b),
+                        }
+                    })
+                    .try_fold(0u32, |acc, c| c.map(|c| acc.saturating_add(c)));
+                crate::policy::strategy::TargetStat {
+                    in_flight: u32::try_from(load(&in_flight)).unwrap_or(u32::MAX),
+                    cap: if mine.is_empty() { None } else { cap },
+                    requests: load(&attempts),
+                    weight: t.weight,
+                }
+            })
+            .collect();
+        let order = {
+            let mut r = self.res();
+            let routing = &mut r.routing;
+            let state = routing.states.entry(combo.name.clone()).or_default();
+            crate::policy::strategy::order(combo.strategy, &stats, state, &mut routing.rng)
+        };
+        order
+            .into_iter()
+            .flat_map(|ti| {
+                plan.candidates
+                    .iter()
+                    .filter(move |c| c.target == ti)
+                    .cloned()
+            })
+            .collect()
     }
 }

@@ -18,6 +18,8 @@ pub struct Candidate {
     pub model: String,
     /// True when `model` differs from what the client sent (the body must be rewritten).
     pub rewrite: bool,
+    /// Index of the combo target this candidate came from (0 for a plain model).
+    pub target: usize,
 }
 
 /// A target left out before any attempt, with why.
@@ -45,7 +47,7 @@ pub fn plan(cfg: &Config, dialect: Dialect, model: &str) -> Plan {
     let mut out = Plan::default();
     if let Some(combo) = cfg.combo(model) {
         out.combo = Some(combo.name.clone());
-        for t in &combo.targets {
+        for (ti, t) in combo.targets.iter().enumerate() {
             let Some((pi, p)) = cfg
                 .providers
                 .iter()
@@ -70,6 +72,7 @@ pub fn plan(cfg: &Config, dialect: Dialect, model: &str) -> Plan {
                     connection: ci,
                     model: t.model.clone(),
                     rewrite: t.model != model,
+                    target: ti,
                 });
             }
         }
@@ -88,6 +91,7 @@ pub fn plan(cfg: &Config, dialect: Dialect, model: &str) -> Plan {
                 connection: ci,
                 model: model.to_string(),
                 rewrite: false,
+                target: 0,
             });
         }
         // A model no combo names goes to the first provider whose dialect matches (DESIGN §4).
@@ -153,7 +157,8 @@ mod tests {
                 provider: 1,
                 connection: 0,
                 model: "gpt-x".into(),
-                rewrite: false
+                rewrite: false,
+                target: 0,
             }]
         );
     }

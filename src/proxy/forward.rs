@@ -6,7 +6,7 @@
 use std::error::Error as _;
 use std::time::Duration;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use http::{HeaderMap, HeaderValue, Request, Response, StatusCode, header};
 use http_body_util::{BodyExt, Either, Full, Limited};
 use hyper::body::Incoming;
@@ -15,9 +15,9 @@ use super::Shared;
 use super::body::{estimate_tokens, probe, read_limited, rewrite_model};
 use super::dialect::{self, Excluded, ProxyError, SseKind};
 use super::headers;
-use super::relay::{Finish, RelayBody};
+use super::relay::{Finish, Guards, Inspect, RelayBody};
 use super::routes::{ProxyBody, Route, RouteKind};
-use crate::clock::unix_ms;
+use crate::clock::{Clock, SystemClock, unix_ms};
 use crate::core::resilience::Ticket;
 use crate::core::snapshot::RequestView;
 use crate::core::{AttemptGuard, RequestGuard};
@@ -29,16 +29,37 @@ use crate::policy::{Classified, OutcomeClass};
 pub const MAX_ERROR_BODY: usize = 1 << 20;
 
 enum Outcome {
-    /// Relay this successful upstream response.
+    /// Relay this successful upstream response (`hold` is set for SSE after the pre-commit
+    /// hold of spec §6).
     Relay {
         resp: Response<Incoming>,
         attempt: AttemptGuard,
         ticket: Ticket,
+        hold: Option<Box<Held>>,
     },
     /// A complete response: a local answer (`ok`) or an upstream error passed through.
     Local {
         resp: Response<Full<Bytes>>,
         outcome: &'static str,
+    },
+}
+
+/// What the pre-commit hold read from a 2xx SSE stream.
+struct Held {
+    inspect: Inspect,
+    bytes: BytesMut,
+    /// Content (or a complete turn) arrived: flush and relay. Else the head is committed and
+    /// the body keeps holding with heartbeats.
+    content: bool,
+}
+
+/// How the pre-commit hold ended.
+enum HoldEnd {
+    Held(Held),
+    /// The attempt failed before content (nothing reached the client): try the next one.
+    Failed {
+        classified: Classified,
+        last: LastFailure,
     },
 }
 
@@ -100,6 +121,7 @@ pub async fn handle(state: Shared, req: Request<Incoming>, route: Route) -> Resp
             resp,
             attempt,
             ticket,
+            hold,
         }) => {
             let (parts, body) = resp.into_parts();
             let is_sse = headers::is_event_stream(&parts.headers);
@@ -112,13 +134,20 @@ pub async fn handle(state: Shared, req: Request<Incoming>, route: Route) -> Resp
                     .map(Either::Left);
             };
             let finish = Finish::new(state.core.clone(), guard, view, Some(attempt), Some(ticket));
-            let relay = RelayBody::new(
-                body,
-                state.hard_stop.clone().cancelled_owned(),
-                sse,
-                parts.status.is_success(),
-                finish,
-            );
+            let stop = state.hard_stop.clone().cancelled_owned();
+            let relay = match (hold, sse) {
+                (Some(h), Some(kind)) => RelayBody::guarded(
+                    body,
+                    stop,
+                    kind,
+                    h.inspect,
+                    h.bytes,
+                    h.content,
+                    guards(&state.core),
+                    finish,
+                ),
+                _ => RelayBody::new(body, stop, sse, parts.status.is_success(), finish),
+            };
             let mut out = Response::new(Either::Right(relay));
             *out.status_mut() = parts.status;
             *out.headers_mut() = headers::client_response(&parts.headers, is_sse);
@@ -195,9 +224,8 @@ async fn run(
         });
     }
     let session = affinity::session_key(&parts.headers);
-    let candidates = state
-        .core
-        .order_by_affinity(plan.candidates, session.as_deref());
+    let ordered = state.core.order_candidates(&plan);
+    let candidates = state.core.order_by_affinity(ordered, session.as_deref());
 
     let path_and_query = parts
         .uri
@@ -293,6 +321,30 @@ async fn run(
                         latency,
                     );
                     if status.is_success() {
+                        let mut resp = resp;
+                        let mut hold = None;
+                        if headers::is_event_stream(resp.headers()) {
+                            match pre_commit_hold(
+                                state,
+                                cand.provider,
+                                route.sse_kind(),
+                                resp.body_mut(),
+                            )
+                            .await
+                            {
+                                HoldEnd::Held(h) => hold = Some(Box::new(h)),
+                                HoldEnd::Failed {
+                                    classified,
+                                    last: lf,
+                                } => {
+                                    tracing::info!(target = %view.target, class = classified.class.as_str(), reason = %classified.reason, "stream failed before content; trying the next target");
+                                    state.core.report(ticket, &classified);
+                                    last = Some(lf);
+                                    drop(attempt);
+                                    continue;
+                                }
+                            }
+                        }
                         if let Some(key) = &session {
                             state.core.pin_session(key, cand.provider, cand.connection);
                         }
@@ -300,6 +352,7 @@ async fn run(
                             resp,
                             attempt,
                             ticket,
+                            hold,
                         });
                     }
                     let (head, b) = resp.into_parts();
@@ -401,6 +454,129 @@ async fn run(
                 excluded: exclusions,
                 reset_at_unix_ms,
             })))
+        }
+    }
+}
+
+/// The stream guards in force (spec §6).
+fn guards(core: &crate::core::Core) -> Guards {
+    let st = core.settings_snapshot().stream;
+    Guards {
+        readiness: st.readiness_timeout,
+        heartbeat: st.heartbeat_interval,
+        stall: st.content_stall_timeout,
+    }
+}
+
+/// Spec §6 pre-content hold, before anything reaches the client: reads the 2xx SSE body
+/// until its first content-bearing event (or a complete empty turn), holding the lifecycle
+/// frames. An error event, a break, an end or a zombie (no useful event within the readiness
+/// timeout) before content fails the attempt, so the next candidate can be tried with nothing
+/// sent. After `heartbeat_interval` without content the head is committed and the body keeps
+/// holding (with heartbeats) — from then on no other candidate is tried.
+async fn pre_commit_hold(
+    state: &Shared,
+    provider: usize,
+    kind: SseKind,
+    body: &mut Incoming,
+) -> HoldEnd {
+    let g = guards(&state.core);
+    let started = SystemClock.now();
+    let mut inspect = Inspect::new(kind, started);
+    let mut bytes = BytesMut::new();
+    let commit_at = started + g.heartbeat.min(g.readiness);
+    let failed = |state: &Shared,
+                  status: Option<u16>,
+                  body: &[u8],
+                  in_stream: Option<&str>,
+                  truncated: bool| {
+        state
+            .core
+            .classify(provider, status, None, body, in_stream, truncated)
+    };
+    loop {
+        let next = tokio::time::timeout_at(commit_at, body.frame()).await;
+        let now = SystemClock.now();
+        match next {
+            Err(_) => {
+                if inspect.zombie(now, g.readiness) {
+                    let msg = "the upstream stream sent no event within the readiness timeout";
+                    let mut c = failed(state, Some(200), msg.as_bytes(), None, true);
+                    c.reason = "zombie_stream".into();
+                    return HoldEnd::Failed {
+                        classified: c,
+                        last: LastFailure::Transport(ProxyError::Unreachable(msg.into())),
+                    };
+                }
+                return HoldEnd::Held(Held {
+                    inspect,
+                    bytes,
+                    content: false,
+                });
+            }
+            Ok(None) => {
+                if inspect.may_flush() {
+                    return HoldEnd::Held(Held {
+                        inspect,
+                        bytes,
+                        content: true,
+                    });
+                }
+                let msg = "the upstream stream ended before any content";
+                let c = failed(state, Some(200), msg.as_bytes(), None, true);
+                return HoldEnd::Failed {
+                    classified: c,
+                    last: LastFailure::Transport(ProxyError::Unreachable(msg.into())),
+                };
+            }
+            Ok(Some(Err(e))) => {
+                let msg = format!("the upstream stream broke before any content: {e}");
+                let c = failed(state, None, msg.as_bytes(), None, true);
+                return HoldEnd::Failed {
+                    classified: c,
+                    last: LastFailure::Transport(ProxyError::Unreachable(msg)),
+                };
+            }
+            Ok(Some(Ok(frame))) => {
+                let Some(d) = frame.data_ref() else { continue };
+                inspect.feed(now, d);
+                bytes.extend_from_slice(d);
+                if inspect.may_flush() {
+                    return HoldEnd::Held(Held {
+                        inspect,
+                        bytes,
+                        content: true,
+                    });
+                }
+                if let Some(err) = inspect.error().cloned() {
+                    // Case A14(a)/(b): an error event before content is the HTTP error of its
+                    // type; its JSON is passed on if no other candidate succeeds.
+                    let c = failed(
+                        state,
+                        None,
+                        err.body.as_bytes(),
+                        Some(&err.error_type),
+                        false,
+                    );
+                    let status = StatusCode::from_u16(c.status.unwrap_or(502))
+                        .unwrap_or(StatusCode::BAD_GATEWAY);
+                    let mut h = HeaderMap::new();
+                    h.insert(
+                        header::CONTENT_TYPE,
+                        HeaderValue::from_static("application/json"),
+                    );
+                    let body = Bytes::from(err.body.clone());
+                    return HoldEnd::Failed {
+                        last: LastFailure::Upstream {
+                            status,
+                            headers: h,
+                            body,
+                            classified: c.clone(),
+                        },
+                        classified: c,
+                    };
+                }
+            }
         }
     }
 }

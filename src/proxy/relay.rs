@@ -13,6 +13,7 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use http_body::{Body, Frame, SizeHint};
@@ -21,11 +22,13 @@ use tokio_util::sync::WaitForCancellationFutureOwned;
 
 use super::dialect::SseKind;
 use super::sse::SseFramer;
-use super::sse::{StreamEnd, StreamTracker};
+use super::sse::{Readiness, StreamEnd, StreamTracker};
+use crate::clock::{Clock, Instant, SystemClock};
 use crate::core::resilience::{Ticket, success};
 use crate::core::snapshot::RequestView;
 use crate::core::{AttemptGuard, Core, RequestGuard};
-use crate::policy::Classified;
+use crate::policy::{Classified, OutcomeClass, Scope};
+use tokio::time::Sleep;
 
 /// Error type of response bodies.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -96,12 +99,95 @@ impl Finish {
     }
 }
 
-/// Incremental SSE inspection of a relayed stream.
-struct Inspect {
+/// Stream-guard durations (spec §6), from `[resilience.stream]`.
+#[derive(Debug, Clone, Copy)]
+pub struct Guards {
+    /// A stream with no useful event this long after its head is a zombie. Default 30s.
+    pub readiness: Duration,
+    /// Keep-alive interval while nothing reaches the client. Default 15s.
+    pub heartbeat: Duration,
+    /// No model progress this long (once progress started) abandons the stream. Default 180s.
+    pub stall: Duration,
+}
+
+/// Incremental SSE inspection of a relayed stream, shared by the pre-commit hold (in
+/// `forward`) and the relay.
+pub struct Inspect {
     framer: SseFramer,
     tracker: StreamTracker,
     /// The framer gave up (oversized event): keep relaying, stop judging.
     blind: bool,
+    started: Instant,
+}
+
+impl Inspect {
+    /// A fresh inspector for a stream of `kind` whose head arrived at `started` (tokio time).
+    pub fn new(kind: SseKind, started: Instant) -> Self {
+        Self {
+            framer: SseFramer::new(),
+            tracker: StreamTracker::new(kind, started),
+            blind: false,
+            started,
+        }
+    }
+
+    /// Feeds relayed bytes at `now`.
+    pub fn feed(&mut self, now: Instant, d: &[u8]) {
+        if self.blind {
+            return;
+        }
+        if self.framer.push(d).is_err() {
+            self.blind = true;
+            return;
+        }
+        while let Some(ev) = self.framer.next_event() {
+            self.tracker.observe(now, &ev);
+        }
+    }
+
+    /// Content (or a complete, empty turn) arrived: the hold may end. A blind inspector
+    /// releases the hold too.
+    pub fn may_flush(&self) -> bool {
+        self.blind || self.tracker.seen_content() || self.tracker.is_complete()
+    }
+
+    /// The in-stream error seen before content, if any.
+    pub fn error(&self) -> Option<&super::sse::StreamError> {
+        if self.blind {
+            None
+        } else {
+            self.tracker.error()
+        }
+    }
+
+    /// Whether progress has started (the content-stall budget only runs after it).
+    fn progressing(&self) -> bool {
+        self.tracker.seen_content() || self.tracker.last_progress() > self.started
+    }
+
+    /// A zombie: no useful event within `readiness` of the head.
+    pub fn zombie(&self, now: Instant, readiness: Duration) -> bool {
+        !self.blind && self.tracker.readiness(now, readiness) == Readiness::Zombie
+    }
+
+    fn stalled(&self, now: Instant, stall: Duration) -> bool {
+        !self.blind && self.progressing() && self.tracker.stalled(now, stall)
+    }
+
+    /// When the next guard check is due: readiness before any useful event, else the stall
+    /// deadline once progress started, else none.
+    fn next_check(&self, g: &Guards) -> Option<Instant> {
+        if self.blind {
+            return None;
+        }
+        if self.tracker.readiness(self.started, g.readiness) == Readiness::Waiting
+            && !self.tracker.seen_content()
+        {
+            return Some(self.started + g.readiness + Duration::from_millis(1));
+        }
+        self.progressing()
+            .then(|| self.tracker.last_progress() + g.stall + Duration::from_millis(1))
+    }
 }
 
 /// A streaming response body relayed from upstream.
@@ -114,11 +200,17 @@ pub struct RelayBody {
     bytes: u64,
     finish: Option<Finish>,
     ended: bool,
+    /// Bytes to send before anything else (the held frames, once content arrived).
+    pending: Option<Bytes>,
+    /// Still holding: frames received but not relayed (no content yet, head committed).
+    holding: Option<BytesMut>,
+    guards: Option<Guards>,
+    heartbeat: Option<Pin<Box<Sleep>>>,
+    watchdog: Option<Pin<Box<Sleep>>>,
 }
 
 impl RelayBody {
-    /// Wraps `upstream`; `sse` is the stream dialect when the response is `text/event-stream`;
-    /// `ok_status` is whether the status was 2xx (else the outcome is `upstream_error`).
+    /// Wraps a non-SSE (or unguarded) `upstream` body.
     pub fn new(
         upstream: Incoming,
         stop: WaitForCancellationFutureOwned,
@@ -126,11 +218,7 @@ impl RelayBody {
         ok_status: bool,
         finish: Finish,
     ) -> Self {
-        let inspect = sse.map(|kind| Inspect {
-            framer: SseFramer::new(),
-            tracker: StreamTracker::new(kind, finish.core.clock().now()),
-            blind: false,
-        });
+        let inspect = sse.map(|kind| Inspect::new(kind, SystemClock.now()));
         Self {
             upstream,
             stop: Box::pin(stop),
@@ -140,30 +228,111 @@ impl RelayBody {
             bytes: 0,
             finish: Some(finish),
             ended: false,
+            pending: None,
+            holding: None,
+            guards: None,
+            heartbeat: None,
+            watchdog: None,
         }
+    }
+
+    /// Wraps a 2xx SSE body after the pre-commit hold (spec §6): `held` are the bytes read so
+    /// far; when `content` is true they are sent first and relaying goes on, else they stay
+    /// held (heartbeats keep the client alive) until content arrives.
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "one constructor call site; a builder would add nothing"
+    )]
+    pub fn guarded(
+        upstream: Incoming,
+        stop: WaitForCancellationFutureOwned,
+        kind: SseKind,
+        inspect: Inspect,
+        held: BytesMut,
+        content: bool,
+        guards: Guards,
+        finish: Finish,
+    ) -> Self {
+        let mut b = Self::new(upstream, stop, Some(kind), true, finish);
+        b.bytes = if content { held.len() as u64 } else { 0 };
+        b.inspect = Some(inspect);
+        if content {
+            b.pending = (!held.is_empty()).then(|| held.freeze());
+        } else {
+            b.holding = Some(held);
+        }
+        let now = SystemClock.now();
+        b.heartbeat = Some(Box::pin(tokio::time::sleep_until(now + guards.heartbeat)));
+        b.watchdog = b
+            .inspect
+            .as_ref()
+            .and_then(|i| i.next_check(&guards))
+            .map(|t| Box::pin(tokio::time::sleep_until(t)));
+        b.guards = Some(guards);
+        b
     }
 
     fn observe(&mut self, d: &Bytes) {
-        self.bytes += d.len() as u64;
-        let Some(i) = self.inspect.as_mut().filter(|i| !i.blind) else {
-            return;
-        };
-        if i.framer.push(d).is_err() {
-            i.blind = true;
-            return;
-        }
-        let now = self.finish.as_ref().map(|f| f.core.clock().now());
-        while let Some(ev) = i.framer.next_event() {
-            if let Some(now) = now {
-                i.tracker.observe(now, &ev);
-            }
+        if let Some(i) = self.inspect.as_mut() {
+            i.feed(SystemClock.now(), d);
         }
     }
 
-    fn at_boundary(&self) -> bool {
-        self.inspect
+    fn rearm_watchdog(&mut self) {
+        let (Some(g), Some(i)) = (self.guards, self.inspect.as_ref()) else {
+            return;
+        };
+        match (i.next_check(&g), self.watchdog.as_mut()) {
+            (Some(t), Some(w)) => w.as_mut().reset(t),
+            (Some(t), None) => self.watchdog = Some(Box::pin(tokio::time::sleep_until(t))),
+            (None, _) => self.watchdog = None,
+        }
+    }
+
+    fn reset_heartbeat(&mut self) {
+        if let (Some(hb), Some(g)) = (self.heartbeat.as_mut(), self.guards) {
+            hb.as_mut().reset(SystemClock.now() + g.heartbeat);
+        }
+    }
+
+    /// Ends the stream now with a well-formed error event and reports `class`.
+    fn abort(
+        &mut self,
+        class: OutcomeClass,
+        reason: &str,
+        message: &str,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let kind = self.sse.unwrap_or(SseKind::Anthropic);
+        let ev = self.final_event(kind, message, false);
+        let v = match self
+            .finish
             .as_ref()
-            .is_none_or(|i| i.blind || i.framer.at_boundary())
+            .and_then(|f| f.provider().map(|p| (f, p)))
+        {
+            Some((f, p)) => {
+                let mut c = f
+                    .core
+                    .classify(p, Some(200), None, message.as_bytes(), None, true);
+                c.class = class;
+                c.reason = reason.to_string();
+                c.scope = Scope::Triple;
+                Verdict::Failure(c)
+            }
+            None => Verdict::None,
+        };
+        self.holding = None;
+        self.bytes += ev.len() as u64;
+        self.complete("truncated", message, v);
+        self.ended = true;
+        Poll::Ready(Some(Ok(Frame::data(ev))))
+    }
+
+    fn at_boundary(&self) -> bool {
+        self.holding.is_some()
+            || self
+                .inspect
+                .as_ref()
+                .is_none_or(|i| i.blind || i.framer.at_boundary())
     }
 
     fn complete(&mut self, outcome: &str, error: &str, verdict: Verdict) {
@@ -263,6 +432,11 @@ impl Body for RelayBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         let this = self.get_mut();
+        if let Some(p) = this.pending.take() {
+            this.bytes += p.len() as u64;
+            this.reset_heartbeat();
+            return Poll::Ready(Some(Ok(Frame::data(p))));
+        }
         if this.ended {
             return Poll::Ready(None);
         }
@@ -276,44 +450,152 @@ impl Body for RelayBody {
                 None => Poll::Ready(Some(Err(msg.into()))),
             };
         }
-        match Pin::new(&mut this.upstream).poll_frame(cx) {
-            Poll::Pending => Poll::Pending,
-            Poll::Ready(Some(Ok(frame))) => {
-                if let Some(d) = frame.data_ref() {
-                    let d = d.clone();
+        loop {
+            match Pin::new(&mut this.upstream).poll_frame(cx) {
+                Poll::Pending => break,
+                Poll::Ready(Some(Ok(frame))) => {
+                    let Some(d) = frame.data_ref().cloned() else {
+                        if this.holding.is_some() {
+                            continue; // trailers while holding: nothing to send yet
+                        }
+                        return Poll::Ready(Some(Ok(frame)));
+                    };
                     this.observe(&d);
+                    if let Some(held) = this.holding.as_mut() {
+                        held.extend_from_slice(&d);
+                        let (flush, err) = match this.inspect.as_ref() {
+                            Some(i) => (i.may_flush(), i.error().cloned()),
+                            None => (true, None),
+                        };
+                        if let Some(err) = err.filter(|_| !flush) {
+                            // Failed before content under a committed head: one error event.
+                            this.holding = None;
+                            let kind = this.sse.unwrap_or(SseKind::Anthropic);
+                            let ev = super::dialect::sse_error_event(
+                                kind,
+                                &err.message,
+                                err.is_overloaded(),
+                            );
+                            let v = this.classify(
+                                None,
+                                err.body.as_bytes(),
+                                Some(&err.error_type),
+                                false,
+                            );
+                            this.bytes += ev.len() as u64;
+                            this.complete(
+                                "upstream_error",
+                                &format!("error event before content: {}", err.error_type),
+                                v,
+                            );
+                            this.ended = true;
+                            return Poll::Ready(Some(Ok(Frame::data(ev))));
+                        }
+                        if !flush {
+                            continue;
+                        }
+                        let out = this
+                            .holding
+                            .take()
+                            .map(BytesMut::freeze)
+                            .unwrap_or_default();
+                        this.bytes += out.len() as u64;
+                        this.reset_heartbeat();
+                        this.rearm_watchdog();
+                        return Poll::Ready(Some(Ok(Frame::data(out))));
+                    }
+                    this.bytes += d.len() as u64;
+                    this.reset_heartbeat();
+                    this.rearm_watchdog();
+                    if this.sse.is_none() && this.upstream.is_end_stream() {
+                        // A sized body is complete once its last byte is out; hyper may not
+                        // poll again, so record the finish now.
+                        let _ = this.end_clean();
+                        this.ended = true;
+                    }
+                    return Poll::Ready(Some(Ok(frame)));
                 }
-                if this.sse.is_none() && this.upstream.is_end_stream() {
-                    // A sized body is complete once its last byte is out; hyper may not poll
-                    // again, so record the finish now.
-                    let _ = this.end_clean();
+                Poll::Ready(Some(Err(e))) => {
+                    let msg = format!("upstream stream broke: {e}");
+                    let v = this.classify(None, msg.as_bytes(), None, true);
+                    let ev = this.sse.map(|kind| this.final_event(kind, &msg, false));
+                    this.holding = None;
+                    this.complete("truncated", &msg, v);
                     this.ended = true;
+                    return match ev {
+                        Some(ev) => Poll::Ready(Some(Ok(Frame::data(ev)))),
+                        None => Poll::Ready(Some(Err(e.into()))),
+                    };
                 }
-                Poll::Ready(Some(Ok(frame)))
-            }
-            Poll::Ready(Some(Err(e))) => {
-                let msg = format!("upstream stream broke: {e}");
-                let v = this.classify(None, msg.as_bytes(), None, true);
-                let ev = this.sse.map(|kind| this.final_event(kind, &msg, false));
-                this.complete("truncated", &msg, v);
-                this.ended = true;
-                match ev {
-                    Some(ev) => Poll::Ready(Some(Ok(Frame::data(ev)))),
-                    None => Poll::Ready(Some(Err(e.into()))),
-                }
-            }
-            Poll::Ready(None) => {
-                this.ended = true;
-                match this.end_clean() {
-                    Some(ev) => Poll::Ready(Some(Ok(Frame::data(ev)))),
-                    None => Poll::Ready(None),
+                Poll::Ready(None) => {
+                    this.ended = true;
+                    if let Some(held) = this.holding.take() {
+                        // Ended while holding: a complete (empty) turn is relayed as is; anything
+                        // else gets the final error event instead of the held frames.
+                        if this
+                            .inspect
+                            .as_ref()
+                            .is_some_and(|i| i.tracker.is_complete())
+                        {
+                            this.complete("ok", "", Verdict::Success);
+                            this.bytes += held.len() as u64;
+                            return Poll::Ready(Some(Ok(Frame::data(held.freeze()))));
+                        }
+                    }
+                    return match this.end_clean() {
+                        Some(ev) => {
+                            this.bytes += ev.len() as u64;
+                            Poll::Ready(Some(Ok(Frame::data(ev))))
+                        }
+                        None => Poll::Ready(None),
+                    };
                 }
             }
         }
+        // Upstream is silent: stream guards (spec §6).
+        let now = SystemClock.now();
+        if let Some(g) = this.guards {
+            if let Some(w) = this.watchdog.as_mut()
+                && w.as_mut().poll(cx).is_ready()
+            {
+                let (zombie, stalled) = match this.inspect.as_ref() {
+                    Some(i) => (i.zombie(now, g.readiness), i.stalled(now, g.stall)),
+                    None => (false, false),
+                };
+                if zombie {
+                    return this.abort(
+                        OutcomeClass::Transient,
+                        "zombie_stream",
+                        "the upstream stream sent no event within the readiness timeout",
+                    );
+                }
+                if stalled {
+                    return this.abort(OutcomeClass::StreamStall, "stream_stall", "the upstream stream stalled: no model output within the content-stall timeout");
+                }
+                this.rearm_watchdog();
+                if let Some(w) = this.watchdog.as_mut() {
+                    let _ = w.as_mut().poll(cx);
+                }
+            }
+            if let Some(hb) = this.heartbeat.as_mut()
+                && hb.as_mut().poll(cx).is_ready()
+            {
+                hb.as_mut().reset(now + g.heartbeat);
+                let _ = hb.as_mut().poll(cx);
+                if this.at_boundary()
+                    && let Some(kind) = this.sse
+                {
+                    let ping = Bytes::from_static(super::sse::heartbeat(kind));
+                    this.bytes += ping.len() as u64;
+                    return Poll::Ready(Some(Ok(Frame::data(ping))));
+                }
+            }
+        }
+        Poll::Pending
     }
 
     fn is_end_stream(&self) -> bool {
-        self.ended
+        self.ended && self.pending.is_none()
     }
 
     fn size_hint(&self) -> SizeHint {

@@ -45,8 +45,9 @@ async fn livez_and_readyz_are_200_while_serving() {
 #[tokio::test]
 async fn readyz_is_503_once_draining_begins() {
     let mock = MockUpstream::start().await;
+    // A content event, so the pre-content hold (spec §6) releases the stream at once.
     let first: Vec<Bytes> = vec![Bytes::from_static(
-        b"event: ping\ndata: {\"type\":\"ping\"}\n\n",
+        b"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"hi\"}}\n\n",
     )];
     mock.on("/v1/messages")
         .reply(Reply::sse_chunks(first).then_stall());

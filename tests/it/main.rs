@@ -16,3 +16,4 @@ mod claude_code;
 mod config;
 mod proxy;
 mod resilience;
+mod streams;

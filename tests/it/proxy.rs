@@ -434,7 +434,8 @@ async fn openai_responses_stream_is_relayed_byte_exact() {
 #[tokio::test]
 async fn stream_events_reach_the_client_before_the_upstream_finishes() {
     let mock = MockUpstream::start().await;
-    let events = first_events("anthropic-text", 3);
+    // Up to the first text delta: the lifecycle frames are held (spec §6) until content.
+    let events = first_events("anthropic-text", 4);
     let first_three: Vec<u8> = events.iter().flat_map(|b| b.iter().copied()).collect();
     mock.on("/v1/messages").reply(
         Reply::sse_chunks(events)
@@ -491,16 +492,31 @@ async fn stream_ending_without_its_terminal_event_gets_an_error_event_and_cools_
     mock.on("/v1/messages").reply(Reply::sse_chunks(events));
     let s = Sluice::start(&fill(ANTHROPIC, &mock), &[]).await;
 
-    let mut st = client::open_json(&s.url("/v1/messages"), &anthropic_body("claude-x", true), &[AV, KEY]).await;
+    let mut st = client::open_json(
+        &s.url("/v1/messages"),
+        &anthropic_body("claude-x", true),
+        &[AV, KEY],
+    )
+    .await;
     let (got, _) = st.read_to_end(READ).await;
 
-    assert!(got.starts_with(&sent), "relayed bytes first: {:?}", String::from_utf8_lossy(&got));
+    assert!(
+        got.starts_with(&sent),
+        "relayed bytes first: {:?}",
+        String::from_utf8_lossy(&got)
+    );
     assert_last_event_is_anthropic_error(&got[sent.len()..]);
     let snap = s.wait_requests(1).await;
     assert_eq!(snap.recent[0].outcome, "truncated");
     let conn = &snap.providers[0].connections[0];
-    assert_eq!((conn.status.as_str(), conn.last_error_kind.as_str()), ("cooling", "transient"));
-    assert_eq!(snap.providers[0].breaker.failure_count, 1, "a truncated stream counts for the breaker");
+    assert_eq!(
+        (conn.status.as_str(), conn.last_error_kind.as_str()),
+        ("cooling", "transient")
+    );
+    assert_eq!(
+        snap.providers[0].breaker.failure_count, 1,
+        "a truncated stream counts for the breaker"
+    );
 }
 
 #[tokio::test]
@@ -516,19 +532,69 @@ async fn error_event_after_content_is_relayed_and_classified_like_its_status() {
     mock.on("/v1/messages").reply(Reply::sse_chunks(events));
     let s = Sluice::start(&fill(ANTHROPIC, &mock), &[]).await;
 
-    let mut st = client::open_json(&s.url("/v1/messages"), &anthropic_body("claude-x", true), &[AV, KEY]).await;
+    let mut st = client::open_json(
+        &s.url("/v1/messages"),
+        &anthropic_body("claude-x", true),
+        &[AV, KEY],
+    )
+    .await;
     let (got, _) = st.read_to_end(READ).await;
 
-    assert_eq!(got, sent, "the upstream's own error event ends the stream; nothing is appended");
+    assert_eq!(
+        got, sent,
+        "the upstream's own error event ends the stream; nothing is appended"
+    );
     let snap = s.wait_requests(1).await;
     assert_eq!(snap.recent[0].outcome, "upstream_error");
     let conn = &snap.providers[0].connections[0];
-    assert_eq!(conn.status, "active", "529-class errors never cool a connection");
+    assert_eq!(
+        conn.status, "active",
+        "529-class errors never cool a connection"
+    );
     assert_eq!(conn.last_error_kind, "overloaded");
     assert_eq!(snap.providers[0].breaker.failure_count, 0);
 }
 
 // === combos and fallback ===
+
+#[tokio::test]
+async fn round_robin_combo_alternates_targets_and_weighted_accepts_table_targets() {
+    let mock = MockUpstream::start().await;
+    let cfg = two_targets(&mock.base_url(), &mock.base_url())
+        .replace("strategy = \"priority\"", "strategy = \"round_robin\"");
+    let s = Sluice::start(&cfg, &[]).await;
+    for _ in 0..4 {
+        let r = client::post_json(
+            &s.url("/v1/messages"),
+            &anthropic_body("fast", false),
+            &[AV, KEY],
+        )
+        .await;
+        assert_eq!(r.status, 200, "{}", r.text());
+    }
+    let models: Vec<String> = mock
+        .requests()
+        .iter()
+        .map(|r| r.json()["model"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert_eq!(models.len(), 4);
+    assert!(
+        models.windows(2).all(|w| w[0] != w[1]),
+        "round robin alternates: {models:?}"
+    );
+
+    let weighted = two_targets(&mock.base_url(), &mock.base_url())
+        .replace("strategy = \"priority\"", "strategy = \"weighted\"")
+        .replace("targets = [\"a/model-a\", \"b/model-b\"]", "targets = [{ target = \"a/model-a\", weight = 1000 }, { target = \"b/model-b\", weight = 1 }]");
+    let s2 = Sluice::start(&weighted, &[]).await;
+    let r = client::post_json(
+        &s2.url("/v1/messages"),
+        &anthropic_body("fast", false),
+        &[AV, KEY],
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+}
 
 #[tokio::test]
 async fn combo_rewrites_only_the_model_and_the_snapshot_names_the_target() {

@@ -272,15 +272,44 @@ impl Validator<'_, '_> {
             let mut targets = Vec::new();
             for (j, t) in rc.targets.iter().enumerate() {
                 let tk = format!("{k}.targets[{j}]");
-                let Some(s) = t.as_str() else {
-                    self.bad(
-                        tk,
-                        format!("'{t}' is not a string"),
-                        "write a target as \"provider/model\" or \"provider:connection/model\"",
-                    );
-                    continue;
+                // A target is "provider/model" or, for weights, { target = "p/m", weight = 3 }.
+                let (s, weight) = match t {
+                    toml::Value::String(s) => (s.as_str(), 1),
+                    toml::Value::Table(tb)
+                        if tb.keys().all(|k| k == "target" || k == "weight")
+                            && tb.get("target").is_some_and(toml::Value::is_str) =>
+                    {
+                        let w = match tb.get("weight") {
+                            None => 1,
+                            Some(toml::Value::Integer(w)) if (1..=1000).contains(w) => {
+                                u32::try_from(*w).unwrap_or(1)
+                            }
+                            Some(other) => {
+                                self.bad(
+                                    format!("{tk}.weight"),
+                                    format!("'{other}' is not a weight"),
+                                    "use a whole number from 1 to 1000",
+                                );
+                                1
+                            }
+                        };
+                        (
+                            tb.get("target")
+                                .and_then(toml::Value::as_str)
+                                .unwrap_or_default(),
+                            w,
+                        )
+                    }
+                    _ => {
+                        self.bad(
+                            tk,
+                            format!("'{t}' is not a target"),
+                            "write a target as \"provider/model\", \"provider:connection/model\" or { target = \"provider/model\", weight = 3 }",
+                        );
+                        continue;
+                    }
                 };
-                match parse_target(s) {
+                match parse_target(s).map(|t| TargetSpec { weight, ..t }) {
                     None => self.bad(
                         tk,
                         format!("'{s}' is not a target"),

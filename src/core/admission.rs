@@ -1,0 +1,814 @@
+//! `Gates`: the async side of admission (resilience-spec §4 concurrency caps, §5 queue).
+//!
+//! The pure decision lives in [`crate::policy::admission`]; this module is the stateful shell
+//! around it. Every [`GateState`] of the process sits behind one `std::sync::Mutex`, taken for
+//! short critical sections and never across an `.await`. A request routed to
+//! (provider, connection, upstream model) passes the chain global → provider → connection →
+//! model in that fixed order; [`decide`] / [`apply`] book the whole chain at once, so permits
+//! are taken as one bundle and no deadlock is possible.
+//!
+//! - **Arrival** ([`Gates::acquire`]): admitted at once, refused at once (queue full), admitted
+//!   without a permit (fail-open, queue full), or queued.
+//! - **Queued**: each waiter owns a `oneshot` receiver. Whenever permits come back or a waiter
+//!   leaves, the connection's waiters are re-checked with [`decide_queued`] in FIFO order and
+//!   each one that now gets every permit is booked *under the lock* and handed its grant, so a
+//!   released permit can never be stolen by a later arrival. The waiter races that grant
+//!   against `tokio::time::sleep(max_wait)`; when the timer wins, [`decide_queued`] runs at the
+//!   deadline: a free permit still wins, else `RATE_LIMIT_QUEUE_TIMEOUT` (protected),
+//!   `SEMAPHORE_TIMEOUT` (strict) or admission without a permit (fail-open).
+//! - **Cancel safety**: a queued future owns a `WaiterGuard`; dropping the future leaves the
+//!   queue at once (and, if a grant raced in, returns those permits). [`Admitted`] is an RAII
+//!   bundle whose `Drop` releases every permit exactly once and wakes the next waiter(s).
+//! - **Fast path**: a connection/model with no cap has no gate; such a request is admitted
+//!   without taking the lock or keeping any bookkeeping.
+//!
+//! `execution_max_wait` is *not* enforced here: the request path bounds its upstream call with
+//! [`Gates::execution_budget`] (pure [`execution_deadline`]).
+//!
+//! **Saturation is not failure.** Nothing here reports to the breaker (§1), the connection
+//! cooldown (§2) or the model lockout (§3): a full gate, a full queue, a queue timeout or a
+//! fail-open admit must never open a breaker, cool a connection or lock a model (§4). Callers
+//! must not feed [`Refused`] to those layers either.
+//!
+//! Time: `now` comes from the injected [`Clock`]; waiting uses `tokio::time`, so
+//! `tokio::time::pause` drives the timers in tests. The tokio timer is authoritative for a
+//! queue timeout: when it fires the wait counts as at least `max_wait`, whatever the clock says.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use serde::Serialize;
+use tokio::sync::oneshot;
+
+use crate::clock::{Clock, Instant};
+use crate::config::{Config, Profile, QueueSettings};
+use crate::policy::admission::{
+    AdmissionCode, Decision, Enforcement, GateKind, GateState, QueueOverride, QueuePolicy,
+    RequestId, Waiter, apply, clamp_depth, clamp_duration, decide, decide_queued,
+    execution_deadline, leave, protection_enabled, release,
+};
+use crate::policy::cooldown::deadline_after;
+
+#[cfg(test)]
+mod tests;
+
+/// The process's concurrency gates. Cheap to clone (one shared state); `Send + Sync`.
+#[derive(Clone)]
+pub struct Gates {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    clock: Arc<dyn Clock>,
+    /// Immutable per-connection facts (fast path, policies, names), indexed like the config.
+    layout: Vec<ProviderLayout>,
+    state: Mutex<State>,
+}
+
+struct ProviderLayout {
+    id: String,
+    profile: Profile,
+    conns: Vec<ConnLayout>,
+}
+
+struct ConnLayout {
+    id: String,
+    rate_limit_protection: Option<bool>,
+    concurrency_fail_open: bool,
+    /// `max_concurrent` is set.
+    capped: bool,
+    /// Upstream model ids with a `model_concurrency` entry.
+    model_caps: BTreeSet<String>,
+}
+
+struct State {
+    next_id: RequestId,
+    /// No config key yet: always `None` (uncapped), kept for the fixed order.
+    global: Option<GateState>,
+    providers: Vec<ProviderState>,
+}
+
+struct ProviderState {
+    /// No config key yet: always `None` (uncapped), kept for the fixed order.
+    gate: Option<GateState>,
+    conns: Vec<ConnState>,
+}
+
+struct ConnState {
+    gate: Option<GateState>,
+    models: BTreeMap<String, GateState>,
+    /// Queued requests of this connection, by id (= arrival order).
+    waiting: BTreeMap<RequestId, Slot>,
+    /// The policy of the latest arrival (for [`GateView::max_queue_depth`]).
+    policy: QueuePolicy,
+}
+
+struct Slot {
+    model: Option<String>,
+    enqueued_at: Instant,
+    policy: QueuePolicy,
+    /// Grant: the instant the permits were booked for this waiter.
+    tx: oneshot::Sender<Instant>,
+}
+
+/// Which gates one request passes: `model` is `Some` only when that model has a gate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Route {
+    provider: usize,
+    connection: usize,
+    model: Option<String>,
+}
+
+/// A request was refused admission without reaching upstream (§5). Never an upstream failure:
+/// do not report it to the breaker, cooldown or lockout.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refused {
+    /// Error code; [`AdmissionCode::status`] gives the HTTP status (429 or 503).
+    pub code: AdmissionCode,
+    /// `retry-after` for the client (whole seconds, at least 1 s).
+    pub retry_after: Option<Duration>,
+    /// Human-readable message naming the provider and connection.
+    pub message: String,
+}
+
+impl fmt::Display for Refused {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.code.code(), self.message)
+    }
+}
+
+impl std::error::Error for Refused {}
+
+/// An admitted request: an RAII bundle of permits. Dropping it releases every permit exactly
+/// once (in reverse acquisition order) and hands them to the next FIFO waiter(s). Keep it
+/// alive for the whole upstream exchange, including the streamed body.
+pub struct Admitted {
+    held: Option<(Arc<Inner>, Route)>,
+    queued_for: Duration,
+    without_permit: bool,
+}
+
+impl Admitted {
+    fn untracked(queued_for: Duration, without_permit: bool) -> Self {
+        Self {
+            held: None,
+            queued_for,
+            without_permit,
+        }
+    }
+
+    /// How long the request waited in the queue (zero when admitted at once).
+    pub fn queued_for(&self) -> Duration {
+        self.queued_for
+    }
+
+    /// True when the request proceeds without a permit (`concurrency_fail_open`, §4): its
+    /// wait timed out or the queue was full on an unprotected fail-open connection.
+    pub fn without_permit(&self) -> bool {
+        self.without_permit
+    }
+
+    /// True when this bundle holds permits (false for uncapped routes and fail-open admits).
+    pub fn holds_permit(&self) -> bool {
+        self.held.is_some()
+    }
+}
+
+impl fmt::Debug for Admitted {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Admitted")
+            .field("route", &self.held.as_ref().map(|(_, r)| r))
+            .field("queued_for", &self.queued_for)
+            .field("without_permit", &self.without_permit)
+            .finish()
+    }
+}
+
+impl Drop for Admitted {
+    fn drop(&mut self) {
+        if let Some((inner, route)) = self.held.take() {
+            let now = inner.clock.now();
+            let mut st = inner.lock();
+            release(&mut st.chain(&route));
+            st.pump(route.provider, route.connection, now);
+        }
+    }
+}
+
+/// One gate as plain data, for the snapshot and `GET /api/queues`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub struct GateView {
+    /// `connection` or `model`.
+    pub kind: GateKind,
+    /// Provider id.
+    pub provider: String,
+    /// Connection id.
+    pub connection: String,
+    /// Upstream model id (model gates only).
+    pub model: Option<String>,
+    /// Permits held now.
+    pub in_flight: u32,
+    /// The cap (`max_concurrent` or the `model_concurrency` entry).
+    pub cap: Option<u32>,
+    /// Requests waiting on this gate now.
+    pub queued: usize,
+    /// Queue depth limit in force for the connection (0 = unlimited).
+    pub max_queue_depth: u32,
+    /// How the connection enforces its caps.
+    pub enforcement: Enforcement,
+    /// How long the oldest waiter has waited, in ms (0 when nobody waits).
+    pub oldest_wait_ms: u64,
+    /// Lifetime: waiters refused after `max_wait`.
+    pub timeouts: u64,
+    /// Lifetime: arrivals refused because the queue was full.
+    pub rejections: u64,
+    /// Lifetime: requests that proceeded without a permit (fail-open).
+    pub fail_open_admits: u64,
+    /// Lifetime: requests that took a permit.
+    pub admitted: u64,
+}
+
+/// What a new arrival got.
+enum Arrival {
+    Done(Result<Admitted, Refused>),
+    Queued {
+        id: RequestId,
+        enqueued_at: Instant,
+        rx: oneshot::Receiver<Instant>,
+    },
+}
+
+// === impl Gates ===
+
+impl Gates {
+    /// One gate per `max_concurrent` and per `model_concurrency` entry of every connection of
+    /// `cfg` (indexed like `cfg.providers[p].connections[c]`); global and provider gates have
+    /// no config keys yet and are uncapped.
+    pub fn new(cfg: &Config, clock: Arc<dyn Clock>) -> Self {
+        let defaults = &cfg.resilience.queue;
+        let layout: Vec<ProviderLayout> = cfg
+            .providers
+            .iter()
+            .map(|p| ProviderLayout {
+                id: p.id.clone(),
+                profile: p.profile,
+                conns: p
+                    .connections
+                    .iter()
+                    .map(|c| ConnLayout {
+                        id: c.id.clone(),
+                        rate_limit_protection: c.rate_limit_protection,
+                        concurrency_fail_open: c.concurrency_fail_open,
+                        capped: c.max_concurrent.is_some(),
+                        model_caps: c.model_concurrency.keys().cloned().collect(),
+                    })
+                    .collect(),
+            })
+            .collect();
+        let providers = cfg
+            .providers
+            .iter()
+            .zip(&layout)
+            .map(|(p, pl)| ProviderState {
+                gate: None,
+                conns: p
+                    .connections
+                    .iter()
+                    .zip(&pl.conns)
+                    .map(|(c, cl)| ConnState {
+                        gate: c
+                            .max_concurrent
+                            .map(|cap| GateState::new(GateKind::Connection, Some(cap))),
+                        models: c
+                            .model_concurrency
+                            .iter()
+                            .map(|(m, cap)| {
+                                (m.clone(), GateState::new(GateKind::Model, Some(*cap)))
+                            })
+                            .collect(),
+                        waiting: BTreeMap::new(),
+                        policy: cl.policy(pl.profile, defaults),
+                    })
+                    .collect(),
+            })
+            .collect();
+        Self {
+            inner: Arc::new(Inner {
+                clock,
+                layout,
+                state: Mutex::new(State {
+                    next_id: 1,
+                    global: None,
+                    providers,
+                }),
+            }),
+        }
+    }
+
+    /// The §5 policy in force for connection `connection` of provider `provider` under
+    /// `queue` (no saved or per-connection overrides); `None` for an unknown index.
+    pub fn policy(
+        &self,
+        provider: usize,
+        connection: usize,
+        queue: &QueueSettings,
+    ) -> Option<QueuePolicy> {
+        let p = self.inner.layout.get(provider)?;
+        Some(p.conns.get(connection)?.policy(p.profile, queue))
+    }
+
+    /// Acquires the permits of (provider idx, connection idx, upstream model) in the fixed
+    /// order global → provider → connection → model, honouring FIFO, the queue depth,
+    /// `max_wait` and the connection's enforcement (protected queue / strict / fail-open).
+    ///
+    /// Cancel-safe: dropping the future while queued leaves the queue at once (no leaked
+    /// waiter, no leaked permit). Unknown indices and uncapped routes are admitted at once
+    /// without bookkeeping.
+    pub async fn acquire(
+        &self,
+        provider: usize,
+        connection: usize,
+        model: &str,
+        queue: &QueueSettings,
+    ) -> Result<Admitted, Refused> {
+        match self.policy(provider, connection, queue) {
+            Some(policy) => self.acquire_with(provider, connection, model, policy).await,
+            None => Ok(Admitted::untracked(Duration::ZERO, false)),
+        }
+    }
+
+    /// [`Self::acquire`] with an already resolved policy (e.g. [`QueuePolicy::resolve`] with
+    /// saved console/API overrides). Durations and depth are clamped to the §5 ranges.
+    pub async fn acquire_with(
+        &self,
+        provider: usize,
+        connection: usize,
+        model: &str,
+        policy: QueuePolicy,
+    ) -> Result<Admitted, Refused> {
+        let Some(route) = self.route(provider, connection, model) else {
+            return Ok(Admitted::untracked(Duration::ZERO, false));
+        };
+        let policy = clamp_policy(policy);
+        let (id, enqueued_at, rx) = match self.arrive(&route, &policy) {
+            Arrival::Done(out) => return out,
+            Arrival::Queued {
+                id,
+                enqueued_at,
+                rx,
+            } => (id, enqueued_at, rx),
+        };
+        let mut guard = WaiterGuard {
+            inner: &self.inner,
+            route,
+            id,
+            rx,
+            armed: true,
+        };
+        let timer = tokio::time::sleep(policy.max_wait);
+        let granted = tokio::select! {
+            biased;
+            granted = &mut guard.rx => granted.ok(),
+            () = timer => None,
+        };
+        match granted {
+            Some(at) => Ok(guard.into_admitted(at.saturating_duration_since(enqueued_at))),
+            // Timer fired (or, impossibly, the grant channel closed): decide at the deadline.
+            None => guard.time_out(enqueued_at, &policy),
+        }
+    }
+
+    /// Non-blocking variant for trying candidates in order before queueing on one: `Some`
+    /// only when every gate has a permit for a new arrival right now (never overtaking a
+    /// queued request). Books nothing otherwise (no counters, no queue entry).
+    pub fn try_acquire(
+        &self,
+        provider: usize,
+        connection: usize,
+        model: &str,
+        queue: &QueueSettings,
+    ) -> Option<Admitted> {
+        let policy = self.policy(provider, connection, queue)?;
+        self.try_acquire_with(provider, connection, model, policy)
+    }
+
+    /// [`Self::try_acquire`] with an already resolved policy.
+    pub fn try_acquire_with(
+        &self,
+        provider: usize,
+        connection: usize,
+        model: &str,
+        policy: QueuePolicy,
+    ) -> Option<Admitted> {
+        let Some(route) = self.route(provider, connection, model) else {
+            return Some(Admitted::untracked(Duration::ZERO, false));
+        };
+        let policy = clamp_policy(policy);
+        let now = self.inner.clock.now();
+        let mut st = self.inner.lock();
+        if decide(&st.chain(&route), &policy, now) != Decision::Admit {
+            return None;
+        }
+        let id = st_next_id(&mut st);
+        let mut chain = st.chain(&route);
+        apply(&mut chain, id, &Decision::Admit, now);
+        drop(st);
+        Some(Admitted {
+            held: Some((Arc::clone(&self.inner), route)),
+            queued_for: Duration::ZERO,
+            without_permit: false,
+        })
+    }
+
+    /// Every connection gate and model gate as plain data, in config order (connection gate
+    /// first, then its model gates by model id).
+    pub fn views(&self) -> Vec<GateView> {
+        let now = self.inner.clock.now();
+        let st = self.inner.lock();
+        let mut out = Vec::new();
+        for (pl, ps) in self.inner.layout.iter().zip(&st.providers) {
+            for (cl, cs) in pl.conns.iter().zip(&ps.conns) {
+                let models = cs.models.iter().map(|(m, g)| (Some(m), g));
+                for (model, g) in cs.gate.iter().map(|g| (None, g)).chain(models) {
+                    let oldest = g.oldest_wait(now).unwrap_or(Duration::ZERO);
+                    out.push(GateView {
+                        kind: g.kind,
+                        provider: pl.id.clone(),
+                        connection: cl.id.clone(),
+                        model: model.cloned(),
+                        in_flight: g.in_flight,
+                        cap: g.cap,
+                        queued: g.depth(),
+                        max_queue_depth: cs.policy.max_queue_depth,
+                        enforcement: cs.policy.enforcement,
+                        oldest_wait_ms: u64::try_from(oldest.as_millis()).unwrap_or(u64::MAX),
+                        timeouts: g.counters.timeouts,
+                        rejections: g.counters.rejections,
+                        fail_open_admits: g.counters.fail_open_admits,
+                        admitted: g.counters.admitted,
+                    });
+                }
+            }
+        }
+        out
+    }
+
+    /// How long a request dispatched now may execute before `RATE_LIMIT_EXECUTION_TIMEOUT`
+    /// (§5): `execution_max_wait` (clamped) raised to `provider_timeout` when that is longer.
+    /// Not enforced here; the request path bounds its upstream call with it.
+    pub fn execution_budget(&self, provider_timeout: Duration, queue: &QueueSettings) -> Duration {
+        let now = self.inner.clock.now();
+        execution_deadline(
+            now,
+            clamp_duration(queue.execution_max_wait),
+            provider_timeout,
+        )
+        .saturating_duration_since(now)
+    }
+
+    /// The gates `model` on (provider, connection) passes; `None` when none is capped (the
+    /// lock-free fast path) or an index is unknown.
+    fn route(&self, provider: usize, connection: usize, model: &str) -> Option<Route> {
+        let cl = self.inner.layout.get(provider)?.conns.get(connection)?;
+        let model = cl.model_caps.contains(model).then(|| model.to_owned());
+        (cl.capped || model.is_some()).then_some(Route {
+            provider,
+            connection,
+            model,
+        })
+    }
+
+    /// Decides and books a new arrival under the lock.
+    fn arrive(&self, route: &Route, policy: &QueuePolicy) -> Arrival {
+        let now = self.inner.clock.now();
+        let mut st = self.inner.lock();
+        let id = st_next_id(&mut st);
+        if let Some(c) = st.conn_mut(route.provider, route.connection) {
+            c.policy = *policy;
+        }
+        let mut chain = st.chain(route);
+        let d = decide(&chain, policy, now);
+        apply(&mut chain, id, &d, now);
+        match d {
+            Decision::Admit => Arrival::Done(Ok(Admitted {
+                held: Some((Arc::clone(&self.inner), route.clone())),
+                queued_for: Duration::ZERO,
+                without_permit: false,
+            })),
+            Decision::AdmitWithoutPermit => {
+                Arrival::Done(Ok(Admitted::untracked(Duration::ZERO, true)))
+            }
+            Decision::Reject { code, retry_after } => {
+                Arrival::Done(Err(self.refused(route, code, retry_after, policy)))
+            }
+            Decision::Queue { .. } => {
+                let (tx, rx) = oneshot::channel();
+                if let Some(c) = st.conn_mut(route.provider, route.connection) {
+                    c.waiting.insert(
+                        id,
+                        Slot {
+                            model: route.model.clone(),
+                            enqueued_at: now,
+                            policy: *policy,
+                            tx,
+                        },
+                    );
+                }
+                Arrival::Queued {
+                    id,
+                    enqueued_at: now,
+                    rx,
+                }
+            }
+        }
+    }
+
+    fn refused(
+        &self,
+        route: &Route,
+        code: AdmissionCode,
+        retry_after: Duration,
+        policy: &QueuePolicy,
+    ) -> Refused {
+        self.inner.refused(route, code, retry_after, policy)
+    }
+}
+
+impl fmt::Debug for Gates {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Gates")
+            .field("providers", &self.inner.layout.len())
+            .finish_non_exhaustive()
+    }
+}
+
+fn st_next_id(st: &mut State) -> RequestId {
+    let id = st.next_id;
+    st.next_id = st.next_id.wrapping_add(1);
+    id
+}
+
+/// Clamps a caller-supplied policy to the §5 ranges.
+fn clamp_policy(p: QueuePolicy) -> QueuePolicy {
+    QueuePolicy {
+        max_wait: clamp_duration(p.max_wait),
+        execution_max_wait: clamp_duration(p.execution_max_wait),
+        max_queue_depth: clamp_depth(p.max_queue_depth),
+        enforcement: p.enforcement,
+    }
+}
+
+/// `d` rounded up to whole seconds, at least 1 s.
+fn retry_secs(d: Duration) -> Duration {
+    Duration::from_secs(d.as_secs().saturating_add(u64::from(d.subsec_nanos() > 0)))
+        .max(Duration::from_secs(1))
+}
+
+// === impl ConnLayout ===
+
+impl ConnLayout {
+    fn policy(&self, profile: Profile, queue: &QueueSettings) -> QueuePolicy {
+        let protected = protection_enabled(
+            profile,
+            self.rate_limit_protection,
+            queue.auto_enable_api_key_connections,
+        );
+        QueuePolicy::resolve(
+            queue,
+            &QueueOverride::default(),
+            &QueueOverride::default(),
+            Enforcement::resolve(protected, self.concurrency_fail_open),
+        )
+    }
+}
+
+// === impl Inner ===
+
+impl Inner {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn refused(
+        &self,
+        route: &Route,
+        code: AdmissionCode,
+        retry_after: Duration,
+        policy: &QueuePolicy,
+    ) -> Refused {
+        let (p, c) = self
+            .layout
+            .get(route.provider)
+            .map(|p| {
+                let c = p.conns.get(route.connection).map_or("?", |c| c.id.as_str());
+                (p.id.as_str(), c)
+            })
+            .unwrap_or(("?", "?"));
+        let target = match &route.model {
+            Some(m) => format!("model '{m}' on connection '{c}' of provider '{p}'"),
+            None => format!("connection '{c}' of provider '{p}'"),
+        };
+        let secs = retry_after.as_secs();
+        let message = if code.is_timeout() {
+            format!(
+                "waited {} for a concurrency permit for {target} without getting one; retry after {secs}s",
+                humantime::format_duration(policy.max_wait)
+            )
+        } else {
+            format!(
+                "{} requests already wait for {target} (max_queue_depth); retry after {secs}s",
+                policy.max_queue_depth
+            )
+        };
+        Refused {
+            code,
+            retry_after: code.has_retry_after().then_some(retry_after),
+            message,
+        }
+    }
+}
+
+// === impl State ===
+
+impl State {
+    fn conn_mut(&mut self, provider: usize, connection: usize) -> Option<&mut ConnState> {
+        self.providers.get_mut(provider)?.conns.get_mut(connection)
+    }
+
+    /// The gates of `route` in the fixed order global → provider → connection → model.
+    fn chain(&mut self, route: &Route) -> Vec<&mut GateState> {
+        let mut v = Vec::with_capacity(4);
+        if let Some(g) = self.global.as_mut() {
+            v.push(g);
+        }
+        if let Some(ProviderState { gate, conns }) = self.providers.get_mut(route.provider) {
+            if let Some(g) = gate.as_mut() {
+                v.push(g);
+            }
+            if let Some(ConnState { gate, models, .. }) = conns.get_mut(route.connection) {
+                if let Some(g) = gate.as_mut() {
+                    v.push(g);
+                }
+                if let Some(g) = route.model.as_deref().and_then(|m| models.get_mut(m)) {
+                    v.push(g);
+                }
+            }
+        }
+        v
+    }
+
+    /// Re-checks the waiters of one connection in FIFO order after permits came back or a
+    /// waiter left, and grants every one that now gets all its permits (booked here, under
+    /// the lock). One pass suffices: a grant only takes permits and shortens the queue of
+    /// *later* waiters. Scope is one connection because global and provider gates are
+    /// uncapped; widen it when they get caps.
+    fn pump(&mut self, provider: usize, connection: usize, now: Instant) {
+        loop {
+            let Some(conn) = self.conn_mut(provider, connection) else {
+                return;
+            };
+            let queued: Vec<(RequestId, Option<String>, Instant, QueuePolicy)> = conn
+                .waiting
+                .iter()
+                .map(|(id, s)| (*id, s.model.clone(), s.enqueued_at, s.policy))
+                .collect();
+            let mut again = false;
+            for (id, model, enqueued_at, policy) in queued {
+                let route = Route {
+                    provider,
+                    connection,
+                    model,
+                };
+                let waiter = Waiter { id, enqueued_at };
+                let mut chain = self.chain(&route);
+                if decide_queued(&chain, &waiter, &policy, now) != Decision::Admit {
+                    continue;
+                }
+                apply(&mut chain, id, &Decision::Admit, now);
+                let slot = self
+                    .conn_mut(provider, connection)
+                    .and_then(|c| c.waiting.remove(&id));
+                let delivered = slot.is_some_and(|s| s.tx.send(now).is_ok());
+                if !delivered {
+                    // The waiter is gone (cannot happen while its guard lives): undo and
+                    // re-run, the permits may serve an earlier waiter now.
+                    release(&mut self.chain(&route));
+                    again = true;
+                    break;
+                }
+            }
+            if !again {
+                return;
+            }
+        }
+    }
+}
+
+/// Owned by a queued `acquire` future; dropping it while still armed leaves the queue (and
+/// returns the permits if a grant raced in), so cancelling the future leaks nothing.
+struct WaiterGuard<'a> {
+    inner: &'a Arc<Inner>,
+    route: Route,
+    id: RequestId,
+    rx: oneshot::Receiver<Instant>,
+    armed: bool,
+}
+
+impl WaiterGuard<'_> {
+    /// The grant arrived: the permits are ours.
+    fn into_admitted(mut self, queued_for: Duration) -> Admitted {
+        self.armed = false;
+        Admitted {
+            held: Some((Arc::clone(self.inner), self.route.clone())),
+            queued_for,
+            without_permit: false,
+        }
+    }
+
+    /// `max_wait` elapsed: decide at the deadline (a free permit still wins).
+    fn time_out(mut self, enqueued_at: Instant, policy: &QueuePolicy) -> Result<Admitted, Refused> {
+        let deadline = deadline_after(enqueued_at, policy.max_wait);
+        let now = self.inner.clock.now().max(deadline);
+        let waited = now.saturating_duration_since(enqueued_at);
+        let mut st = self.inner.lock();
+        let slot = st
+            .conn_mut(self.route.provider, self.route.connection)
+            .and_then(|c| c.waiting.remove(&self.id));
+        self.armed = false;
+        if slot.is_none() {
+            // A grant raced the timer and won.
+            drop(st);
+            return match self.rx.try_recv() {
+                Ok(at) => Ok(self.into_admitted(at.saturating_duration_since(enqueued_at))),
+                Err(_) => self.fallback(policy, waited),
+            };
+        }
+        let waiter = Waiter {
+            id: self.id,
+            enqueued_at,
+        };
+        let mut chain = st.chain(&self.route);
+        let mut d = decide_queued(&chain, &waiter, policy, now);
+        if let Decision::Queue { .. } = d {
+            // Unreachable: `now` is at or past the deadline. Resolve as a timeout anyway.
+            d = match policy.enforcement.timeout_code() {
+                Some(code) => Decision::Reject {
+                    code,
+                    retry_after: retry_secs(policy.max_wait),
+                },
+                None => Decision::AdmitWithoutPermit,
+            };
+        }
+        apply(&mut chain, self.id, &d, now);
+        st.pump(self.route.provider, self.route.connection, now);
+        drop(st);
+        match d {
+            Decision::Admit => Ok(self.into_admitted(waited)),
+            Decision::AdmitWithoutPermit | Decision::Queue { .. } => {
+                Ok(Admitted::untracked(waited, true))
+            }
+            Decision::Reject { code, retry_after } => {
+                Err(self.inner.refused(&self.route, code, retry_after, policy))
+            }
+        }
+    }
+
+    /// Timeout outcome without gate bookkeeping (only for states that cannot occur).
+    fn fallback(&self, policy: &QueuePolicy, waited: Duration) -> Result<Admitted, Refused> {
+        match policy.enforcement.timeout_code() {
+            Some(code) => {
+                Err(self
+                    .inner
+                    .refused(&self.route, code, retry_secs(policy.max_wait), policy))
+            }
+            None => Ok(Admitted::untracked(waited, true)),
+        }
+    }
+}
+
+impl Drop for WaiterGuard<'_> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let now = self.inner.clock.now();
+        let mut st = self.inner.lock();
+        let queued = st
+            .conn_mut(self.route.provider, self.route.connection)
+            .and_then(|c| c.waiting.remove(&self.id))
+            .is_some();
+        if queued {
+            // §5: a client that disconnects while queued leaves the queue at once.
+            leave(&mut st.chain(&self.route), self.id);
+        } else if self.rx.try_recv().is_ok() {
+            // Granted but never observed: give the permits back.
+            release(&mut st.chain(&self.route));
+        } else {
+            return;
+        }
+        st.pump(self.route.provider, self.route.connection, now);
+    }
+}

@@ -1,0 +1,252 @@
+//! Stream guards (spec §6) through real HTTP: the pre-content hold with fallback before
+//! anything reaches the client (A14 a), heartbeats while holding, the content-stall watchdog
+//! (A20 b), zombie streams, and a long "thinking" stream that only pings (A20 a). Durations
+//! are scaled down to milliseconds in the test config; nothing sleeps for seconds.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use serde_json::{Value, json};
+
+use crate::support::{MockUpstream, Reply, Sluice, client, fill, fixture};
+
+const READ: Duration = Duration::from_secs(5);
+const AV: (&str, &str) = ("anthropic-version", "2023-06-01");
+const KEY: (&str, &str) = ("x-api-key", "sk-client-key");
+
+/// Two anthropic providers on one mock (told apart by model), a combo over both, and
+/// millisecond stream guards.
+const CONFIG: &str = r#"
+[routing]
+default_provider = "a"
+
+[resilience.stream]
+heartbeat_interval = "60ms"
+readiness_timeout = "300ms"
+content_stall_timeout = "250ms"
+
+[[providers]]
+id = "a"
+dialect = "anthropic"
+base_url = "{MOCK}"
+profile = "api_key"
+
+  [[providers.connections]]
+  id = "ka"
+  auth = "passthrough"
+
+[[providers]]
+id = "b"
+dialect = "anthropic"
+base_url = "{MOCK}"
+profile = "api_key"
+
+  [[providers.connections]]
+  id = "kb"
+  auth = "passthrough"
+
+[[combos]]
+name = "pair"
+targets = ["a/model-a", "b/model-b"]
+"#;
+
+fn body(model: &str) -> Value {
+    json!({"model": model, "max_tokens": 64, "stream": true, "messages": [{"role": "user", "content": "hi"}]})
+}
+
+fn events(name: &str) -> Vec<Bytes> {
+    String::from_utf8_lossy(&fixture(name))
+        .split_inclusive("\n\n")
+        .map(|e| Bytes::from(e.to_string()))
+        .collect()
+}
+
+fn ev(s: &str) -> Bytes {
+    Bytes::from(s.to_string())
+}
+
+const PING: &str = "event: ping\ndata: {\"type\":\"ping\"}\n\n";
+
+fn count(hay: &[u8], needle: &str) -> usize {
+    String::from_utf8_lossy(hay).matches(needle).count()
+}
+
+#[tokio::test]
+async fn error_event_before_content_falls_back_with_nothing_sent() {
+    // Case A14(a): a 200 stream whose first event is an overload error is a failed attempt;
+    // the client receives a normal stream from the next target and one message_start.
+    let mock = MockUpstream::start().await;
+    mock.on("/v1/messages")
+        .model("model-a")
+        .reply(Reply::sse_chunks(events("anthropic-error-before-content")));
+    mock.on("/v1/messages")
+        .model("model-b")
+        .reply(Reply::sse_fixture("anthropic-text"));
+    let s = Sluice::start(&fill(CONFIG, &mock), &[]).await;
+
+    let mut st = client::open_json(&s.url("/v1/messages"), &body("pair"), &[AV, KEY]).await;
+    let (got, _) = st.read_to_end(READ).await;
+
+    assert_eq!(st.status, 200);
+    assert_eq!(
+        &got[..],
+        &fixture("anthropic-text")[..],
+        "exactly the second target's stream"
+    );
+    assert_eq!(count(&got, "event: message_start"), 1);
+    let snap = s.wait_requests(1).await;
+    assert_eq!(
+        (snap.recent[0].attempts, snap.recent[0].target.as_str()),
+        (2, "b:kb/model-b")
+    );
+    let a = &snap.providers[0].connections[0];
+    assert_eq!(
+        (a.status.as_str(), a.last_error_kind.as_str()),
+        ("active", "overloaded"),
+        "529-class: no cooldown"
+    );
+}
+
+#[tokio::test]
+async fn error_before_content_on_the_last_target_is_answered_as_http_error() {
+    let mock = MockUpstream::start().await;
+    mock.on("/v1/messages")
+        .reply(Reply::sse_chunks(events("anthropic-error-before-content")));
+    let s = Sluice::start(&fill(CONFIG, &mock), &[]).await;
+
+    let r = client::post_json(&s.url("/v1/messages"), &body("plain-model"), &[AV, KEY]).await;
+
+    assert_eq!(r.status, 529, "{}", r.text());
+    let v = r.json();
+    assert_eq!(
+        (v["type"].as_str(), v["error"]["type"].as_str()),
+        (Some("error"), Some("overloaded_error"))
+    );
+}
+
+#[tokio::test]
+async fn lifecycle_frames_are_held_and_heartbeats_keep_the_client_alive() {
+    // message_start, then silence longer than the heartbeat interval, then content: the client
+    // first gets pings (never inside an event), then the held frames and the rest, unchanged.
+    let mock = MockUpstream::start().await;
+    let all = events("anthropic-text");
+    let mut chunks = vec![all[0].clone()]; // message_start
+    chunks.extend((0..4).map(|_| Bytes::new())); // four 50 ms gaps of silence (200 ms)
+    chunks.extend(all[1..].iter().cloned());
+    mock.on("/v1/messages")
+        .reply(Reply::sse_chunks(chunks).pace(Duration::from_millis(50)));
+    let s = Sluice::start(&fill(CONFIG, &mock), &[]).await;
+
+    let mut st = client::open_json(&s.url("/v1/messages"), &body("plain-model"), &[AV, KEY]).await;
+    let (got, _) = st.read_to_end(READ).await;
+
+    let text = String::from_utf8_lossy(&got).into_owned();
+    let start = text
+        .find("event: message_start")
+        .expect("message_start relayed");
+    let before = &text[..start];
+    assert!(
+        before.matches(PING).count() >= 1,
+        "heartbeats before the held frames: {before:?}"
+    );
+    assert_eq!(
+        before.replace(PING, ""),
+        "",
+        "only whole ping events precede the held frames"
+    );
+    let upstream = String::from_utf8_lossy(&fixture("anthropic-text")).into_owned();
+    assert_eq!(
+        text[start..].replace(PING, ""),
+        upstream.replace(PING, ""),
+        "the upstream bytes, in order, plus pings between events"
+    );
+    assert_eq!(s.wait_requests(1).await.recent[0].outcome, "ok");
+}
+
+#[tokio::test]
+async fn thinking_stream_that_only_pings_for_longer_than_the_stall_timeout_completes() {
+    // Case A20(a), scaled: message_start, then only pings for 400 ms (stall timeout 250 ms),
+    // then content. No progress has started, so the stall budget is not running.
+    let mock = MockUpstream::start().await;
+    let all = events("anthropic-text");
+    let mut chunks = vec![all[0].clone()];
+    chunks.extend((0..10).map(|_| ev(PING)));
+    chunks.extend(all[1..].iter().cloned());
+    mock.on("/v1/messages")
+        .reply(Reply::sse_chunks(chunks).pace(Duration::from_millis(40)));
+    let s = Sluice::start(&fill(CONFIG, &mock), &[]).await;
+
+    let mut st = client::open_json(&s.url("/v1/messages"), &body("plain-model"), &[AV, KEY]).await;
+    let (got, _) = st.read_to_end(READ).await;
+
+    assert!(
+        String::from_utf8_lossy(&got).contains("event: message_stop"),
+        "completed"
+    );
+    assert_eq!(s.wait_requests(1).await.recent[0].outcome, "ok");
+}
+
+#[tokio::test]
+async fn stalled_stream_after_content_is_abandoned_with_an_error_event() {
+    // Case A20(b), scaled: first text delta, then silence with the connection open. At the
+    // stall timeout the attempt is abandoned: a terminal error event, the request recorded,
+    // and (stream_stall_cooldown = false) no cooldown.
+    let mock = MockUpstream::start().await;
+    let first: Vec<Bytes> = events("anthropic-text").into_iter().take(4).collect();
+    mock.on("/v1/messages")
+        .reply(Reply::sse_chunks(first).then_stall());
+    let s = Sluice::start(&fill(CONFIG, &mock), &[]).await;
+
+    let mut st = client::open_json(&s.url("/v1/messages"), &body("plain-model"), &[AV, KEY]).await;
+    let (got, ended) = st.read_to_end(READ).await;
+
+    assert!(ended, "the stream was ended by sluice");
+    let text = String::from_utf8_lossy(&got).into_owned();
+    assert!(text.contains("text_delta"));
+    assert!(text.trim_end().ends_with("}"), "ends with a complete event");
+    let last = text.trim_end().rsplit("\n\n").next().unwrap_or_default();
+    let data = last
+        .strip_prefix("event: error\ndata: ")
+        .unwrap_or_else(|| panic!("last event is an error: {text}"));
+    let v: Value = serde_json::from_str(data).unwrap();
+    assert_eq!(
+        (v["type"].as_str(), v["error"]["type"].as_str()),
+        (Some("error"), Some("api_error"))
+    );
+    let snap = s.wait_requests(1).await;
+    assert_eq!(snap.recent[0].outcome, "truncated");
+    let c = &snap.providers[0].connections[0];
+    assert_eq!(
+        (c.status.as_str(), c.last_error_kind.as_str()),
+        ("active", "stream_stall")
+    );
+}
+
+#[tokio::test]
+async fn zombie_stream_before_commit_falls_back_to_the_next_target() {
+    // A 200 stream that sends nothing useful within the readiness timeout is a failed attempt;
+    // with readiness shorter than the heartbeat nothing was committed, so the next target serves.
+    let mock = MockUpstream::start().await;
+    mock.on("/v1/messages")
+        .model("model-a")
+        .reply(Reply::sse_chunks(vec![ev(PING)]).then_stall());
+    mock.on("/v1/messages")
+        .model("model-b")
+        .reply(Reply::sse_fixture("anthropic-text"));
+    let cfg = fill(CONFIG, &mock).replace(
+        "readiness_timeout = \"300ms\"",
+        "readiness_timeout = \"40ms\"",
+    );
+    let s = Sluice::start(&cfg, &[]).await;
+
+    let mut st = client::open_json(&s.url("/v1/messages"), &body("pair"), &[AV, KEY]).await;
+    let (got, _) = st.read_to_end(READ).await;
+
+    assert_eq!(&got[..], &fixture("anthropic-text")[..]);
+    let snap = s.wait_requests(1).await;
+    assert_eq!(snap.recent[0].attempts, 2);
+    assert_eq!(
+        snap.providers[0].connections[0].last_error_kind,
+        "transient"
+    );
+}
