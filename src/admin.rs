@@ -87,6 +87,9 @@ async fn handle(control: &Control, req: Request<Incoming>) -> Response<Full<Byte
             );
             r
         }
+        ("GET" | "HEAD", "/api/queues") => {
+            json_response(StatusCode::OK, json!({"queues": core.gates().views()}))
+        }
         ("GET" | "HEAD", "/api/monitoring/health") => {
             json_response(StatusCode::OK, health(&core.snapshot()))
         }

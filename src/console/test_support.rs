@@ -185,6 +185,7 @@ pub(super) fn snapshot() -> Snapshot {
                 until_unix_ms: NOW + 65_000,
             },
         ],
+        queues: Vec::new(),
     }
 }
 

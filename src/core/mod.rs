@@ -51,6 +51,7 @@ struct Inner {
     tx: watch::Sender<Arc<Snapshot>>,
     store: Option<Arc<Store>>,
     res: Mutex<resilience::ResState>,
+    gates: admission::Gates,
 }
 
 #[derive(Default)]
@@ -134,6 +135,7 @@ impl Core {
         };
         let (tx, _rx) = watch::channel(Arc::new(Snapshot::default()));
         let mut res = resilience::ResState::new(&config);
+        let gates = admission::Gates::new(&config, clock.clone());
         if let Some(st) = &store {
             match st.load_state() {
                 Ok(rows) => {
@@ -161,6 +163,7 @@ impl Core {
                 tx,
                 store,
                 res: Mutex::new(res),
+                gates,
             }),
         };
         core.publish();
@@ -169,6 +172,11 @@ impl Core {
 
     pub(crate) fn res(&self) -> MutexGuard<'_, resilience::ResState> {
         self.inner.res.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The admission gates (§4 caps, §5 queue).
+    pub fn gates(&self) -> &admission::Gates {
+        &self.inner.gates
     }
 
     /// Asks the publisher for a fresh snapshot soon.
@@ -401,6 +409,7 @@ impl Core {
                 })
                 .collect(),
             lockouts: live.lockouts,
+            queues: self.inner.gates.views(),
         }
     }
 

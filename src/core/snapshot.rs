@@ -35,6 +35,9 @@ pub struct Snapshot {
     pub combos: Vec<ComboView>,
     /// Active model lockouts (spec §3), soonest expiry first.
     pub lockouts: Vec<LockoutView>,
+    /// Admission gates with a cap (spec §4, §5): in-flight / cap, queued / depth cap, oldest
+    /// wait, timeouts, rejections.
+    pub queues: Vec<super::admission::GateView>,
 }
 
 /// How many finished requests a snapshot keeps.

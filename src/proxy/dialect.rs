@@ -72,6 +72,9 @@ pub enum ProxyError {
         /// The upstream's error message, kept verbatim.
         message: String,
     },
+    /// The admission queue refused the request (spec §5): queue full or queue wait timed out.
+    #[error("{}", .0.message)]
+    Admission(Box<crate::core::admission::Refused>),
     /// Every candidate was excluded before dispatch (spec §8 rows 3–6).
     #[error("{}", excluded_message(.0))]
     Excluded(Box<Excluded>),
@@ -127,6 +130,9 @@ impl ProxyError {
             Self::Restated { status, .. } => {
                 StatusCode::from_u16(*status).unwrap_or(StatusCode::TOO_MANY_REQUESTS)
             }
+            Self::Admission(r) => {
+                StatusCode::from_u16(r.code.status()).unwrap_or(StatusCode::TOO_MANY_REQUESTS)
+            }
         }
     }
 
@@ -143,6 +149,7 @@ impl ProxyError {
             Self::Timeout(_) => "upstream_timeout",
             Self::Draining => "draining",
             Self::Excluded(e) => e.verdict.code,
+            Self::Admission(r) => r.code.code(),
             Self::Restated { status: 429, .. } => "rate_limit_exceeded",
             Self::Restated { .. } => "upstream_error",
         }
@@ -202,6 +209,12 @@ pub fn body(err: &ProxyError, dialect: Dialect) -> Bytes {
                 "retry_after_ms": x.retry_after.map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
             })).collect::<Vec<_>>()},
         })),
+        ProxyError::Admission(r) => Some(json!({
+            "code": r.code.code(),
+            "retry_after": r.retry_after.map(whole_seconds_up),
+            "reset_at": null,
+            "diagnostics": {"excluded": [], "reason": r.code.reason()},
+        })),
         ProxyError::NoTargets { .. } => Some(json!({
             "code": "no_executable_targets", "retry_after": null, "reset_at": null,
             "diagnostics": {"excluded": []},
@@ -232,6 +245,11 @@ pub fn render<B: From<Bytes>>(err: &ProxyError, dialect: Dialect) -> Response<B>
     match err {
         ProxyError::Draining => {
             h.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+        ProxyError::Admission(r) => {
+            if let Some(d) = r.retry_after {
+                h.insert(header::RETRY_AFTER, HeaderValue::from(whole_seconds_up(d)));
+            }
         }
         ProxyError::Restated { retry_after, .. } => {
             h.insert(

@@ -18,6 +18,7 @@ use super::headers;
 use super::relay::{Finish, Guards, Inspect, RelayBody};
 use super::routes::{ProxyBody, Route, RouteKind};
 use crate::clock::{Clock, SystemClock, unix_ms};
+use crate::core::admission::Admitted;
 use crate::core::resilience::Ticket;
 use crate::core::snapshot::RequestView;
 use crate::core::{AttemptGuard, RequestGuard};
@@ -36,6 +37,7 @@ enum Outcome {
         attempt: AttemptGuard,
         ticket: Ticket,
         hold: Option<Box<Held>>,
+        permit: Option<Admitted>,
     },
     /// A complete response: a local answer (`ok`) or an upstream error passed through.
     Local {
@@ -122,6 +124,7 @@ pub async fn handle(state: Shared, req: Request<Incoming>, route: Route) -> Resp
             attempt,
             ticket,
             hold,
+            permit,
         }) => {
             let (parts, body) = resp.into_parts();
             let is_sse = headers::is_event_stream(&parts.headers);
@@ -133,7 +136,8 @@ pub async fn handle(state: Shared, req: Request<Incoming>, route: Route) -> Resp
                 return dialect::render::<Full<Bytes>>(&ProxyError::Draining, route.dialect)
                     .map(Either::Left);
             };
-            let finish = Finish::new(state.core.clone(), guard, view, Some(attempt), Some(ticket));
+            let finish = Finish::new(state.core.clone(), guard, view, Some(attempt), Some(ticket))
+                .with_permit(permit);
             let stop = state.hard_stop.clone().cancelled_owned();
             let relay = match (hold, sse) {
                 (Some(h), Some(kind)) => RelayBody::guarded(
@@ -238,14 +242,60 @@ async fn run(
     let mut rewritten: Option<(String, Bytes)> = None;
     let mut last: Option<LastFailure> = None;
     let mut exclusions: Vec<Exclusion> = Vec::new();
+    let queue = state.core.settings_snapshot().queue;
+    let gates = state.core.gates().clone();
     loop {
         exclusions.clear();
-        for cand in &candidates {
+        // Candidates in order; a saturated one (§4 caps) is skipped at first, and queued on
+        // (§5) only when no other candidate served the request.
+        let (mut next, mut saturated, mut queued, mut queued_once) =
+            (0usize, None::<usize>, None::<(usize, Admitted)>, false);
+        loop {
+            let (idx, pre_permit) = if let Some((qi, p)) = queued.take() {
+                (qi, Some(p))
+            } else if next < candidates.len() {
+                next += 1;
+                (next - 1, None)
+            } else if let (Some(si), false) = (saturated.take(), queued_once) {
+                queued_once = true;
+                let c = &candidates[si];
+                match gates
+                    .acquire(c.provider, c.connection, &c.model, &queue)
+                    .await
+                {
+                    Ok(p) => {
+                        if p.without_permit() {
+                            tracing::info!(model = %c.model, "queue wait timed out; proceeding without a permit (concurrency_fail_open)");
+                        }
+                        queued = Some((si, p));
+                        continue;
+                    }
+                    Err(refused) => return Err(ProxyError::Admission(Box::new(refused))),
+                }
+            } else {
+                break;
+            };
+            let cand = &candidates[idx];
             let ticket = match state.core.admit_candidate(cand, clock.now()) {
                 Ok(t) => t,
                 Err(e) => {
                     exclusions.push(e);
                     continue;
+                }
+            };
+            // Token counts never take concurrency slots meant for generations (case A23).
+            let permit = match pre_permit {
+                Some(p) => Some(p),
+                None if route.kind == RouteKind::CountTokens => None,
+                None => {
+                    match gates.try_acquire(cand.provider, cand.connection, &cand.model, &queue) {
+                        Some(p) => Some(p),
+                        None => {
+                            saturated.get_or_insert(idx);
+                            drop(ticket);
+                            continue;
+                        }
+                    }
                 }
             };
             let Some(provider) = cfg.providers.get(cand.provider) else {
@@ -285,7 +335,11 @@ async fn run(
 
             let attempt = state.core.begin_attempt(cand.provider, cand.connection);
             let started = clock.now();
-            let res = tokio::time::timeout(provider.timeout, client.request(up)).await;
+            // The response head is bounded by the provider's `timeout`; the §5 execution budget
+            // is never shorter than it (it is raised to the provider timeout), so the provider
+            // timeout is the one that can fire first before the head.
+            let budget = provider.timeout.min(gates.execution_budget(provider.timeout, &queue));
+            let res = tokio::time::timeout(budget, client.request(up)).await;
             let latency = clock.now().saturating_duration_since(started);
             match res {
                 Err(_) | Ok(Err(_)) => {
@@ -295,7 +349,7 @@ async fn run(
                     let err = match res {
                         Err(_) => ProxyError::Timeout(format!(
                             "{} waiting for provider '{}'",
-                            humantime::format_duration(provider.timeout),
+                            humantime::format_duration(budget),
                             provider.id
                         )),
                         Ok(Err(e)) => ProxyError::Unreachable(format!(
@@ -353,6 +407,7 @@ async fn run(
                             attempt,
                             ticket,
                             hold,
+                            permit,
                         });
                     }
                     let (head, b) = resp.into_parts();

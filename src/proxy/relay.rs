@@ -50,6 +50,8 @@ pub struct Finish {
     view: RequestView,
     _attempt: Option<AttemptGuard>,
     ticket: Option<Ticket>,
+    /// The admission permits (§4), released when the body ends or is dropped.
+    _permit: Option<crate::core::admission::Admitted>,
 }
 
 impl Finish {
@@ -68,7 +70,14 @@ impl Finish {
             view,
             _attempt: attempt,
             ticket,
+            _permit: None,
         }
+    }
+
+    /// Keeps the admission permits until the relayed body ends.
+    pub fn with_permit(mut self, permit: Option<crate::core::admission::Admitted>) -> Self {
+        self._permit = permit;
+        self
     }
 
     /// Records the request as finished with `outcome` after `bytes` relayed, and hands the
