@@ -100,6 +100,35 @@ pub struct RequestView {
     pub outcome: String,
     /// Short error text (no secrets), empty when ok.
     pub error: String,
+    /// Every attempt in order (for the console's request details).
+    pub attempt_log: Vec<AttemptView>,
+    /// Candidates left out before dispatch, with why (spec §8 reasons).
+    pub skipped: Vec<SkippedView>,
+}
+
+/// One upstream attempt of a request.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct AttemptView {
+    /// `provider:connection/model`.
+    pub target: String,
+    /// Response status (0 = transport error before the head).
+    pub status: u16,
+    /// Outcome class, e.g. `success`, `rate_limited`, `transient`, `overloaded`.
+    pub class: String,
+    /// Reason word, e.g. `rate_limit_exceeded`.
+    pub reason: String,
+    /// Time to the response head (or the failure), ms.
+    pub latency_ms: u64,
+}
+
+/// A candidate excluded before dispatch.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct SkippedView {
+    /// `provider:connection/model`.
+    pub target: String,
+    /// `circuit_open`, `connection_cooldown`, `quota_wait`, `model_lockout`, `terminal`,
+    /// `provider_cooldown`, `unavailable`, or `saturated`.
+    pub reason: String,
 }
 
 /// One provider with its connections.

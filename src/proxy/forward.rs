@@ -338,7 +338,9 @@ async fn run(
             // The response head is bounded by the provider's `timeout`; the §5 execution budget
             // is never shorter than it (it is raised to the provider timeout), so the provider
             // timeout is the one that can fire first before the head.
-            let budget = provider.timeout.min(gates.execution_budget(provider.timeout, &queue));
+            let budget = provider
+                .timeout
+                .min(gates.execution_budget(provider.timeout, &queue));
             let res = tokio::time::timeout(budget, client.request(up)).await;
             let latency = clock.now().saturating_duration_since(started);
             match res {
@@ -363,6 +365,7 @@ async fn run(
                     let c = state
                         .core
                         .classify(cand.provider, None, None, b"", None, false);
+                    log_attempt(view, 0, &c, latency);
                     state.core.report(ticket, &c);
                     last = Some(LastFailure::Transport(err));
                 }
@@ -392,6 +395,7 @@ async fn run(
                                     last: lf,
                                 } => {
                                     tracing::info!(target = %view.target, class = classified.class.as_str(), reason = %classified.reason, "stream failed before content; trying the next target");
+                                    log_attempt(view, 200, &classified, latency);
                                     state.core.report(ticket, &classified);
                                     last = Some(lf);
                                     drop(attempt);
@@ -402,6 +406,13 @@ async fn run(
                         if let Some(key) = &session {
                             state.core.pin_session(key, cand.provider, cand.connection);
                         }
+                        log_attempt(
+                            view,
+                            status.as_u16(),
+                            &crate::core::resilience::success(status.as_u16()),
+                            latency,
+                        );
+                        log_skipped(view, &exclusions);
                         return Ok(Outcome::Relay {
                             resp,
                             attempt,
@@ -420,6 +431,7 @@ async fn run(
                         None,
                         false,
                     );
+                    log_attempt(view, status.as_u16(), &c, latency);
                     state.core.report(ticket, &c);
                     tracing::info!(target = %view.target, status = status.as_u16(), class = c.class.as_str(), reason = %c.reason, "upstream error");
                     if c.class == OutcomeClass::ClientFault && c.restated.is_none() {
@@ -464,6 +476,7 @@ async fn run(
             _ => break,
         }
     }
+    log_skipped(view, &exclusions);
     match last {
         Some(LastFailure::Upstream {
             status,
@@ -509,6 +522,29 @@ async fn run(
                 excluded: exclusions,
                 reset_at_unix_ms,
             })))
+        }
+    }
+}
+
+/// Appends one attempt to the request's log (console details).
+fn log_attempt(view: &mut RequestView, status: u16, c: &Classified, latency: Duration) {
+    view.attempt_log.push(crate::core::snapshot::AttemptView {
+        target: view.target.clone(),
+        status,
+        class: c.class.as_str().into(),
+        reason: c.reason.clone(),
+        latency_ms: u64::try_from(latency.as_millis()).unwrap_or(u64::MAX),
+    });
+}
+
+/// Records the candidates excluded before dispatch (console details).
+fn log_skipped(view: &mut RequestView, exclusions: &[Exclusion]) {
+    for e in exclusions {
+        if !view.skipped.iter().any(|s| s.target == e.target) {
+            view.skipped.push(crate::core::snapshot::SkippedView {
+                target: e.target.clone(),
+                reason: e.reason.as_str().into(),
+            });
         }
     }
 }

@@ -12,8 +12,10 @@
 mod support;
 
 mod admin;
+mod admission;
 mod claude_code;
 mod config;
+mod edge;
 mod proxy;
 mod resilience;
 mod streams;

@@ -5,10 +5,17 @@
 //! optionally only a number of times; anything unscripted gets a default reply in the real wire
 //! format of the route (a Messages JSON or the `anthropic-text` fixture stream, a chat
 //! completion, a Responses object, `count_tokens`, `GET /v1/models`; 404 elsewhere).
+//!
+//! Besides the requests it records each exchange's lifetime (request arrival until its
+//! response body ended or was dropped: [`MockUpstream::exchanges`],
+//! [`MockUpstream::max_concurrency`]) and when each inbound connection closed
+//! ([`MockUpstream::wait_closed`]), for the concurrency and cancellation tests.
 
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::{HeaderValue, Method, Request, Response, StatusCode};
@@ -136,6 +143,19 @@ impl Reply {
         .header("cache-control", "no-cache")
     }
 
+    /// A 200 SSE stream of these chunks, each written after its own pause (zero = at once).
+    pub fn sse_timed(chunks: Vec<(Duration, Bytes)>) -> Self {
+        Self::new(
+            200,
+            ReplyBody::Chunks {
+                chunks,
+                end: StreamEnd::Finish,
+            },
+        )
+        .header("content-type", "text/event-stream")
+        .header("cache-control", "no-cache")
+    }
+
     /// A 200 SSE stream of `tests/fixtures/sse/<name>.sse` in one write.
     pub fn sse_fixture(name: &str) -> Self {
         Self::sse_chunks(vec![fixture(name)])
@@ -242,11 +262,97 @@ struct Rule {
     reply: Reply,
 }
 
+/// One request/response exchange as the mock lived it.
+#[derive(Debug, Clone)]
+pub struct Exchange {
+    /// Request path (no query).
+    pub path: String,
+    /// The body's `model`, if any.
+    pub model: Option<String>,
+    /// When the request (head and whole body) had arrived.
+    pub started: Instant,
+    /// When the response body ended or was dropped (the client went away); `None` while
+    /// the exchange is still in flight.
+    pub ended: Option<Instant>,
+}
+
 #[derive(Debug, Default)]
 struct State {
     rules: Mutex<Vec<Rule>>,
     requests: Mutex<Vec<Recorded>>,
     arrived: Notify,
+    exchanges: Mutex<Vec<Exchange>>,
+    /// When each inbound connection was closed (by either side), in order.
+    closed: Mutex<Vec<Instant>>,
+    closed_notify: Notify,
+}
+
+/// Marks its exchange ended when dropped (response body finished, or handler/body dropped).
+#[derive(Debug)]
+struct ExchangeGuard {
+    state: Arc<State>,
+    idx: usize,
+}
+
+impl Drop for ExchangeGuard {
+    fn drop(&mut self) {
+        let mut ex = self
+            .state
+            .exchanges
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if let Some(e) = ex.get_mut(self.idx) {
+            e.ended.get_or_insert_with(Instant::now);
+        }
+    }
+}
+
+/// A response body that keeps its exchange in flight until it ends or is dropped.
+struct Tracked {
+    inner: MockBody,
+    guard: Option<ExchangeGuard>,
+}
+
+impl http_body::Body for Tracked {
+    type Data = Bytes;
+    type Error = std::io::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        if matches!(polled, Poll::Ready(None) | Poll::Ready(Some(Err(_)))) {
+            self.guard = None;
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// The most intervals open at once (an interval with no end is open until now).
+fn max_overlap<'a>(intervals: impl Iterator<Item = &'a Exchange>) -> usize {
+    let now = Instant::now();
+    let mut edges: Vec<(Instant, i32)> = Vec::new();
+    for e in intervals {
+        edges.push((e.started, 1));
+        edges.push((e.ended.unwrap_or(now).max(e.started), -1));
+    }
+    // At equal instants an end comes before a start (back-to-back is not overlap).
+    edges.sort();
+    let (mut cur, mut max) = (0i32, 0i32);
+    for (_, d) in edges {
+        cur += d;
+        max = max.max(cur);
+    }
+    usize::try_from(max).unwrap_or(0)
 }
 
 /// A scripted upstream. Dropping it closes the listener and every open connection.
@@ -372,6 +478,52 @@ impl MockUpstream {
         all.into_iter().next().unwrap()
     }
 
+    /// Every exchange so far (request arrival until its response body ended or was dropped),
+    /// in arrival order.
+    pub fn exchanges(&self) -> Vec<Exchange> {
+        self.state.exchanges.lock().unwrap().clone()
+    }
+
+    /// Exchanges in flight now.
+    pub fn in_flight(&self) -> usize {
+        self.exchanges()
+            .iter()
+            .filter(|e| e.ended.is_none())
+            .count()
+    }
+
+    /// The most exchanges that were ever in flight at the same time.
+    pub fn max_concurrency(&self) -> usize {
+        max_overlap(self.exchanges().iter())
+    }
+
+    /// The most exchanges for `model` that were ever in flight at the same time.
+    pub fn max_concurrency_of(&self, model: &str) -> usize {
+        let all = self.exchanges();
+        max_overlap(all.iter().filter(|e| e.model.as_deref() == Some(model)))
+    }
+
+    /// When each inbound connection closed so far, in order.
+    pub fn closed_connections(&self) -> Vec<Instant> {
+        self.state.closed.lock().unwrap().clone()
+    }
+
+    /// Waits (up to `within`) until at least `n` inbound connections have closed; returns
+    /// when the `n`th closed, or `None` if that did not happen in time.
+    pub async fn wait_closed(&self, n: usize, within: Duration) -> Option<Instant> {
+        tokio::time::timeout(within, async {
+            loop {
+                let notified = self.state.closed_notify.notified();
+                if let Some(at) = self.closed_connections().get(n.saturating_sub(1)) {
+                    return *at;
+                }
+                notified.await;
+            }
+        })
+        .await
+        .ok()
+    }
+
     /// Waits (up to 5 s) until at least `n` requests arrived.
     pub async fn wait_for(&self, n: usize) -> Vec<Recorded> {
         let waited = tokio::time::timeout(Duration::from_secs(5), async {
@@ -405,12 +557,16 @@ async fn accept_loop(listener: TcpListener, state: Arc<State>, cancel: Cancellat
         let cancel = cancel.clone();
         tokio::spawn(async move {
             let svc_cancel = cancel.clone();
-            let svc = service_fn(move |req| handle(state.clone(), svc_cancel.clone(), req));
+            let svc_state = state.clone();
+            let svc = service_fn(move |req| handle(svc_state.clone(), svc_cancel.clone(), req));
             let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
             let conn = builder.serve_connection(TokioIo::new(tcp), svc);
             tokio::select! {
                 _ = cancel.cancelled() => {}
-                _ = conn => {}
+                _ = conn => {
+                    state.closed.lock().unwrap_or_else(|e| e.into_inner()).push(Instant::now());
+                    state.closed_notify.notify_waiters();
+                }
             }
         });
     }
@@ -457,6 +613,19 @@ async fn handle(
     };
     let model = body_model(&body);
     let reply = pick(&state, &rec.path, model.as_deref(), &rec.headers);
+    let guard = {
+        let mut ex = state.exchanges.lock().unwrap();
+        ex.push(Exchange {
+            path: rec.path.clone(),
+            model: model.clone(),
+            started: Instant::now(),
+            ended: None,
+        });
+        ExchangeGuard {
+            state: state.clone(),
+            idx: ex.len() - 1,
+        }
+    };
     state.requests.lock().unwrap().push(rec.clone());
     state.arrived.notify_waiters();
 
@@ -512,7 +681,11 @@ async fn handle(
         }
         ReplyBody::Default | ReplyBody::AnthropicText(_) => unreachable!("resolved above"),
     };
-    Ok(builder.body(body)?)
+    let body = Tracked {
+        inner: body,
+        guard: Some(guard),
+    };
+    Ok(builder.body(body.boxed())?)
 }
 
 // === default replies in the real wire formats ===

@@ -1,0 +1,410 @@
+//! Admission through real HTTP (resilience-spec §4 concurrency caps, §5 admission queue;
+//! case A21): connection and model caps measured at the mock upstream, the FIFO queue seen
+//! through `GET /api/queues`, queue-full and queue-timeout rejections in the route's dialect,
+//! and saturation that never counts as a failure. Real time, millisecond durations.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::support::client::{self, Resp};
+use crate::support::wire::{anthropic_message, chat_completion};
+use crate::support::{MockUpstream, Reply, Sluice};
+
+const AV: (&str, &str) = ("anthropic-version", "2023-06-01");
+const ENV: &[(&str, &str)] = &[("K1", "key-one")];
+/// How long the mock takes to answer a generation in these tests.
+const SLOW: Duration = Duration::from_millis(300);
+
+/// One `api_key` provider `p` of `dialect` with connection `k1` (so it is behind the §5 queue
+/// by `auto_enable_api_key_connections`), `conn` extra keys on the connection and `tail`
+/// after it.
+fn config(mock: &MockUpstream, dialect: &str, conn: &str, tail: &str) -> String {
+    format!(
+        r#"
+[routing]
+default_provider = "p"
+
+[[providers]]
+id = "p"
+dialect = "{dialect}"
+base_url = "{}"
+profile = "api_key"
+
+  [[providers.connections]]
+  id = "k1"
+  auth = {{ env = "K1" }}
+  {conn}
+
+{tail}
+"#,
+        mock.base_url()
+    )
+}
+
+fn anthropic_body(model: &str) -> Value {
+    json!({"model": model, "max_tokens": 16, "messages": [{"role": "user", "content": "hi"}]})
+}
+
+fn chat_body(model: &str) -> Value {
+    json!({"model": model, "messages": [{"role": "user", "content": "hi"}]})
+}
+
+/// A slow Messages reply for every request.
+fn slow_anthropic(mock: &MockUpstream, delay: Duration) {
+    mock.on("/v1/messages")
+        .reply(Reply::json(200, anthropic_message("m", "done")).delay(delay));
+}
+
+/// Sends a Messages request in the background.
+fn spawn_messages(s: &Sluice, model: &str) -> tokio::task::JoinHandle<(Resp, Duration)> {
+    let url = s.url("/v1/messages");
+    let body = anthropic_body(model);
+    tokio::spawn(async move {
+        let t = Instant::now();
+        let r = client::post_json(&url, &body, &[AV]).await;
+        (r, t.elapsed())
+    })
+}
+
+/// `GET /api/queues` → the gate of `kind` (`connection` / `model`) for `model`.
+async fn gate(s: &Sluice, kind: &str, model: Option<&str>) -> Value {
+    let r = client::get(&s.admin("/api/queues"), &[]).await;
+    assert_eq!(r.status, 200, "/api/queues: {}", r.text());
+    let v = r.json();
+    v["queues"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no queues array: {v}"))
+        .iter()
+        .find(|g| g["kind"] == kind && g["model"].as_str() == model)
+        .unwrap_or_else(|| panic!("no {kind} gate for {model:?} in {v:#}"))
+        .clone()
+}
+
+/// Polls `/api/queues` (up to `within`) until the gate shows `in_flight` and `queued`.
+async fn wait_gate(
+    s: &Sluice,
+    kind: &str,
+    model: Option<&str>,
+    in_flight: u64,
+    queued: u64,
+    within: Duration,
+) -> Value {
+    let deadline = Instant::now() + within;
+    loop {
+        let g = gate(s, kind, model).await;
+        if g["in_flight"] == in_flight && g["queued"] == queued {
+            return g;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "gate never showed in_flight {in_flight} / queued {queued} within {within:?}: {g:#}"
+        );
+        tokio::time::sleep(Duration::from_millis(3)).await;
+    }
+}
+
+fn retry_after(r: &Resp) -> u64 {
+    let v = r
+        .header("retry-after")
+        .unwrap_or_else(|| panic!("no retry-after on {} {}", r.status, r.text()));
+    v.parse()
+        .unwrap_or_else(|_| panic!("retry-after '{v}' is not whole seconds"))
+}
+
+/// Asserts a §5 rejection: 429, `retry-after`, the route's error shape, `sluice.code`.
+fn assert_admission_429(r: &Resp, anthropic: bool, code: &str, reason: &str) {
+    assert_eq!(r.status, 429, "{}", r.text());
+    assert!(retry_after(r) >= 1);
+    let v = r.json();
+    if anthropic {
+        assert_eq!(v["type"], "error", "anthropic error shape: {v}");
+        assert_eq!(v["error"]["type"], "rate_limit_error", "{v}");
+    } else {
+        assert!(v.get("type").is_none(), "openai error shape: {v}");
+        assert_eq!(v["error"]["type"], "rate_limit_error", "{v}");
+        assert_eq!(v["error"]["code"], code, "{v}");
+    }
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .is_some_and(|m| !m.is_empty()),
+        "{v}"
+    );
+    assert_eq!(v["sluice"]["code"], code, "{v}");
+    assert_eq!(v["sluice"]["diagnostics"]["reason"], reason, "{v}");
+}
+
+/// The connection, its breaker and its lockouts as the console shows them: untouched.
+fn assert_no_penalty(s: &Sluice) {
+    let snap = s.snapshot();
+    let p = &snap.providers[0];
+    assert_eq!(
+        (p.breaker.state.as_str(), p.breaker.failure_count),
+        ("closed", 0),
+        "breaker: {:#?}",
+        p.breaker
+    );
+    assert_eq!(p.failures, 0, "provider failures");
+    let c = &p.connections[0];
+    assert_eq!(c.status, "active", "{c:#?}");
+    assert_eq!(
+        (c.failures, c.cooldown_until_unix_ms, c.backoff_level),
+        (0, None, 0),
+        "{c:#?}"
+    );
+    assert!(snap.lockouts.is_empty(), "lockouts: {:#?}", snap.lockouts);
+}
+
+#[tokio::test]
+async fn a21_cap_2_dispatches_two_queues_three_and_rejects_the_sixth_at_once() {
+    // Case A21 run 1, scaled: cap 2, depth 3, upstream 300 ms each. max_wait is 1 s rather
+    // than 500 ms: the last queued request waits two service times (~600 ms) for its slot.
+    let mock = MockUpstream::start().await;
+    slow_anthropic(&mock, SLOW);
+    let cfg = config(
+        &mock,
+        "anthropic",
+        "max_concurrent = 2",
+        "[resilience.queue]\nmax_queue_depth = 3\nmax_wait = \"1s\"",
+    );
+    let s = Sluice::start(&cfg, ENV).await;
+
+    let five: Vec<_> = (0..5).map(|_| spawn_messages(&s, "m")).collect();
+    let g = wait_gate(&s, "connection", None, 2, 3, SLOW / 2).await;
+    assert_eq!(
+        (g["cap"].as_u64(), g["max_queue_depth"].as_u64()),
+        (Some(2), Some(3))
+    );
+    assert_eq!(mock.in_flight(), 2, "two upstream calls while three wait");
+
+    let t = Instant::now();
+    let sixth = client::post_json(&s.url("/v1/messages"), &anthropic_body("m"), &[AV]).await;
+    let rejected_in = t.elapsed();
+    eprintln!("A21 queue-full rejection latency: {rejected_in:?}");
+    assert_admission_429(&sixth, true, "RATE_LIMIT_QUEUE_FULL", "queue_full");
+    assert!(
+        rejected_in < Duration::from_millis(50),
+        "rejected within 50 ms, took {rejected_in:?}"
+    );
+
+    for h in five {
+        let (r, _) = h.await.unwrap();
+        assert_eq!(r.status, 200, "queued requests are served: {}", r.text());
+    }
+    assert_eq!(
+        mock.count(),
+        5,
+        "the rejected request never reached upstream"
+    );
+    assert_eq!(
+        mock.max_concurrency(),
+        2,
+        "exactly two upstream calls at once"
+    );
+    let mut ex = mock.exchanges();
+    ex.sort_by_key(|e| e.started);
+    let first_free = ex[..2].iter().filter_map(|e| e.ended).min().unwrap();
+    assert!(
+        ex[2..].iter().all(|e| e.started >= first_free),
+        "queued requests start only as slots free: {ex:#?}"
+    );
+    let g = wait_gate(&s, "connection", None, 0, 0, Duration::from_secs(1)).await;
+    assert_eq!(
+        (
+            g["rejections"].as_u64(),
+            g["timeouts"].as_u64(),
+            g["admitted"].as_u64()
+        ),
+        (Some(1), Some(0), Some(5)),
+        "{g:#}"
+    );
+}
+
+#[tokio::test]
+async fn a21_queued_request_past_max_wait_gets_a_fast_queue_timeout_and_the_running_one_is_not_cut()
+{
+    // max_wait bounds only the wait for a slot: the dispatched request runs 500 ms (over
+    // max_wait) and succeeds; the queued one is refused at max_wait, in the OpenAI dialect.
+    let mock = MockUpstream::start().await;
+    mock.on("/v1/chat/completions")
+        .reply(Reply::json(200, chat_completion("m", "done")).delay(Duration::from_millis(500)));
+    let cfg = config(
+        &mock,
+        "openai",
+        "max_concurrent = 1",
+        "[resilience.queue]\nmax_queue_depth = 3\nmax_wait = \"150ms\"",
+    );
+    let s = Sluice::start(&cfg, ENV).await;
+    let url = s.url("/v1/chat/completions");
+
+    let running = {
+        let url = url.clone();
+        tokio::spawn(async move {
+            let t = Instant::now();
+            let r = client::post_json(&url, &chat_body("m"), &[]).await;
+            (r, t.elapsed())
+        })
+    };
+    mock.wait_for(1).await;
+    let t = Instant::now();
+    let queued = client::post_json(&url, &chat_body("m"), &[]).await;
+    let waited = t.elapsed();
+    eprintln!("A21 queue-timeout answered after {waited:?} (max_wait 150ms)");
+
+    assert_admission_429(&queued, false, "RATE_LIMIT_QUEUE_TIMEOUT", "queue_timeout");
+    assert!(
+        waited >= Duration::from_millis(140) && waited < Duration::from_millis(400),
+        "refused at max_wait, not later: {waited:?}"
+    );
+    let (r, took) = running.await.unwrap();
+    assert_eq!(
+        r.status,
+        200,
+        "the dispatched request is never cut: {}",
+        r.text()
+    );
+    assert!(took >= Duration::from_millis(480), "{took:?}");
+    assert_eq!(
+        mock.count(),
+        1,
+        "the timed-out request never reached upstream"
+    );
+    let g = gate(&s, "connection", None).await;
+    assert_eq!(g["timeouts"], 1, "{g:#}");
+    assert_no_penalty(&s);
+}
+
+#[tokio::test]
+async fn a21_cap_4_runs_four_upstream_calls_at_once() {
+    // Case A21 run 2: guards against accidental serialization.
+    let mock = MockUpstream::start().await;
+    slow_anthropic(&mock, SLOW);
+    let cfg = config(
+        &mock,
+        "anthropic",
+        "max_concurrent = 4",
+        "[resilience.queue]\nmax_queue_depth = 3\nmax_wait = \"1s\"",
+    );
+    let s = Sluice::start(&cfg, ENV).await;
+
+    let t = Instant::now();
+    let four: Vec<_> = (0..4).map(|_| spawn_messages(&s, "m")).collect();
+    for h in four {
+        let (r, _) = h.await.unwrap();
+        assert_eq!(r.status, 200, "{}", r.text());
+    }
+    let took = t.elapsed();
+
+    assert_eq!(mock.count(), 4);
+    assert_eq!(mock.max_concurrency(), 4, "four concurrent upstream calls");
+    assert!(took < SLOW * 2, "ran in parallel, took {took:?}");
+    assert_eq!(gate(&s, "connection", None).await["queued"], 0);
+}
+
+#[tokio::test]
+async fn model_cap_serializes_that_model_while_another_model_does_not_wait() {
+    // §4: model_concurrency { m1 = 1 } under max_concurrent = 4.
+    let mock = MockUpstream::start().await;
+    slow_anthropic(&mock, SLOW);
+    let cfg = config(
+        &mock,
+        "anthropic",
+        "max_concurrent = 4\n  model_concurrency = { \"m1\" = 1 }",
+        "[resilience.queue]\nmax_wait = \"2s\"",
+    );
+    let s = Sluice::start(&cfg, ENV).await;
+
+    let first = spawn_messages(&s, "m1");
+    mock.wait_for(1).await;
+    let second = spawn_messages(&s, "m1");
+    let g = wait_gate(&s, "model", Some("m1"), 1, 1, SLOW / 2).await;
+    assert_eq!(g["cap"], 1, "{g:#}");
+    let t = Instant::now();
+    let other = client::post_json(&s.url("/v1/messages"), &anthropic_body("m2"), &[AV]).await;
+    let other_took = t.elapsed();
+
+    assert_eq!(other.status, 200, "{}", other.text());
+    assert!(
+        other_took < SLOW + Duration::from_millis(150),
+        "m2 did not wait for the m1 slot: {other_took:?}"
+    );
+    let (a, _) = first.await.unwrap();
+    let (b, b_took) = second.await.unwrap();
+    assert_eq!((a.status.as_u16(), b.status.as_u16()), (200, 200));
+    assert!(
+        b_took >= SLOW + SLOW / 2,
+        "second m1 waited for the first: {b_took:?}"
+    );
+    assert_eq!(mock.max_concurrency_of("m1"), 1, "m1 calls serialize");
+    assert!(mock.max_concurrency() >= 2, "m2 overlapped an m1 call");
+    let m1: Vec<_> = mock
+        .exchanges()
+        .into_iter()
+        .filter(|e| e.model.as_deref() == Some("m1"))
+        .collect();
+    assert!(m1[1].started >= m1[0].ended.unwrap(), "{m1:#?}");
+}
+
+#[tokio::test]
+async fn saturation_is_not_failure_queue_full_leaves_connection_active_and_breaker_closed() {
+    // §4: a saturated gate never opens a breaker, cools a connection or locks a model.
+    let mock = MockUpstream::start().await;
+    slow_anthropic(&mock, SLOW);
+    let cfg = config(
+        &mock,
+        "anthropic",
+        "max_concurrent = 1",
+        "[resilience.queue]\nmax_queue_depth = 1\nmax_wait = \"2s\"\n\
+         [resilience.model_lockout]\nenabled = true",
+    );
+    let s = Sluice::start(&cfg, ENV).await;
+
+    let running = spawn_messages(&s, "m");
+    mock.wait_for(1).await;
+    let queued = spawn_messages(&s, "m");
+    wait_gate(&s, "connection", None, 1, 1, SLOW / 2).await;
+    let mut refused = Vec::new();
+    for _ in 0..3 {
+        refused.push(client::post_json(&s.url("/v1/messages"), &anthropic_body("m"), &[AV]).await);
+    }
+    for r in &refused {
+        assert_admission_429(r, true, "RATE_LIMIT_QUEUE_FULL", "queue_full");
+    }
+
+    assert_no_penalty(&s);
+    let health = client::get(&s.admin("/api/monitoring/health"), &[])
+        .await
+        .json();
+    let b = health["breakers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["provider"] == "p")
+        .unwrap_or_else(|| panic!("{health:#}"))
+        .clone();
+    assert_eq!(b["state"], "closed", "{b:#}");
+    let cool = client::get(&s.admin("/api/resilience/cooldowns?provider=p"), &[])
+        .await
+        .json();
+    let k1 = cool["connections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["connection"] == "k1")
+        .unwrap_or_else(|| panic!("{cool:#}"))
+        .clone();
+    assert_eq!(k1["status"], "active", "{k1:#}");
+    let lock = client::get(&s.admin("/api/resilience/model-cooldowns"), &[])
+        .await
+        .json();
+    assert_eq!(lock["lockouts"], json!([]), "{lock:#}");
+
+    for h in [running, queued] {
+        assert_eq!(h.await.unwrap().0.status, 200);
+    }
+    let next = client::post_json(&s.url("/v1/messages"), &anthropic_body("m"), &[AV]).await;
+    assert_eq!(next.status, 200, "the connection serves the next request");
+    assert_eq!(gate(&s, "connection", None).await["rejections"], 3);
+    assert_no_penalty(&s);
+}
