@@ -55,6 +55,7 @@ pub(super) fn snapshot() -> Snapshot {
                 stream: true,
                 outcome: "upstream_error".into(),
                 error: "upstream closed the stream".into(),
+                ..Default::default()
             },
             RequestView {
                 id: 40,
@@ -69,6 +70,7 @@ pub(super) fn snapshot() -> Snapshot {
                 stream: false,
                 outcome: "ok".into(),
                 error: String::new(),
+                ..Default::default()
             },
         ],
         providers: vec![
