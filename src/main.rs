@@ -40,6 +40,10 @@ fn main() -> ExitCode {
         Ok(c) => c,
         Err(e) => return fail(&e.to_string(), 2),
     };
+    let keymap = match console::keymap::keymap_from_config(&cfg.console.keys) {
+        Ok(k) => k,
+        Err(e) => return fail(&format!("{}: {e}", path.display()), 2),
+    };
     match cli.command {
         Some(Command::Check) => {
             print!("{}", app::routing_table(&cfg));
@@ -114,6 +118,7 @@ fn main() -> ExitCode {
                         theme,
                         tick,
                         readonly,
+                        keymap,
                     };
                     let r = console::run(snapshots, control.clone(), clock, opts, shutdown);
                     // However the console ended, sluice stops with it.

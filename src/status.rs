@@ -166,6 +166,47 @@ pub fn render(snap: &Value) -> String {
             );
         }
     }
+    let queues = snap
+        .get("queues")
+        .and_then(Value::as_array)
+        .unwrap_or(&empty);
+    let _ = writeln!(o, "\nQUEUES ({} capped gates)", queues.len());
+    if !queues.is_empty() {
+        let _ = writeln!(
+            o,
+            "{:<11} {:<16} {:<28} {:>9} {:>9} {:>10} {:>8} {:>10}",
+            "gate",
+            "connection",
+            "model",
+            "in-flight",
+            "queued",
+            "oldest",
+            "timeouts",
+            "rejections"
+        );
+        for q in queues {
+            let cap = q
+                .get("cap")
+                .and_then(Value::as_u64)
+                .map_or("-".to_string(), |c| c.to_string());
+            let depth = match n(q, "max_queue_depth") {
+                0 => "-".to_string(),
+                d => d.to_string(),
+            };
+            let _ = writeln!(
+                o,
+                "{:<11} {:<16} {:<28} {:>9} {:>9} {:>10} {:>8} {:>10}",
+                s(q, "kind"),
+                s(q, "connection"),
+                q.get("model").and_then(Value::as_str).unwrap_or("-"),
+                format!("{}/{cap}", n(q, "in_flight")),
+                format!("{}/{depth}", n(q, "queued")),
+                format!("{}ms", n(q, "oldest_wait_ms")),
+                n(q, "timeouts"),
+                n(q, "rejections")
+            );
+        }
+    }
     let locks = snap
         .get("lockouts")
         .and_then(Value::as_array)
@@ -220,6 +261,7 @@ mod tests {
             "{out}"
         );
         assert!(out.contains("MODEL LOCKOUTS (1)"));
+        assert!(out.contains("QUEUES (0 capped gates)"));
         assert!(out.contains("z-ai/glm-5"));
         assert!(out.contains("60s"));
     }

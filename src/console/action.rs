@@ -1,12 +1,16 @@
-//! `Action`: what a key asks the outside world to do, and [`apply`], which does it through
-//! [`Control`] and words the result for the status bar.
+//! `Action`: what a key asks the outside world to do; [`perform`] does it through [`Control`]
+//! and returns an [`Outcome`], and [`apply`] words that outcome for the status bar.
 //!
 //! The console never mutates state itself (house-style §4.3): [`App::on_key`](super::app::App::on_key)
-//! returns an `Action`, the run loop hands it to [`apply`], and the returned line goes into the
-//! status bar with [`App::flash`](super::app::App::flash). Keeping `apply` a plain function of
-//! `&Control` lets tests drive it against a real core with a `ManualClock`.
+//! returns an `Action`, the run loop hands it to [`perform`], and the outcome goes back into
+//! the app with [`App::on_outcome`](super::app::App::on_outcome) (a status-bar line, or the
+//! settings editor's data / refusal). Keeping these plain functions of `&Control` lets tests
+//! drive them against a real core with a `ManualClock`.
 
-use crate::core::control::{ClearReport, ClearTarget, Control};
+use super::settings::{Field, SettingsView};
+use crate::core::control::{
+    ClearReport, ClearTarget, Control, ControlError, SettingsPatch, apply_patch,
+};
 
 /// Something the run loop must do after a key (TEA's command).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,12 +30,71 @@ pub enum Action {
         /// Locked model or quota group.
         model: String,
     },
+    /// Read the settings for the editor (not mutating).
+    OpenSettings,
+    /// Apply `patch` (the editor's `count` changed fields) through `Control::patch_settings`.
+    SaveSettings {
+        /// The changed fields only.
+        patch: SettingsPatch,
+        /// How many fields it changes (for "saved 3 settings").
+        count: usize,
+    },
+    /// Revert one field's override to the config file's value (the rest stay).
+    RevertSetting(Field),
+    /// Drop every settings override (`Control::revert_settings`).
+    RevertAllSettings,
+}
+
+/// What came of an [`Action`].
+#[derive(Debug, Clone)]
+pub enum Outcome {
+    /// A status-bar line.
+    Message(String),
+    /// Settings for the editor (opened, or refreshed after a revert), with a status line.
+    Settings {
+        /// Live settings, overrides and the file's values (boxed: it is large).
+        view: Box<SettingsView>,
+        /// Status-bar line, if any.
+        message: Option<String>,
+    },
+    /// The editor's patch was applied; `count` fields changed.
+    Saved {
+        /// Fields changed.
+        count: usize,
+    },
+    /// `Control` refused a settings change: `field` is the dotted key.
+    Rejected {
+        /// e.g. `model_lockout.max_cooldown`.
+        field: String,
+        /// What is wrong and how to fix it.
+        message: String,
+    },
+}
+
+impl Outcome {
+    /// The outcome as one status-bar line.
+    pub fn text(&self) -> String {
+        match self {
+            Outcome::Message(m) => m.clone(),
+            Outcome::Settings { message, .. } => {
+                message.clone().unwrap_or_else(|| "settings".to_owned())
+            }
+            Outcome::Saved { count } => saved_text(*count),
+            Outcome::Rejected { field, message } => format!("not saved: {field}: {message}"),
+        }
+    }
+}
+
+/// `saved 1 setting`, `saved 3 settings`.
+pub fn saved_text(count: usize) -> String {
+    format!("saved {count} setting{}", if count == 1 { "" } else { "s" })
 }
 
 impl Action {
-    /// True when the action changes live state (refused in read-only mode). Only `Quit` is not.
+    /// True when the action changes live state (refused in read-only mode): all but `Quit`
+    /// and `OpenSettings`.
     pub fn is_mutating(&self) -> bool {
-        !matches!(self, Action::Quit)
+        !matches!(self, Action::Quit | Action::OpenSettings)
     }
 }
 
@@ -39,7 +102,49 @@ impl Action {
 /// e.g. `cleared 2, skipped 1 terminal: banned (key-b)` or `breaker 'openrouter' reset`.
 /// Refusals (unknown ids) come back as `failed: …`; nothing here panics.
 pub fn apply(control: &Control, action: Action) -> String {
-    match action {
+    perform(control, action).text()
+}
+
+/// The settings the editor shows, read from `control` now.
+pub fn settings_view(control: &Control) -> SettingsView {
+    let (effective, overrides) = control.settings();
+    SettingsView {
+        effective,
+        overrides,
+        file: control.core().config().resilience.clone(),
+    }
+}
+
+fn refused(e: ControlError) -> Outcome {
+    match e {
+        ControlError::Invalid { field, message } => Outcome::Rejected { field, message },
+        other => Outcome::Message(format!("settings not changed: {other}")),
+    }
+}
+
+/// Applies `action` through `control` and returns what came of it.
+pub fn perform(control: &Control, action: Action) -> Outcome {
+    let text = match action {
+        Action::OpenSettings => {
+            return Outcome::Settings {
+                view: Box::new(settings_view(control)),
+                message: None,
+            };
+        }
+        Action::SaveSettings { patch, count } => {
+            return match control.patch_settings(&patch) {
+                Ok(_) => Outcome::Saved { count },
+                Err(e) => refused(e),
+            };
+        }
+        Action::RevertSetting(field) => return revert_one(control, field),
+        Action::RevertAllSettings => {
+            control.revert_settings();
+            return Outcome::Settings {
+                view: Box::new(settings_view(control)),
+                message: Some("reverted every setting to the config file".to_owned()),
+            };
+        }
         Action::Quit => {
             control.request_shutdown();
             "shutting down".to_owned()
@@ -65,6 +170,33 @@ pub fn apply(control: &Control, action: Action) -> String {
             Ok(false) => format!("'{model}' on {provider}:{connection} was not locked (expired?)"),
             Err(e) => format!("re-enable failed: {e}"),
         },
+    };
+    Outcome::Message(text)
+}
+
+/// Reverts one override: the remaining overrides are checked against the file's values first
+/// (dropping one may leave the rest invalid, e.g. `max_cooldown` below the file's base), then
+/// every override is dropped and the remaining ones re-applied.
+fn revert_one(control: &Control, field: Field) -> Outcome {
+    let (_, mut remaining) = control.settings();
+    field.unset(&mut remaining);
+    let file = &control.core().config().resilience;
+    if let Err(e) = apply_patch(file, &remaining) {
+        return refused(e);
+    }
+    control.revert_settings();
+    if !remaining.is_empty()
+        && let Err(e) = control.patch_settings(&remaining)
+    {
+        return refused(e);
+    }
+    Outcome::Settings {
+        view: Box::new(settings_view(control)),
+        message: Some(format!(
+            "{} reverted to the file's value {}",
+            field.key(),
+            field.value(file)
+        )),
     }
 }
 

@@ -5,75 +5,26 @@
 //! changes only UI state and returns an [`Action`] when something outside the console must
 //! happen (quit, or an operator command through `Control`). Destructive commands first open a
 //! [`Confirm`] dialog and yield their action only on `y`/`enter`. With [`App::readonly`] every
-//! mutating command becomes a "read-only mode" status message instead. Rendering reads `App`
-//! immutably, so a test can build one from a hand-made [`Snapshot`], press keys and render it.
+//! mutating command becomes a "read-only mode" status message instead. While the settings
+//! [`Editor`] is open, keys go to it; what comes back from `Control` returns through
+//! [`App::on_outcome`]. Rendering reads `App` immutably, so a test can build one from a
+//! hand-made [`Snapshot`], press keys and render it.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use crossterm::event::{KeyCode, KeyEvent, KeyEventKind};
+use crossterm::event::{KeyEvent, KeyEventKind};
 
 use super::LayoutMode;
 pub use super::action::Action;
-use super::keymap::{self, Cmd, Scope};
+pub use super::focus::Focus;
+use super::keymap::{Cmd, Keymap, Scope};
+use super::settings::{Editor, EditorEvent};
 use crate::core::control::ClearTarget;
 use crate::core::snapshot::{ConnectionView, LockoutView, ProviderView, RequestView, Snapshot};
 
 /// How long a status-bar message stays visible, in ms.
 pub const MESSAGE_TTL_MS: u64 = 4_000;
-
-/// The panel keys act on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Focus {
-    /// Provider circuit breakers (spec §1).
-    #[default]
-    Circuits,
-    /// Connection cooldowns, quota waits and terminal states (spec §2, §3a).
-    Cooldowns,
-    /// Model lockouts (spec §3).
-    Lockouts,
-    /// Providers, their connections and the combos.
-    Providers,
-    /// Recent requests.
-    Requests,
-}
-
-impl Focus {
-    /// Every panel in tab order (`1`–`5`).
-    pub const ALL: [Focus; 5] = [
-        Focus::Circuits,
-        Focus::Cooldowns,
-        Focus::Lockouts,
-        Focus::Providers,
-        Focus::Requests,
-    ];
-
-    /// Panel title.
-    pub fn title(self) -> &'static str {
-        match self {
-            Focus::Circuits => "Circuits",
-            Focus::Cooldowns => "Cooldowns",
-            Focus::Lockouts => "Lockouts",
-            Focus::Providers => "Providers",
-            Focus::Requests => "Requests",
-        }
-    }
-
-    /// Position in [`Focus::ALL`] (0-based; the focus key is this + 1).
-    pub fn index(self) -> usize {
-        Focus::ALL.iter().position(|f| *f == self).unwrap_or(0)
-    }
-
-    fn step(self, forward: bool) -> Focus {
-        let n = Focus::ALL.len();
-        let i = if forward {
-            self.index() + 1
-        } else {
-            self.index() + n - 1
-        };
-        Focus::ALL.get(i % n).copied().unwrap_or_default()
-    }
-}
 
 /// A transient status-bar message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -110,10 +61,18 @@ pub struct App {
     pub provider_selected: usize,
     /// Selected request row (index into `snapshot.recent`, newest first).
     pub request_selected: usize,
+    /// Selected Queues row (index into `snapshot.queues`).
+    pub queue_selected: usize,
     /// Marked connection ids (Cooldowns `space` / `a`).
     pub marked: BTreeSet<String>,
     /// Help overlay open.
     pub help: bool,
+    /// First help line shown (the help scrolls with the move keys).
+    pub help_scroll: u16,
+    /// The settings editor, when open.
+    pub editor: Option<Editor>,
+    /// The effective key map (built-in, or with `[console.keys]` overrides).
+    pub keymap: Arc<Keymap>,
     /// Request details open (for the selected request).
     pub details: bool,
     /// Confirm dialog, when open.
@@ -221,10 +180,10 @@ impl App {
         let running = |t: Option<u64>| t.is_some_and(|t| t > now_unix_ms);
         let snap = &self.snapshot;
         (shown(Focus::Circuits)
-            && snap
-                .providers
-                .iter()
-                .any(|p| running(p.breaker.next_probe_at_unix_ms)))
+            && snap.providers.iter().any(|p| {
+                running(p.breaker.next_probe_at_unix_ms)
+                    || running(p.provider_cooldown_until_unix_ms)
+            }))
             || (shown(Focus::Cooldowns)
                 && connection_rows(snap).any(|(_, c)| running(c.cooldown_until_unix_ms)))
             || (shown(Focus::Lockouts)
@@ -232,48 +191,87 @@ impl App {
     }
 
     /// Applies one key. Returns an [`Action`] for quit and for operator commands (after the
-    /// confirm dialog where one is needed); every other key only changes UI state.
+    /// confirm dialog where one is needed); every other key only changes UI state. Keys are
+    /// looked up in [`App::keymap`]; the quit keys that use ctrl work in every mode.
     pub fn on_key(&mut self, key: KeyEvent) -> Option<Action> {
         if key.kind == KeyEventKind::Release {
             return None;
         }
-        let binding = if self.confirm.is_some() {
-            keymap::lookup(&key, Scope::Dialog).or_else(|| {
-                keymap::lookup(&key, Scope::Global).filter(|b| b.cmd == Cmd::Quit && b.ctrl)
-            })
-        } else {
-            keymap::lookup(&key, Scope::Panel(self.focus))
-                .or_else(|| keymap::lookup(&key, Scope::Global))
-        };
+        let km = Arc::clone(&self.keymap);
+        if km
+            .binding(Cmd::Quit)
+            .is_some_and(|b| b.keys.iter().any(|k| k.ctrl && k.matches(&key)))
+        {
+            return Some(Action::Quit);
+        }
+        if self.confirm.is_some() {
+            let cmd = km.lookup(&key, Scope::Dialog)?.spec.cmd;
+            return self.command(cmd);
+        }
+        if self.help {
+            let cmd = km.lookup(&key, Scope::Global)?.spec.cmd;
+            match cmd {
+                Cmd::Quit if self.editor.is_none() => return Some(Action::Quit),
+                Cmd::Help | Cmd::Back => self.help = false,
+                Cmd::Down => self.help_scroll = self.help_scroll.saturating_add(1),
+                Cmd::Up => self.help_scroll = self.help_scroll.saturating_sub(1),
+                Cmd::First => self.help_scroll = 0,
+                Cmd::Last => self.help_scroll = u16::MAX,
+                _ => {}
+            }
+            return None;
+        }
+        if let Some(editor) = self.editor.as_mut() {
+            let typing = editor.input.is_some();
+            if !typing && km.lookup(&key, Scope::Global).map(|b| b.spec.cmd) == Some(Cmd::Help) {
+                self.help = true;
+                self.help_scroll = 0;
+                return None;
+            }
+            return match editor.on_key(&km, key) {
+                EditorEvent::None => None,
+                EditorEvent::Close(message) => {
+                    self.editor = None;
+                    if let Some(m) = message {
+                        self.flash(m);
+                    }
+                    None
+                }
+                EditorEvent::Flash(m) => {
+                    self.flash(m);
+                    None
+                }
+                EditorEvent::Act(action) => self.gate(action, None),
+            };
+        }
+        let binding = km
+            .lookup(&key, Scope::Panel(self.focus))
+            .or_else(|| km.lookup(&key, Scope::Global));
         let Some(binding) = binding else {
-            if self.confirm.is_none()
-                && !self.help
-                && let Some(b) = keymap::elsewhere(&key, self.focus)
-                && let Scope::Panel(p) = b.scope
+            if let Some(b) = km.elsewhere(&key, self.focus)
+                && let Scope::Panel(p) = b.spec.scope
+                && let Some(pressed) = b.keys.iter().find(|k| k.matches(&key))
             {
+                let focus_key = km.first_key(Cmd::Focus(p));
                 self.flash(format!(
-                    "{}: focus {} ({}) first",
-                    b.label,
-                    p.title(),
-                    p.index() + 1
+                    "{pressed}: focus {} ({focus_key}) first",
+                    p.title()
                 ));
             }
             return None;
         };
-        if self.help && !matches!(binding.cmd, Cmd::Quit | Cmd::Help | Cmd::Back) {
-            return None;
-        }
-        self.command(binding.cmd, key.code)
+        self.command(binding.spec.cmd)
     }
 
-    fn command(&mut self, cmd: Cmd, code: KeyCode) -> Option<Action> {
+    fn command(&mut self, cmd: Cmd) -> Option<Action> {
         match cmd {
             Cmd::Quit => return Some(Action::Quit),
-            Cmd::Help => self.help = !self.help,
+            Cmd::Help => {
+                self.help = !self.help;
+                self.help_scroll = 0;
+            }
             Cmd::Back => {
-                if self.help {
-                    self.help = false;
-                } else if self.details {
+                if self.details {
                     self.details = false;
                 } else if !self.marked.is_empty() {
                     self.marked.clear();
@@ -282,14 +280,8 @@ impl App {
             }
             Cmd::FocusNext => self.focus = self.focus.step(true),
             Cmd::FocusPrev => self.focus = self.focus.step(false),
-            Cmd::FocusDigit => {
-                if let KeyCode::Char(c) = code
-                    && let Some(d) = c.to_digit(10)
-                    && let Some(f) = Focus::ALL.get((d as usize).wrapping_sub(1))
-                {
-                    self.focus = *f;
-                }
-            }
+            Cmd::Focus(f) => self.focus = f,
+            Cmd::EditSettings => return self.gate(Action::OpenSettings, None),
             Cmd::Down => self.move_by(1),
             Cmd::Up => self.move_by(-1),
             Cmd::First => self.move_by(isize::MIN),
@@ -359,6 +351,15 @@ impl App {
                 };
                 return self.gate(Action::ClearCooldowns(target), Some(prompt));
             }
+            Cmd::FieldNext
+            | Cmd::FieldPrev
+            | Cmd::EditField
+            | Cmd::SaveSettings
+            | Cmd::RevertField
+            | Cmd::RevertAll
+            | Cmd::CloseSettings
+            | Cmd::AcceptInput
+            | Cmd::CancelInput => {}
             Cmd::Reenable => {
                 let Some(l) = self.selected_lockout() else {
                     self.flash("no lockout selected");
@@ -428,6 +429,7 @@ impl App {
             Focus::Lockouts => &mut self.lockout_selected,
             Focus::Providers => &mut self.provider_selected,
             Focus::Requests => &mut self.request_selected,
+            Focus::Queues => &mut self.queue_selected,
         };
         let max = len.saturating_sub(1);
         *sel = if delta < 0 {
@@ -444,6 +446,7 @@ impl App {
             Focus::Cooldowns => connection_rows(snap).count(),
             Focus::Lockouts => snap.lockouts.len(),
             Focus::Requests => snap.recent.len(),
+            Focus::Queues => snap.queues.len(),
         }
     }
 
@@ -464,6 +467,7 @@ impl App {
         self.request_selected = self
             .request_selected
             .min(last(self.len_of(Focus::Requests)));
+        self.queue_selected = self.queue_selected.min(last(self.len_of(Focus::Queues)));
         if self.snapshot.recent.is_empty() {
             self.details = false;
         }
@@ -473,6 +477,8 @@ impl App {
 fn lockout_key(l: &LockoutView) -> (String, String, String) {
     (l.provider.clone(), l.connection.clone(), l.model.clone())
 }
+
+mod outcome;
 
 #[cfg(test)]
 #[path = "app_tests.rs"]

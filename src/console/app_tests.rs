@@ -1,6 +1,6 @@
 //! Key handling: focus, selection, marks, the confirm dialog and read-only mode.
 
-use crossterm::event::{KeyEventState, KeyModifiers};
+use crossterm::event::{KeyCode, KeyEventState, KeyModifiers};
 
 use super::*;
 use crate::core::snapshot::{BreakerView, ConnectionView, LockoutView, ProviderView, RequestView};
@@ -112,27 +112,28 @@ fn question_mark_toggles_help_and_esc_closes_it() {
 }
 
 #[test]
-fn tab_backtab_and_digits_cycle_all_five_panels() {
+fn tab_backtab_and_digits_cycle_all_six_panels() {
     let mut app = app_with(1, 1);
     assert_eq!(app.focus, Focus::Circuits);
     for want in [
         Focus::Cooldowns,
         Focus::Lockouts,
-        Focus::Providers,
+        Focus::Queues,
         Focus::Requests,
+        Focus::Providers,
         Focus::Circuits,
     ] {
         app.on_key(key(KeyCode::Tab));
         assert_eq!(app.focus, want);
     }
     app.on_key(key(KeyCode::BackTab));
-    assert_eq!(app.focus, Focus::Requests);
-    for (digit, want) in ('1'..='5').zip(Focus::ALL) {
+    assert_eq!(app.focus, Focus::Providers);
+    for (digit, want) in ('1'..='6').zip(Focus::ALL) {
         app.on_key(ch(digit));
         assert_eq!(app.focus, want);
     }
-    app.on_key(ch('6'));
-    assert_eq!(app.focus, Focus::Requests, "6 is not a panel");
+    app.on_key(ch('7'));
+    assert_eq!(app.focus, Focus::Providers, "7 is not a panel");
 }
 
 #[test]

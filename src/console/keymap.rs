@@ -1,24 +1,74 @@
-//! The key map: one table ([`BINDINGS`]) drives key dispatch in
-//! [`App::on_key`](super::app::App::on_key), the help overlay and the status-bar hints, so the
-//! help can never miss a key the console handles.
+//! The key map: one table ([`table::COMMANDS`]) of named commands with default keys, which
+//! `[console.keys]` may override ([`keymap_from_config`]). The effective [`Keymap`] drives key
+//! dispatch in [`App::on_key`](super::app::App::on_key), the help overlay and the status-bar
+//! hints, so the help can never miss or misstate a key the console handles.
 //!
 //! Panel keys (`r`, `c`, `x`, …) only act in their panel; pressed elsewhere they produce a hint
 //! naming the panel to focus. Destructive commands open a confirm dialog first (DESIGN §5,
-//! clients-and-conventions §6.2).
+//! clients-and-conventions §6.2). The settings editor and its field input have scopes of
+//! their own, so their keys may reuse global ones. The `quit` keys that use ctrl (`ctrl-c`)
+//! work in every mode, dialogs and field input included.
+//!
+//! Config errors: an unknown action names `console.keys.<action>` and lists the valid ones;
+//! two commands bound to one key in the same scope, or a panel key that is also a global key,
+//! name both commands.
 
-use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+pub mod key;
+pub mod table;
 
+use std::collections::BTreeMap;
+use std::fmt;
+
+use crossterm::event::KeyEvent;
+
+pub use self::key::{Key, KeyParseError};
+use self::table::{COMMANDS, CommandSpec};
 use super::app::Focus;
 
 /// Where a binding applies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scope {
-    /// Everywhere (outside the confirm dialog).
+    /// Everywhere outside dialogs and the settings editor.
     Global,
     /// Only while this panel has focus.
     Panel(Focus),
     /// Only while the confirm dialog is open.
     Dialog,
+    /// Only while the settings editor is open (and no field is being typed).
+    Editor,
+    /// Only while a settings field is being typed; other printable keys are typed.
+    Input,
+}
+
+impl Scope {
+    /// Section title in the help.
+    pub fn title(self) -> &'static str {
+        match self {
+            Scope::Global => "everywhere",
+            Scope::Panel(f) => f.title(),
+            Scope::Dialog => "confirm dialog",
+            Scope::Editor => "settings editor (e)",
+            Scope::Input => "typing a field value",
+        }
+    }
+
+    /// True when one key may not mean two things in `self` and `other`: the same scope, or a
+    /// panel and the global scope (the panel would shadow the global key).
+    fn clashes_with(self, other: Scope) -> bool {
+        self == other
+            || matches!(
+                (self, other),
+                (Scope::Global, Scope::Panel(_)) | (Scope::Panel(_), Scope::Global)
+            )
+    }
+
+    fn describe(self) -> String {
+        match self {
+            Scope::Global => "global".to_owned(),
+            Scope::Panel(f) => format!("{} panel", f.title()),
+            other => other.title().to_owned(),
+        }
+    }
 }
 
 /// What a key means to the UI; [`App::on_key`](super::app::App::on_key) turns it into state
@@ -35,16 +85,18 @@ pub enum Cmd {
     FocusNext,
     /// Focus the previous panel.
     FocusPrev,
-    /// Focus panel `1`–`5` (the digit pressed).
-    FocusDigit,
-    /// Selection down one row.
+    /// Focus this panel.
+    Focus(Focus),
+    /// Selection (or help) down one row.
     Down,
-    /// Selection up one row.
+    /// Selection (or help) up one row.
     Up,
     /// Selection to the first row.
     First,
     /// Selection to the last row.
     Last,
+    /// Open the settings editor.
+    EditSettings,
     /// Toggle details of the selected request.
     Details,
     /// Reset the selected provider's breaker (confirm).
@@ -65,301 +117,216 @@ pub enum Cmd {
     Confirm,
     /// Cancel the dialog.
     Cancel,
+    /// Settings editor: next field.
+    FieldNext,
+    /// Settings editor: previous field.
+    FieldPrev,
+    /// Settings editor: start typing the selected field.
+    EditField,
+    /// Settings editor: save the edited fields.
+    SaveSettings,
+    /// Settings editor: drop the field's edit, or revert its override to the file's value.
+    RevertField,
+    /// Settings editor: revert every override.
+    RevertAll,
+    /// Settings editor: close.
+    CloseSettings,
+    /// Field input: accept the typed value.
+    AcceptInput,
+    /// Field input: cancel.
+    CancelInput,
 }
 
-/// One entry of the key map.
-#[derive(Debug, Clone, Copy)]
+/// One command with its effective keys.
+#[derive(Debug, Clone)]
 pub struct Binding {
-    /// Key codes that trigger it (case matters: `r` and `R` differ).
-    pub keys: &'static [KeyCode],
-    /// True when the control key must be held (`ctrl-c`); otherwise it must not be.
-    pub ctrl: bool,
-    /// Where it applies.
-    pub scope: Scope,
-    /// What it does.
-    pub cmd: Cmd,
-    /// Keys as written in the help, e.g. `j/k, ↓/↑`.
-    pub label: &'static str,
-    /// Help text.
-    pub help: &'static str,
-    /// Short status-bar hint (empty: none), e.g. `r reset`.
-    pub hint: &'static str,
+    /// The command's entry in the built-in table (name, scope, help).
+    pub spec: &'static CommandSpec,
+    /// Keys that trigger it (the defaults unless `[console.keys]` overrides them).
+    pub keys: Vec<Key>,
 }
-
-const fn bind(
-    keys: &'static [KeyCode],
-    scope: Scope,
-    cmd: Cmd,
-    label: &'static str,
-    help: &'static str,
-    hint: &'static str,
-) -> Binding {
-    Binding {
-        keys,
-        ctrl: false,
-        scope,
-        cmd,
-        label,
-        help,
-        hint,
-    }
-}
-
-use KeyCode::{BackTab, Char, Down, End, Enter, Esc, Home, Tab, Up};
-use Scope::{Dialog, Global, Panel};
-
-/// Every key the console handles, in help order.
-pub const BINDINGS: &[Binding] = &[
-    Binding {
-        keys: &[Char('c')],
-        ctrl: true,
-        scope: Global,
-        cmd: Cmd::Quit,
-        label: "q, ctrl-c",
-        help: "quit (drains and stops sluice)",
-        hint: "",
-    },
-    bind(&[Char('q')], Global, Cmd::Quit, "", "", "q quit"),
-    bind(
-        &[Char('?')],
-        Global,
-        Cmd::Help,
-        "?",
-        "toggle this help",
-        "? help",
-    ),
-    bind(
-        &[Esc],
-        Global,
-        Cmd::Back,
-        "esc",
-        "close help / details, unmark all",
-        "",
-    ),
-    bind(
-        &[Tab],
-        Global,
-        Cmd::FocusNext,
-        "tab, shift-tab",
-        "focus next / previous panel",
-        "tab focus",
-    ),
-    bind(&[BackTab], Global, Cmd::FocusPrev, "", "", ""),
-    bind(
-        &[Char('1'), Char('2'), Char('3'), Char('4'), Char('5')],
-        Global,
-        Cmd::FocusDigit,
-        "1 … 5",
-        "focus Circuits, Cooldowns, Lockouts, Providers, Requests",
-        "",
-    ),
-    bind(
-        &[Char('j'), Down],
-        Global,
-        Cmd::Down,
-        "j/k, ↓/↑",
-        "move the selection",
-        "j/k move",
-    ),
-    bind(&[Char('k'), Up], Global, Cmd::Up, "", "", ""),
-    bind(
-        &[Char('g'), Home],
-        Global,
-        Cmd::First,
-        "g/G, home/end",
-        "first / last row",
-        "",
-    ),
-    bind(&[Char('G'), End], Global, Cmd::Last, "", "", ""),
-    bind(
-        &[Char('r')],
-        Panel(Focus::Circuits),
-        Cmd::ResetBreaker,
-        "r",
-        "Circuits: reset the selected breaker (confirm)",
-        "r reset",
-    ),
-    bind(
-        &[Char('R')],
-        Panel(Focus::Circuits),
-        Cmd::ResetAllBreakers,
-        "R",
-        "Circuits: reset every breaker (confirm)",
-        "R reset all",
-    ),
-    bind(
-        &[Char(' ')],
-        Panel(Focus::Cooldowns),
-        Cmd::Mark,
-        "space",
-        "Cooldowns: mark / unmark the connection",
-        "space mark",
-    ),
-    bind(
-        &[Char('a')],
-        Panel(Focus::Cooldowns),
-        Cmd::MarkAll,
-        "a",
-        "Cooldowns: mark all / unmark all",
-        "a all",
-    ),
-    bind(
-        &[Char('c')],
-        Panel(Focus::Cooldowns),
-        Cmd::Clear,
-        "c",
-        "Cooldowns: clear the marked rows, or the selected one",
-        "c clear",
-    ),
-    bind(
-        &[Char('C')],
-        Panel(Focus::Cooldowns),
-        Cmd::ClearProvider,
-        "C",
-        "Cooldowns: clear all of the row's provider (confirm)",
-        "C clear provider",
-    ),
-    bind(
-        &[Char('x')],
-        Panel(Focus::Lockouts),
-        Cmd::Reenable,
-        "x",
-        "Lockouts: re-enable the selected model (confirm)",
-        "x re-enable",
-    ),
-    bind(
-        &[Enter],
-        Panel(Focus::Requests),
-        Cmd::Details,
-        "enter",
-        "Requests: toggle request details",
-        "enter details",
-    ),
-    bind(
-        &[Char('y'), Enter],
-        Dialog,
-        Cmd::Confirm,
-        "y/enter, n/esc",
-        "dialog: confirm / cancel",
-        "y confirm",
-    ),
-    bind(&[Char('n'), Esc], Dialog, Cmd::Cancel, "", "", "n cancel"),
-];
 
 impl Binding {
-    /// True when `key` triggers this binding (shift and alt are ignored; ctrl must match).
-    pub fn matches(&self, key: &KeyEvent) -> bool {
-        let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
-        ctrl == self.ctrl && self.keys.contains(&key.code)
+    /// True when `event` triggers this binding.
+    pub fn matches(&self, event: &KeyEvent) -> bool {
+        self.keys.iter().any(|k| k.matches(event))
+    }
+
+    /// The keys as shown in the help, e.g. `j, ↓`.
+    pub fn label(&self) -> String {
+        self.keys
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 }
 
-/// The binding `key` triggers in `scope`, if any.
-pub fn lookup(key: &KeyEvent, scope: Scope) -> Option<&'static Binding> {
-    BINDINGS.iter().find(|b| b.scope == scope && b.matches(key))
+/// The effective key map: one [`Binding`] per command of [`table::COMMANDS`], in help order.
+#[derive(Debug, Clone)]
+pub struct Keymap {
+    bindings: Vec<Binding>,
 }
 
-/// A panel binding for `key` in a panel other than `focus` (for "focus X first" hints).
-pub fn elsewhere(key: &KeyEvent, focus: Focus) -> Option<&'static Binding> {
-    BINDINGS
-        .iter()
-        .find(|b| matches!(b.scope, Panel(p) if p != focus) && b.matches(key))
-}
-
-/// Lines of the help overlay: (keys, text), one per labelled binding.
-pub fn help_lines() -> impl Iterator<Item = (&'static str, &'static str)> {
-    BINDINGS
-        .iter()
-        .filter(|b| !b.label.is_empty())
-        .map(|b| (b.label, b.help))
-}
-
-/// Status-bar hints for the current state: the dialog's keys while it is open, otherwise the
-/// global hints followed by the focused panel's.
-pub fn hints(focus: Focus, dialog: bool) -> String {
-    let wanted = |s: Scope| {
-        if dialog {
-            s == Dialog
-        } else {
-            s == Global || s == Panel(focus)
+impl Default for Keymap {
+    /// The built-in bindings (DESIGN §5).
+    fn default() -> Self {
+        Self {
+            bindings: COMMANDS
+                .iter()
+                .map(|spec| Binding {
+                    spec,
+                    keys: spec.defaults.to_vec(),
+                })
+                .collect(),
         }
-    };
-    BINDINGS
-        .iter()
-        .filter(|b| !b.hint.is_empty() && wanted(b.scope))
-        .map(|b| b.hint)
-        .collect::<Vec<_>>()
-        .join("  ")
+    }
+}
+
+/// A `[console.keys]` problem; `key_path` is `console.keys.<action>` (or `console.keys`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{key_path}: {message}")]
+pub struct KeymapError {
+    /// Dotted config key, e.g. `console.keys.clear_cooldown`.
+    pub key_path: String,
+    /// What is wrong and how to fix it.
+    pub message: String,
+}
+
+/// The built-in key map with the `[console.keys]` overrides applied: `action = [keys]`, the
+/// action names being those of [`table::COMMANDS`] (shown by `?`). Unlisted actions keep their
+/// defaults; a listed action gets exactly the listed keys.
+///
+/// Errors: an unknown action (the message lists every valid one), a key that does not parse,
+/// an empty list, or a key bound to two commands in one scope (or in a panel and globally).
+pub fn keymap_from_config(keys: &BTreeMap<String, Vec<String>>) -> Result<Keymap, KeymapError> {
+    let mut map = Keymap::default();
+    for (action, list) in keys {
+        let key_path = format!("console.keys.{action}");
+        let Some(binding) = map.bindings.iter_mut().find(|b| b.spec.name == action) else {
+            let valid: Vec<&str> = COMMANDS.iter().map(|c| c.name).collect();
+            return Err(KeymapError {
+                key_path,
+                message: format!(
+                    "unknown action '{action}'; valid actions: {}",
+                    valid.join(", ")
+                ),
+            });
+        };
+        if list.is_empty() {
+            return Err(KeymapError {
+                key_path,
+                message: "no keys given; bind at least one key, e.g. \"c\"".to_owned(),
+            });
+        }
+        let mut parsed: Vec<Key> = Vec::with_capacity(list.len());
+        for text in list {
+            let k: Key = text.parse().map_err(|e: KeyParseError| KeymapError {
+                key_path: key_path.clone(),
+                message: e.to_string(),
+            })?;
+            if !parsed.contains(&k) {
+                parsed.push(k);
+            }
+        }
+        binding.keys = parsed;
+    }
+    map.check(keys)?;
+    Ok(map)
+}
+
+impl Keymap {
+    /// Every binding, in help order.
+    pub fn bindings(&self) -> &[Binding] {
+        &self.bindings
+    }
+
+    /// The binding `event` triggers in `scope`, if any.
+    pub fn lookup(&self, event: &KeyEvent, scope: Scope) -> Option<&Binding> {
+        self.bindings
+            .iter()
+            .find(|b| b.spec.scope == scope && b.matches(event))
+    }
+
+    /// A panel binding for `event` in a panel other than `focus` (for "focus X first" hints).
+    pub fn elsewhere(&self, event: &KeyEvent, focus: Focus) -> Option<&Binding> {
+        self.bindings
+            .iter()
+            .find(|b| matches!(b.spec.scope, Scope::Panel(p) if p != focus) && b.matches(event))
+    }
+
+    /// The binding of `cmd`, if the table has it.
+    pub fn binding(&self, cmd: Cmd) -> Option<&Binding> {
+        self.bindings.iter().find(|b| b.spec.cmd == cmd)
+    }
+
+    /// The first key of `cmd` as shown, e.g. `c` (empty when unbound).
+    pub fn first_key(&self, cmd: Cmd) -> String {
+        self.binding(cmd)
+            .and_then(|b| b.keys.first())
+            .map(ToString::to_string)
+            .unwrap_or_default()
+    }
+
+    /// Status-bar hints for the given scopes, in table order, e.g. `q quit  ? help  j/k move`.
+    pub fn hints(&self, scopes: &[Scope]) -> String {
+        self.bindings
+            .iter()
+            .filter(|b| !b.spec.hint.is_empty() && scopes.contains(&b.spec.scope))
+            .filter_map(|b| {
+                let first = b.keys.first()?.to_string();
+                let keys = match b.spec.hint_pair.map(|c| self.first_key(c)) {
+                    Some(other) if !other.is_empty() => format!("{first}/{other}"),
+                    _ => first,
+                };
+                Some(format!("{keys} {}", b.spec.hint))
+            })
+            .collect::<Vec<_>>()
+            .join("  ")
+    }
+
+    /// Refuses a key bound to two commands whose scopes clash; the error names the overridden
+    /// action (from `overrides`) when there is one.
+    fn check(&self, overrides: &BTreeMap<String, Vec<String>>) -> Result<(), KeymapError> {
+        for (i, a) in self.bindings.iter().enumerate() {
+            for b in self.bindings.iter().skip(i + 1) {
+                if !a.spec.scope.clashes_with(b.spec.scope) {
+                    continue;
+                }
+                if let Some(k) = a.keys.iter().find(|k| b.keys.contains(k)) {
+                    let blamed = [b.spec.name, a.spec.name]
+                        .into_iter()
+                        .find(|n| overrides.contains_key(*n))
+                        .map_or_else(
+                            || "console.keys".to_owned(),
+                            |n| format!("console.keys.{n}"),
+                        );
+                    return Err(KeymapError {
+                        key_path: blamed,
+                        message: format!(
+                            "'{k}' is bound to both {} ({}) and {} ({}); give one of them another key",
+                            a.spec.name,
+                            a.spec.scope.describe(),
+                            b.spec.name,
+                            b.spec.scope.describe(),
+                        ),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for Keymap {
+    /// One `action = [keys]` line per command, in `[console.keys]` syntax-ish (for docs).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for b in &self.bindings {
+            writeln!(f, "{:<20} {}", b.spec.name, b.label())?;
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn key(c: KeyCode) -> KeyEvent {
-        KeyEvent::new(c, KeyModifiers::NONE)
-    }
-
-    #[test]
-    fn ctrl_must_match() {
-        let ctrl_c = KeyEvent::new(Char('c'), KeyModifiers::CONTROL);
-        assert_eq!(lookup(&ctrl_c, Global).map(|b| b.cmd), Some(Cmd::Quit));
-        assert!(lookup(&key(Char('c')), Global).is_none());
-        assert_eq!(
-            lookup(&key(Char('c')), Panel(Focus::Cooldowns)).map(|b| b.cmd),
-            Some(Cmd::Clear)
-        );
-        let shift_r = KeyEvent::new(Char('R'), KeyModifiers::SHIFT);
-        assert_eq!(
-            lookup(&shift_r, Panel(Focus::Circuits)).map(|b| b.cmd),
-            Some(Cmd::ResetAllBreakers)
-        );
-    }
-
-    #[test]
-    fn every_binding_is_reachable_from_the_help() {
-        // Each binding is either labelled itself or follows a labelled one (its help line).
-        assert!(!BINDINGS[0].label.is_empty());
-        let labels: Vec<&str> = help_lines().map(|(k, _)| k).collect();
-        for b in BINDINGS {
-            for code in b.keys {
-                let shown = match code {
-                    Char(' ') => "space".to_owned(),
-                    Char(c) if c.is_ascii_digit() => "1 … 5".to_owned(),
-                    Char(c) => c.to_string(),
-                    Tab => "tab".into(),
-                    BackTab => "shift-tab".into(),
-                    Esc => "esc".into(),
-                    Enter => "enter".into(),
-                    Up => "↑".into(),
-                    Down => "↓".into(),
-                    Home => "home".into(),
-                    End => "end".into(),
-                    other => format!("{other:?}"),
-                };
-                let shown = if b.ctrl {
-                    format!("ctrl-{shown}")
-                } else {
-                    shown
-                };
-                assert!(
-                    labels.iter().any(|l| l.contains(&shown)),
-                    "{:?} ({shown}) is not in any help label",
-                    b.cmd
-                );
-            }
-        }
-    }
-
-    #[test]
-    fn hints_follow_focus_and_dialog() {
-        let h = hints(Focus::Cooldowns, false);
-        assert!(h.starts_with("q quit  ? help"), "{h}");
-        assert!(
-            h.contains("space mark") && h.contains("C clear provider"),
-            "{h}"
-        );
-        assert!(!h.contains("r reset"), "{h}");
-        assert_eq!(hints(Focus::Circuits, true), "y confirm  n cancel");
-    }
-}
+mod tests;

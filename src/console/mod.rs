@@ -7,18 +7,25 @@
 //! UI state lives in [`app::App`] (TEA style: keys in, [`app::Action`]s out); drawing is a pure
 //! function of the app, the [`theme::Theme`] and `now`, so tests render into a `TestBackend`.
 //!
-//! Operator commands (reset breakers, clear cooldowns, re-enable models) leave `App::on_key` as
-//! [`action::Action`]s; [`action::apply`] runs them through `Control` and the result goes into
-//! the status bar. Destructive ones pass a confirm dialog first; `readonly` refuses them all.
+//! Operator commands (reset breakers, clear cooldowns, re-enable models, settings edits) leave
+//! `App::on_key` as [`action::Action`]s; [`action::perform`] runs them through `Control` and
+//! the [`action::Outcome`] goes back to the app (status bar, settings editor). Destructive
+//! ones pass a confirm dialog first; `readonly` refuses them all.
 //!
-//! Layout: a grid at ≥ 100×30 (left column Circuits, Cooldowns and Model lockouts; right column
-//! Providers and Requests); below that one panel at a time with a tab bar (`1`–`5`); below 60×15
-//! only a "terminal too small" notice.
+//! The settings editor (`e`, [`settings`]) edits the §3 lockout settings and §2 tunables
+//! through `Control::patch_settings`. Keys come from the effective [`keymap::Keymap`]
+//! (built-in, or with `[console.keys]` overrides via [`keymap::keymap_from_config`]).
+//!
+//! Layout: a grid at ≥ 100×30 (left column Circuits, Cooldowns, Model lockouts and Queues;
+//! right column Providers and Requests); below that one panel at a time with a tab bar
+//! (`1`–`6`); below 60×15 only a "terminal too small" notice.
 
 pub mod action;
 pub mod app;
+pub mod focus;
 pub mod keymap;
 pub mod panels;
+pub mod settings;
 pub mod theme;
 
 use std::io;
@@ -36,6 +43,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use self::app::{Action, App, Focus};
+use self::keymap::Cmd;
 use self::theme::{Role, Theme};
 use crate::clock::{Clock, unix_ms};
 use crate::core::control::Control;
@@ -60,6 +68,9 @@ pub struct ConsoleOptions {
     /// Read-only mode (CLI `--readonly`): operator actions are refused with a "read-only
     /// mode" status message and the status bar shows a `READ-ONLY` badge. Default false.
     pub readonly: bool,
+    /// Effective key bindings: [`keymap::Keymap::default`] (built-in), or
+    /// [`keymap::keymap_from_config`] applied to `[console.keys]`. Drives keys, help and hints.
+    pub keymap: keymap::Keymap,
 }
 
 /// Which layout a terminal size gets.
@@ -115,8 +126,11 @@ pub fn render(frame: &mut Frame, app: &app::App, theme: &theme::Theme, now_unix_
     if app.details {
         panels::overlay::render_details(frame, body, app, theme);
     }
+    if let Some(editor) = &app.editor {
+        panels::settings::render(frame, body, editor, theme);
+    }
     if app.help {
-        panels::overlay::render_help(frame, area, theme);
+        panels::overlay::render_help(frame, area, app, theme);
     }
     if let Some(confirm) = &app.confirm {
         panels::overlay::render_confirm(frame, area, confirm, theme);
@@ -139,12 +153,18 @@ fn render_grid(frame: &mut Frame, body: Rect, app: &App, theme: &Theme, now_unix
         panels::circuits::wanted_height(app),
         panels::cooldowns::wanted_height(app),
         panels::lockouts::wanted_height(app),
+        panels::queues::wanted_height(app),
     ];
     let heights = share(left.height, &wants);
     let mut y = left.y;
-    for (panel, h) in [Focus::Circuits, Focus::Cooldowns, Focus::Lockouts]
-        .into_iter()
-        .zip(heights)
+    for (panel, h) in [
+        Focus::Circuits,
+        Focus::Cooldowns,
+        Focus::Lockouts,
+        Focus::Queues,
+    ]
+    .into_iter()
+    .zip(heights)
     {
         let area = Rect {
             y,
@@ -202,19 +222,39 @@ fn render_panel(
         Focus::Lockouts => {
             panels::lockouts::render(frame, area, app, theme, focused, now_unix_ms);
         }
+        Focus::Queues => panels::queues::render(frame, area, app, theme, focused),
         Focus::Providers => panels::providers::render(frame, area, app, theme, focused),
         Focus::Requests => panels::requests::render(frame, area, app, theme, focused),
     }
 }
 
 fn render_tabs(frame: &mut Frame, area: Rect, app: &App, theme: &Theme) {
-    let titles = Focus::ALL
-        .iter()
-        .enumerate()
-        .map(|(i, f)| format!("{} {}", i + 1, f.title()));
+    let title = |f: Focus, short: bool| {
+        let key = app.keymap.first_key(Cmd::Focus(f));
+        let name = if short { f.short_title() } else { f.title() };
+        if key.is_empty() {
+            name.to_owned()
+        } else {
+            format!("{key} {name}")
+        }
+    };
+    // Width with one-cell padding on each side and a divider between titles.
+    let width = |short: bool, pad: usize| -> usize {
+        Focus::ALL
+            .iter()
+            .map(|f| title(*f, short).chars().count() + 2 * pad + 1)
+            .sum()
+    };
+    let avail = usize::from(area.width);
+    let (short, pad) = if width(false, 1) <= avail {
+        (false, " ")
+    } else if width(false, 0) <= avail {
+        (false, "")
+    } else {
+        (true, "")
+    };
+    let titles = Focus::ALL.iter().map(|f| title(*f, short));
     let selected = Focus::ALL.iter().position(|f| *f == app.focus);
-    // Five padded titles need ~66 columns; narrower terminals drop the padding.
-    let pad = if area.width >= 70 { " " } else { "" };
     let tabs = Tabs::new(titles)
         .select(selected)
         .padding(pad, pad)
@@ -292,6 +332,7 @@ async fn event_loop(
     let first = Arc::clone(&snapshots.borrow_and_update());
     let mut app = App::new(first);
     app.readonly = opts.readonly;
+    app.keymap = Arc::new(opts.keymap.clone());
     let mut events = EventStream::new();
     let mut tick = tokio::time::interval(opts.tick.max(MIN_TICK));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
@@ -325,10 +366,7 @@ async fn event_loop(
                             control.request_shutdown();
                             return Ok(());
                         }
-                        Some(action) => {
-                            let result = action::apply(control, action);
-                            app.flash(result);
-                        }
+                        Some(action) => app.on_outcome(action::perform(control, action)),
                         None => {}
                     }
                     app.on_tick(unix_ms(clock.wall()));
@@ -361,6 +399,8 @@ async fn event_loop(
 
 #[cfg(test)]
 mod panel_tests;
+#[cfg(test)]
+mod queue_tests;
 #[cfg(test)]
 mod test_support;
 #[cfg(test)]

@@ -10,10 +10,12 @@ use ratatui::{Frame, Terminal};
 use super::app::App;
 use super::render;
 use super::theme::Theme;
+use crate::core::admission::GateView;
 use crate::core::snapshot::{
-    BreakerView, ComboView, ConnectionView, LockoutView, ProviderView, RequestView, Snapshot,
-    Totals, TransitionView, Window,
+    AttemptView, BreakerView, ComboView, ConnectionView, LockoutView, ProviderView, RequestView,
+    SkippedView, Snapshot, Totals, TransitionView, Window,
 };
+use crate::policy::admission::{Enforcement, GateKind};
 
 /// 2023-11-14 22:13:20 UTC.
 pub(super) const NOW: u64 = 1_700_000_000_000;
@@ -55,7 +57,26 @@ pub(super) fn snapshot() -> Snapshot {
                 stream: true,
                 outcome: "upstream_error".into(),
                 error: "upstream closed the stream".into(),
-                ..Default::default()
+                attempt_log: vec![
+                    AttemptView {
+                        target: "openrouter:key-c/anthropic/claude-sonnet-4".into(),
+                        status: 429,
+                        class: "rate_limited".into(),
+                        reason: "rate_limit_exceeded".into(),
+                        latency_ms: 95,
+                    },
+                    AttemptView {
+                        target: "openrouter:main/anthropic/claude-sonnet-4".into(),
+                        status: 502,
+                        class: "transient".into(),
+                        reason: "stream_closed".into(),
+                        latency_ms: 700,
+                    },
+                ],
+                skipped: vec![SkippedView {
+                    target: "openrouter:key-b/anthropic/claude-sonnet-4".into(),
+                    reason: "terminal".into(),
+                }],
             },
             RequestView {
                 id: 40,
@@ -70,7 +91,14 @@ pub(super) fn snapshot() -> Snapshot {
                 stream: false,
                 outcome: "ok".into(),
                 error: String::new(),
-                ..Default::default()
+                attempt_log: vec![AttemptView {
+                    target: "local:direct/llama3".into(),
+                    status: 200,
+                    class: "success".into(),
+                    reason: String::new(),
+                    latency_ms: 240,
+                }],
+                skipped: Vec::new(),
             },
         ],
         providers: vec![
@@ -187,7 +215,41 @@ pub(super) fn snapshot() -> Snapshot {
                 until_unix_ms: NOW + 65_000,
             },
         ],
-        queues: Vec::new(),
+        queues: vec![
+            gate("openrouter", "main", None, (4, 4), (8, 8), 1_500),
+            gate("openrouter", "main", Some("z-ai/glm-5"), (1, 2), (0, 8), 0),
+        ],
+    }
+}
+
+/// A gate view: `(in_flight, cap)`, `(queued, depth)`, oldest wait in ms.
+pub(super) fn gate(
+    provider: &str,
+    connection: &str,
+    model: Option<&str>,
+    (in_flight, cap): (u32, u32),
+    (queued, depth): (usize, u32),
+    oldest_wait_ms: u64,
+) -> GateView {
+    GateView {
+        kind: if model.is_some() {
+            GateKind::Model
+        } else {
+            GateKind::Connection
+        },
+        provider: provider.into(),
+        connection: connection.into(),
+        model: model.map(Into::into),
+        in_flight,
+        cap: Some(cap),
+        queued,
+        max_queue_depth: depth,
+        enforcement: Enforcement::RateLimitQueue,
+        oldest_wait_ms,
+        timeouts: 3,
+        rejections: 0,
+        fail_open_admits: 0,
+        admitted: 40,
     }
 }
 

@@ -38,7 +38,7 @@ fn grid_shows_header_providers_and_requests() {
         "200",
         "502",
         "upstream_error",
-        "q quit  ? help  tab focus  j/k move  r reset  R reset all",
+        "q quit  ? help  tab focus  j/k move  e settings  r reset  R reset all",
     ] {
         assert!(t.contains(want), "missing {want:?} in:\n{t}");
     }
@@ -132,8 +132,9 @@ fn tabs_below_grid_size_show_one_panel() {
         "1 Circuits",
         "2 Cooldowns",
         "3 Lockouts",
-        "4 Providers",
+        "4 Queues",
         "5 Requests",
+        "6 Providers",
     ] {
         assert!(t.contains(tab), "missing tab {tab:?}:\n{t}");
     }
@@ -142,7 +143,7 @@ fn tabs_below_grid_size_show_one_panel() {
         !t.contains("env:OPENROUTER_API_KEY"),
         "Providers hidden:\n{t}"
     );
-    app.on_key(KeyEvent::new(KeyCode::Char('4'), KeyModifiers::NONE));
+    app.on_key(KeyEvent::new(KeyCode::Char('6'), KeyModifiers::NONE));
     let t = text(&draw(&app, &Theme::default(), 80, 24));
     assert!(t.contains("env:OPENROUTER_API_KEY"), "{t}");
     assert!(!t.contains("failure_threshold"));
@@ -150,7 +151,13 @@ fn tabs_below_grid_size_show_one_panel() {
     let t = text(&draw(&app, &Theme::default(), 80, 24));
     assert!(t.contains("gpt-4o → local:direct/llama3"), "{t}");
     let t = text(&draw(&app, &Theme::default(), 60, 15));
-    assert!(t.contains("5 Requests"), "all tabs fit at 60 columns:\n{t}");
+    assert!(
+        t.contains("1 Circ") && t.contains("6 Prov"),
+        "all six tabs fit at 60 columns (short titles):\n{t}"
+    );
+    app.on_key(KeyEvent::new(KeyCode::Char('4'), KeyModifiers::NONE));
+    let t = text(&draw(&app, &Theme::default(), 80, 24));
+    assert!(t.contains("Queues") && t.contains("main/z-ai/glm-5"), "{t}");
 }
 
 #[test]
@@ -225,37 +232,60 @@ fn never_panics_at_any_size() {
 }
 
 #[test]
-fn help_overlay_lists_every_key() {
+fn help_overlay_lists_every_bound_command_with_its_keys_and_name() {
     let mut app = app();
     app.on_key(KeyEvent::new(KeyCode::Char('?'), KeyModifiers::NONE));
-    let t = text(&draw(&app, &Theme::default(), 100, 30));
-    assert!(t.contains("Help"));
     let mut n = 0;
-    for (keys, what) in keymap::help_lines() {
-        let line = line_with(&draw(&app, &Theme::default(), 100, 30), what);
+    // Page through the help with `j`, collecting every line shown.
+    let mut seen = String::new();
+    for _ in 0..60 {
+        seen.push_str(&text(&draw(&app, &Theme::default(), 120, 40)));
+        app.on_key(KeyEvent::new(KeyCode::Char('j'), KeyModifiers::NONE));
+    }
+    assert!(seen.contains("Help"));
+    for b in app.keymap.bindings() {
+        let line = seen
+            .lines()
+            .find(|l| l.contains(&format!(" {}  ", b.spec.name)) && l.contains(b.spec.help))
+            .unwrap_or_else(|| panic!("no help line for {}:\n{seen}", b.spec.name));
         assert!(
-            line.contains(keys),
-            "help line for {what:?} lacks {keys:?}: {line}"
+            line.contains(&b.label()),
+            "help line for {} lacks {:?}: {line}",
+            b.spec.name,
+            b.label()
         );
         n += 1;
     }
-    assert!(n >= 16, "help has {n} lines");
-    for new_key in [
-        "r",
-        "R",
+    assert_eq!(n, keymap::table::COMMANDS.len());
+    for label in [
+        "q, ctrl-c",
         "space",
-        "a",
-        "c",
-        "C",
-        "x",
-        "1 … 5",
-        "y/enter, n/esc",
+        "j, ↓",
+        "1",
+        "6",
+        "y, enter",
+        "shift-tab",
     ] {
-        assert!(
-            keymap::help_lines().any(|(k, _)| k == new_key),
-            "{new_key} missing from help"
-        );
+        assert!(seen.contains(label), "{label} missing from help");
     }
+    for section in ["everywhere", "Circuits", "Cooldowns", "settings editor (e)"] {
+        assert!(seen.contains(section), "{section} heading missing");
+    }
+}
+
+#[test]
+fn help_follows_an_overridden_keymap() {
+    let keys = [("reset_breaker".to_owned(), vec!["<C-r>".to_owned()])].into();
+    let mut app = app();
+    app.keymap = Arc::new(keymap::keymap_from_config(&keys).unwrap());
+    app.help = true;
+    let t = text(&draw(&app, &Theme::default(), 160, 48));
+    let line = line_with(&draw(&app, &Theme::default(), 160, 48), "reset_breaker ");
+    assert!(line.contains("ctrl-r"), "{line}\n{t}");
+    app.help = false;
+    let t = text(&draw(&app, &Theme::default(), 160, 48));
+    assert!(t.contains("ctrl-r reset"), "hint follows the keymap:\n{t}");
+    assert!(!t.contains(" r reset"), "{t}");
 }
 
 #[test]

@@ -146,7 +146,9 @@ impl ProxyError {
             Self::Unauthorized => "invalid_api_key",
             Self::NoTargets { .. } => "no_executable_targets",
             Self::Unreachable(_) => "upstream_unreachable",
-            Self::Timeout(_) => "upstream_timeout",
+            // §5: the response head did not come within the execution budget (the provider
+            // `timeout`; `execution_max_wait` is never shorter).
+            Self::Timeout(_) => "RATE_LIMIT_EXECUTION_TIMEOUT",
             Self::Draining => "draining",
             Self::Excluded(e) => e.verdict.code,
             Self::Admission(r) => r.code.code(),
@@ -214,6 +216,10 @@ pub fn body(err: &ProxyError, dialect: Dialect) -> Bytes {
             "retry_after": r.retry_after.map(whole_seconds_up),
             "reset_at": null,
             "diagnostics": {"excluded": [], "reason": r.code.reason()},
+        })),
+        ProxyError::Timeout(_) => Some(json!({
+            "code": "RATE_LIMIT_EXECUTION_TIMEOUT", "retry_after": null, "reset_at": null,
+            "diagnostics": {"excluded": []},
         })),
         ProxyError::NoTargets { .. } => Some(json!({
             "code": "no_executable_targets", "retry_after": null, "reset_at": null,
@@ -364,6 +370,16 @@ mod tests {
         );
         let r: Response<Bytes> = render(&ProxyError::Unreachable("x".into()), Dialect::OpenAi);
         assert_eq!(parse(r.body())["error"]["code"], "upstream_unreachable");
+        let r: Response<Bytes> = render(&ProxyError::Timeout("10m".into()), Dialect::OpenAi);
+        assert_eq!(r.status(), StatusCode::GATEWAY_TIMEOUT);
+        let v = parse(r.body());
+        assert_eq!(
+            (v["error"]["code"].as_str(), v["sluice"]["code"].as_str()),
+            (
+                Some("RATE_LIMIT_EXECUTION_TIMEOUT"),
+                Some("RATE_LIMIT_EXECUTION_TIMEOUT")
+            )
+        );
         let r: Response<Bytes> = render(&ProxyError::Draining, Dialect::OpenAi);
         assert_eq!(r.headers()[header::RETRY_AFTER], "1");
     }

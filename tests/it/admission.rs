@@ -3,9 +3,10 @@
 //! through `GET /api/queues`, queue-full and queue-timeout rejections in the route's dialect,
 //! and saturation that never counts as a failure. Real time, millisecond durations.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
+use sluice::clock::{Clock, SystemClock};
 
 use crate::support::client::{self, Resp};
 use crate::support::wire::{anthropic_message, chat_completion};
@@ -61,7 +62,7 @@ fn spawn_messages(s: &Sluice, model: &str) -> tokio::task::JoinHandle<(Resp, Dur
     let url = s.url("/v1/messages");
     let body = anthropic_body(model);
     tokio::spawn(async move {
-        let t = Instant::now();
+        let t = SystemClock.now();
         let r = client::post_json(&url, &body, &[AV]).await;
         (r, t.elapsed())
     })
@@ -90,14 +91,14 @@ async fn wait_gate(
     queued: u64,
     within: Duration,
 ) -> Value {
-    let deadline = Instant::now() + within;
+    let deadline = SystemClock.now() + within;
     loop {
         let g = gate(s, kind, model).await;
         if g["in_flight"] == in_flight && g["queued"] == queued {
             return g;
         }
         assert!(
-            Instant::now() < deadline,
+            SystemClock.now() < deadline,
             "gate never showed in_flight {in_flight} / queued {queued} within {within:?}: {g:#}"
         );
         tokio::time::sleep(Duration::from_millis(3)).await;
@@ -171,14 +172,14 @@ async fn a21_cap_2_dispatches_two_queues_three_and_rejects_the_sixth_at_once() {
     let s = Sluice::start(&cfg, ENV).await;
 
     let five: Vec<_> = (0..5).map(|_| spawn_messages(&s, "m")).collect();
-    let g = wait_gate(&s, "connection", None, 2, 3, SLOW / 2).await;
+    let g = wait_gate(&s, "connection", None, 2, 3, SLOW * 2 / 3).await;
     assert_eq!(
         (g["cap"].as_u64(), g["max_queue_depth"].as_u64()),
         (Some(2), Some(3))
     );
     assert_eq!(mock.in_flight(), 2, "two upstream calls while three wait");
 
-    let t = Instant::now();
+    let t = SystemClock.now();
     let sixth = client::post_json(&s.url("/v1/messages"), &anthropic_body("m"), &[AV]).await;
     let rejected_in = t.elapsed();
     eprintln!("A21 queue-full rejection latency: {rejected_in:?}");
@@ -241,13 +242,13 @@ async fn a21_queued_request_past_max_wait_gets_a_fast_queue_timeout_and_the_runn
     let running = {
         let url = url.clone();
         tokio::spawn(async move {
-            let t = Instant::now();
+            let t = SystemClock.now();
             let r = client::post_json(&url, &chat_body("m"), &[]).await;
             (r, t.elapsed())
         })
     };
     mock.wait_for(1).await;
-    let t = Instant::now();
+    let t = SystemClock.now();
     let queued = client::post_json(&url, &chat_body("m"), &[]).await;
     let waited = t.elapsed();
     eprintln!("A21 queue-timeout answered after {waited:?} (max_wait 150ms)");
@@ -288,7 +289,7 @@ async fn a21_cap_4_runs_four_upstream_calls_at_once() {
     );
     let s = Sluice::start(&cfg, ENV).await;
 
-    let t = Instant::now();
+    let t = SystemClock.now();
     let four: Vec<_> = (0..4).map(|_| spawn_messages(&s, "m")).collect();
     for h in four {
         let (r, _) = h.await.unwrap();
@@ -320,7 +321,7 @@ async fn model_cap_serializes_that_model_while_another_model_does_not_wait() {
     let second = spawn_messages(&s, "m1");
     let g = wait_gate(&s, "model", Some("m1"), 1, 1, SLOW / 2).await;
     assert_eq!(g["cap"], 1, "{g:#}");
-    let t = Instant::now();
+    let t = SystemClock.now();
     let other = client::post_json(&s.url("/v1/messages"), &anthropic_body("m2"), &[AV]).await;
     let other_took = t.elapsed();
 
@@ -406,5 +407,116 @@ async fn saturation_is_not_failure_queue_full_leaves_connection_active_and_break
     let next = client::post_json(&s.url("/v1/messages"), &anthropic_body("m"), &[AV]).await;
     assert_eq!(next.status, 200, "the connection serves the next request");
     assert_eq!(gate(&s, "connection", None).await["rejections"], 3);
+    assert_no_penalty(&s);
+}
+
+#[tokio::test]
+async fn queued_client_that_disconnects_leaves_the_queue_at_once() {
+    // §5: a client that disconnects while queued leaves the queue at once and never reaches
+    // upstream.
+    let mock = MockUpstream::start().await;
+    slow_anthropic(&mock, SLOW);
+    let cfg = config(
+        &mock,
+        "anthropic",
+        "max_concurrent = 1",
+        "[resilience.queue]\nmax_queue_depth = 1\nmax_wait = \"2s\"",
+    );
+    let s = Sluice::start(&cfg, ENV).await;
+
+    let running = spawn_messages(&s, "m");
+    mock.wait_for(1).await;
+    let queued = spawn_messages(&s, "m");
+    wait_gate(&s, "connection", None, 1, 1, SLOW / 2).await;
+    queued.abort();
+    let _ = queued.await;
+    wait_gate(&s, "connection", None, 1, 0, Duration::from_millis(100)).await;
+    // The freed queue place takes a new request at once (no queue-full).
+    let next = spawn_messages(&s, "m");
+
+    assert_eq!(running.await.unwrap().0.status, 200);
+    let (r, _) = next.await.unwrap();
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(
+        mock.count(),
+        2,
+        "the departed request never reached upstream"
+    );
+    assert_eq!(mock.max_concurrency(), 1);
+}
+
+#[tokio::test]
+async fn unprotected_fail_open_connection_proceeds_without_a_permit_after_max_wait() {
+    // §4 concurrency_fail_open = true (default) on a connection not behind the §5 queue: a
+    // request that timed out waiting proceeds without a permit instead of failing.
+    let mock = MockUpstream::start().await;
+    slow_anthropic(&mock, Duration::from_millis(400));
+    let cfg = config(
+        &mock,
+        "anthropic",
+        "max_concurrent = 1",
+        "[resilience.queue]\nauto_enable_api_key_connections = false\nmax_wait = \"100ms\"",
+    );
+    let s = Sluice::start(&cfg, ENV).await;
+
+    let first = spawn_messages(&s, "m");
+    mock.wait_for(1).await;
+    let second = spawn_messages(&s, "m");
+    let g = wait_gate(&s, "connection", None, 1, 1, Duration::from_millis(90)).await;
+    assert_eq!(g["enforcement"], "fail_open", "{g:#}");
+
+    for h in [first, second] {
+        let (r, _) = h.await.unwrap();
+        assert_eq!(r.status, 200, "{}", r.text());
+    }
+    let ex = mock.exchanges();
+    let gap = ex[1].started.saturating_duration_since(ex[0].started);
+    assert!(
+        gap >= Duration::from_millis(90) && gap < Duration::from_millis(350),
+        "the second went upstream at max_wait, without waiting for the slot: {gap:?}"
+    );
+    assert_eq!(mock.max_concurrency(), 2);
+    assert_eq!(gate(&s, "connection", None).await["fail_open_admits"], 1);
+    assert_no_penalty(&s);
+}
+
+#[tokio::test]
+async fn strict_cap_refuses_with_semaphore_codes() {
+    // §4 concurrency_fail_open = false on an unprotected connection: SEMAPHORE_QUEUE_FULL at
+    // arrival, SEMAPHORE_TIMEOUT after max_wait; neither reaches upstream.
+    let mock = MockUpstream::start().await;
+    slow_anthropic(&mock, Duration::from_millis(400));
+    let cfg = config(
+        &mock,
+        "anthropic",
+        "max_concurrent = 1\n  concurrency_fail_open = false",
+        "[resilience.queue]\nauto_enable_api_key_connections = false\nmax_queue_depth = 1\nmax_wait = \"150ms\"",
+    );
+    let s = Sluice::start(&cfg, ENV).await;
+
+    let first = spawn_messages(&s, "m");
+    mock.wait_for(1).await;
+    let second = spawn_messages(&s, "m");
+    let g = wait_gate(&s, "connection", None, 1, 1, Duration::from_millis(120)).await;
+    assert_eq!(g["enforcement"], "strict", "{g:#}");
+    let full = client::post_json(&s.url("/v1/messages"), &anthropic_body("m"), &[AV]).await;
+    let (timed_out, _) = second.await.unwrap();
+
+    for (r, code) in [
+        (&full, "SEMAPHORE_QUEUE_FULL"),
+        (&timed_out, "SEMAPHORE_TIMEOUT"),
+    ] {
+        assert!(
+            matches!(r.status.as_u16(), 429 | 503),
+            "{code}: {} {}",
+            r.status,
+            r.text()
+        );
+        assert_eq!(r.json()["sluice"]["code"], code, "{}", r.text());
+        assert_eq!(r.json()["type"], "error", "anthropic shape: {}", r.text());
+        assert!(retry_after(r) >= 1);
+    }
+    assert_eq!(first.await.unwrap().0.status, 200);
+    assert_eq!(mock.count(), 1);
     assert_no_penalty(&s);
 }

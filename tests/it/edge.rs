@@ -3,11 +3,12 @@
 //! event (§6, A17) and stream framing across split writes (§6, A18). Real time, millisecond
 //! durations; the mock records when its inbound connections close.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::Method;
 use serde_json::{Value, json};
+use sluice::clock::{Clock, Instant, SystemClock};
 
 use crate::support::client::{self, Resp};
 use crate::support::wire::anthropic_message;
@@ -112,13 +113,13 @@ async fn k1_gate(s: &Sluice) -> Value {
 
 /// Polls until `a/k1` holds no permit (up to 1 s).
 async fn wait_permits_released(s: &Sluice) {
-    let deadline = Instant::now() + Duration::from_secs(1);
+    let deadline = SystemClock.now() + Duration::from_secs(1);
     loop {
         let g = k1_gate(s).await;
         if g["in_flight"] == 0 && g["queued"] == 0 {
             return;
         }
-        assert!(Instant::now() < deadline, "permit never released: {g:#}");
+        assert!(SystemClock.now() < deadline, "permit never released: {g:#}");
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
@@ -128,7 +129,11 @@ fn assert_untouched(s: &Sluice) {
     let snap = s.snapshot();
     for p in &snap.providers {
         assert_eq!(
-            (p.breaker.state.as_str(), p.breaker.failure_count, p.failures),
+            (
+                p.breaker.state.as_str(),
+                p.breaker.failure_count,
+                p.failures
+            ),
             ("closed", 0, 0),
             "provider {}: {:#?}",
             p.id,
@@ -158,8 +163,16 @@ async fn assert_cancelled(s: &Sluice, mock: &MockUpstream, gone_at: Instant, cas
         "{case}: upstream closed {took:?} after the disconnect"
     );
     let snap = s.wait_requests(1).await;
-    assert_eq!(snap.recent[0].outcome, "cancelled", "{case}: {:#?}", snap.recent[0]);
-    assert_eq!(mock.count(), 1, "{case}: no retry or fallback after the disconnect");
+    assert_eq!(
+        snap.recent[0].outcome, "cancelled",
+        "{case}: {:#?}",
+        snap.recent[0]
+    );
+    assert_eq!(
+        mock.count(),
+        1,
+        "{case}: no retry or fallback after the disconnect"
+    );
     assert_eq!(mock.in_flight(), 0, "{case}: upstream exchange ended");
     wait_permits_released(s).await;
     assert_untouched(s);
@@ -180,9 +193,13 @@ async fn a22a_client_dropping_a_stream_closes_the_upstream_connection() {
         String::from_utf8_lossy(got).matches("text_delta").count() >= 5
     })
     .await;
-    assert_eq!(k1_gate(&s).await["in_flight"], 1, "the stream holds its permit");
+    assert_eq!(
+        k1_gate(&s).await["in_flight"],
+        1,
+        "the stream holds its permit"
+    );
     drop(st);
-    let gone_at = Instant::now();
+    let gone_at = SystemClock.now();
 
     assert_cancelled(&s, &mock, gone_at, "(a) streaming, after 5 chunks").await;
 }
@@ -190,9 +207,8 @@ async fn a22a_client_dropping_a_stream_closes_the_upstream_connection() {
 #[tokio::test]
 async fn a22b_client_leaving_before_the_first_byte_closes_the_upstream_connection() {
     let mock = MockUpstream::start().await;
-    mock.on("/v1/messages").reply(
-        Reply::sse_chunks(anthropic_stream(3)).delay(Duration::from_secs(5)),
-    );
+    mock.on("/v1/messages")
+        .reply(Reply::sse_chunks(anthropic_stream(3)).delay(Duration::from_secs(5)));
     let s = Sluice::start(&fill(BOTH, &mock), ENV).await;
 
     let url = s.url("/v1/messages");
@@ -207,9 +223,13 @@ async fn a22b_client_leaving_before_the_first_byte_closes_the_upstream_connectio
         _ = &mut open => panic!("no response head was expected"),
         () = tokio::time::sleep(Duration::from_millis(100)) => {}
     }
-    assert_eq!(k1_gate(&s).await["in_flight"], 1, "waiting on the head holds the permit");
+    assert_eq!(
+        k1_gate(&s).await["in_flight"],
+        1,
+        "waiting on the head holds the permit"
+    );
     drop(open);
-    let gone_at = Instant::now();
+    let gone_at = SystemClock.now();
 
     assert_cancelled(&s, &mock, gone_at, "(b) before the first byte").await;
 }
@@ -217,9 +237,8 @@ async fn a22b_client_leaving_before_the_first_byte_closes_the_upstream_connectio
 #[tokio::test]
 async fn a22c_non_streaming_client_giving_up_closes_the_upstream_connection() {
     let mock = MockUpstream::start().await;
-    mock.on("/v1/messages").reply(
-        Reply::json(200, anthropic_message("m", "late")).delay(Duration::from_secs(5)),
-    );
+    mock.on("/v1/messages")
+        .reply(Reply::json(200, anthropic_message("m", "late")).delay(Duration::from_secs(5)));
     let s = Sluice::start(&fill(BOTH, &mock), ENV).await;
 
     let gave_up = tokio::time::timeout(
@@ -227,8 +246,11 @@ async fn a22c_non_streaming_client_giving_up_closes_the_upstream_connection() {
         client::post_json(&s.url("/v1/messages"), &messages("m", false), &[AV]),
     )
     .await;
-    let gone_at = Instant::now();
-    assert!(gave_up.is_err(), "the upstream takes 5 s; the client gives up at 200 ms");
+    let gone_at = SystemClock.now();
+    assert!(
+        gave_up.is_err(),
+        "the upstream takes 5 s; the client gives up at 200 ms"
+    );
 
     assert_cancelled(&s, &mock, gone_at, "(c) non-streaming, after 200 ms").await;
 }
@@ -250,8 +272,10 @@ async fn count_tokens(s: &Sluice) -> Resp {
 #[tokio::test]
 async fn a23_count_tokens_without_an_anthropic_provider_is_a_local_estimate() {
     let mock = MockUpstream::start().await;
-    let cfg = fill(BOTH, &mock)
-        .replace("default_provider = [\"a\", \"o\"]", "default_provider = \"o\"");
+    let cfg = fill(BOTH, &mock).replace(
+        "default_provider = [\"a\", \"o\"]",
+        "default_provider = \"o\"",
+    );
     // Only the openai provider: cut the anthropic one out of the config.
     let start = cfg.find("[[providers]]\nid = \"a\"").unwrap();
     let end = cfg.find("[[providers]]\nid = \"o\"").unwrap();
@@ -263,7 +287,7 @@ async fn a23_count_tokens_without_an_anthropic_provider_is_a_local_estimate() {
     assert_eq!(r.status, 200, "{}", r.text());
     let v = r.json();
     let n = v["input_tokens"].as_u64().unwrap_or_else(|| panic!("{v}"));
-    assert!(n >= 1 && n < 100, "a plausible estimate: {v}");
+    assert!((1..100).contains(&n), "a plausible estimate: {v}");
     assert_eq!(v.as_object().map(|o| o.len()), Some(1), "{v}");
     assert_eq!(mock.count(), 0, "no upstream call");
 }
@@ -298,19 +322,19 @@ async fn a23_count_tokens_is_forwarded_to_the_configured_base_url_with_query_and
 #[tokio::test]
 async fn a23_count_tokens_never_waits_for_or_takes_a_generation_slot() {
     let mock = MockUpstream::start().await;
-    mock.on("/v1/messages").reply(
-        Reply::json(200, anthropic_message("m", "slow")).delay(Duration::from_millis(600)),
-    );
+    mock.on("/v1/messages")
+        .reply(Reply::json(200, anthropic_message("m", "slow")).delay(Duration::from_millis(600)));
     let cfg = fill(BOTH, &mock).replace("max_concurrent = 2", "max_concurrent = 1");
     let s = Sluice::start(&cfg, ENV).await;
 
     let url = s.url("/v1/messages");
-    let busy = tokio::spawn(async move { client::post_json(&url, &messages("m", false), &[AV]).await });
+    let busy =
+        tokio::spawn(async move { client::post_json(&url, &messages("m", false), &[AV]).await });
     mock.wait_for(1).await;
     let before = k1_gate(&s).await;
     assert_eq!(before["in_flight"], 1, "{before:#}");
 
-    let t = Instant::now();
+    let t = SystemClock.now();
     let r = count_tokens(&s).await;
     let took = t.elapsed();
 
@@ -322,7 +346,11 @@ async fn a23_count_tokens_never_waits_for_or_takes_a_generation_slot() {
     );
     let after = k1_gate(&s).await;
     assert_eq!(
-        (after["in_flight"].clone(), after["admitted"].clone(), after["queued"].clone()),
+        (
+            after["in_flight"].clone(),
+            after["admitted"].clone(),
+            after["queued"].clone()
+        ),
         (json!(1), before["admitted"].clone(), json!(0)),
         "count_tokens took no permit: {after:#}"
     );
@@ -378,7 +406,10 @@ async fn a25_body_over_max_body_is_413_in_each_dialect_and_never_an_upstream_fai
     .await;
     // OpenAI, chunked (no content-length): the limit is found while reading.
     let body = big_body("m", 9_000_000, false);
-    let chunks: Vec<Bytes> = body.chunks(256 * 1024).map(Bytes::copy_from_slice).collect();
+    let chunks: Vec<Bytes> = body
+        .chunks(256 * 1024)
+        .map(Bytes::copy_from_slice)
+        .collect();
     let req = client::request(
         Method::POST,
         &s.url("/v1/chat/completions"),
@@ -398,7 +429,9 @@ async fn a25_body_over_max_body_is_413_in_each_dialect_and_never_an_upstream_fai
     let v = o.json();
     assert!(v.get("type").is_none(), "openai error JSON: {v}");
     assert!(
-        v["error"]["message"].as_str().is_some_and(|m| !m.is_empty())
+        v["error"]["message"]
+            .as_str()
+            .is_some_and(|m| !m.is_empty())
             && v["error"]["type"].as_str().is_some(),
         "openai error JSON: {v}"
     );
@@ -441,7 +474,10 @@ async fn a17_heartbeat_never_splits_an_event() {
     assert!(clean);
     let text = String::from_utf8_lossy(&got).into_owned();
     let upstream = String::from_utf8(upstream).unwrap();
-    assert!(!upstream.contains("event: ping"), "the upstream sends no pings itself");
+    assert!(
+        !upstream.contains("event: ping"),
+        "the upstream sends no pings itself"
+    );
     let events: Vec<&str> = text.split_inclusive("\n\n").collect();
     for ev in &events {
         assert!(
@@ -454,7 +490,10 @@ async fn a17_heartbeat_never_splits_an_event() {
         );
     }
     let pings = events.iter().filter(|e| **e == PING).count();
-    assert!(pings >= 1, "heartbeats were sent during the boundary pause: {text}");
+    assert!(
+        pings >= 1,
+        "heartbeats were sent during the boundary pause: {text}"
+    );
     assert_eq!(
         text.replace(PING, ""),
         upstream,

@@ -15,6 +15,7 @@ mod admin;
 mod admission;
 mod claude_code;
 mod config;
+mod console_e2e;
 mod edge;
 mod proxy;
 mod resilience;

@@ -1,6 +1,7 @@
 //! Circuits panel (DESIGN §5, spec §1): one row per provider breaker with its state (themed and
 //! written out), failures / thresholds, a live "next probe in" countdown and the last
-//! transition. Countdowns are computed here from deadlines and `now_unix_ms`.
+//! transition. A §1b provider cooldown in force adds `cooling 42s` (cooling role) to the state.
+//! Countdowns are computed here from deadlines and `now_unix_ms`.
 
 use ratatui::Frame;
 use ratatui::layout::{Flex, Rect};
@@ -59,7 +60,7 @@ pub fn render(
             name_width(snap.providers.iter().map(|p| p.id.as_str()), 8, 20),
             0,
         ),
-        Col::fixed("state", 9, 0),
+        Col::fixed("state", state_width(snap.providers.iter(), now_unix_ms), 0),
         Col::fixed("fail/thr", 8, 2),
         Col::fixed("probe in", 10, 1),
         Col::fill("last transition", 16, 3),
@@ -83,14 +84,41 @@ pub fn render(
     f.render_stateful_widget(table, inner, &mut state);
 }
 
+/// The §1b provider cooldown still running at `now`, as a countdown (`42s`).
+pub fn provider_cooling(p: &ProviderView, now_unix_ms: u64) -> Option<String> {
+    p.provider_cooldown_until_unix_ms
+        .and_then(|t| fmt_countdown(t, now_unix_ms))
+}
+
+/// Width of the state column: the breaker word plus ` · cooling 1m05s` where one shows.
+fn state_width<'a>(providers: impl Iterator<Item = &'a ProviderView>, now: u64) -> u16 {
+    let w = providers
+        .map(|p| {
+            let cool = provider_cooling(p, now).map_or(0, |c| " · cooling ".len() + c.len());
+            p.breaker.state.chars().count() + cool
+        })
+        .max()
+        .unwrap_or(0)
+        .max(9);
+    u16::try_from(w).unwrap_or(9)
+}
+
 fn cells<'a>(p: &ProviderView, theme: &Theme, now: u64) -> Vec<Cell<'a>> {
     let b = &p.breaker;
     let muted = theme.style(Role::Muted);
-    let state = if b.state.is_empty() {
+    let mut state = vec![if b.state.is_empty() {
         Span::styled("—", muted)
     } else {
         Span::styled(b.state.clone(), theme.style(state_role(&b.state)))
-    };
+    }];
+    if let Some(left) = provider_cooling(p, now) {
+        state.push(Span::styled(" · ", muted));
+        state.push(Span::styled(
+            format!("cooling {left}"),
+            theme.style(Role::Cooling),
+        ));
+    }
+    let state = Line::from(state);
     let fail_style = if b.failure_count == 0 {
         muted
     } else if b.failure_count >= b.degrade_at {

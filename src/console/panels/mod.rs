@@ -9,7 +9,9 @@ pub mod header;
 pub mod lockouts;
 pub mod overlay;
 pub mod providers;
+pub mod queues;
 pub mod requests;
+pub mod settings;
 pub mod status;
 
 use ratatui::layout::{Constraint, Rect};

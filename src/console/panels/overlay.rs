@@ -9,38 +9,68 @@ use ratatui::widgets::{Clear, Paragraph, Wrap};
 
 use super::{block, centered, fmt_clock_utc, fmt_ms, fmt_status, status_style};
 use crate::console::app::{App, Confirm};
-use crate::console::keymap;
+use crate::console::keymap::{Keymap, Scope};
 use crate::console::panels::requests::route_label;
 use crate::console::theme::{Role, Theme};
+use crate::core::snapshot::RequestView;
 
-/// Draws the help overlay centred in `area`.
-pub fn render_help(f: &mut Frame, area: Rect, theme: &Theme) {
-    let key_w = keymap::help_lines()
-        .map(|(k, _)| k.chars().count())
+/// The help's lines: a heading per scope, then one line per command: its keys, its
+/// `[console.keys]` action name and what it does. Generated from the effective key map.
+pub fn help_lines(keymap: &Keymap) -> Vec<(Option<Scope>, String, &'static str, &'static str)> {
+    let mut out = Vec::new();
+    let mut scope = None;
+    for b in keymap.bindings() {
+        if scope != Some(b.spec.scope) {
+            scope = Some(b.spec.scope);
+            out.push((scope, String::new(), "", ""));
+        }
+        out.push((None, b.label(), b.spec.name, b.spec.help));
+    }
+    out
+}
+
+/// Draws the help overlay centred in `area`, scrolled by `app.help_scroll`.
+pub fn render_help(f: &mut Frame, area: Rect, app: &App, theme: &Theme) {
+    let entries = help_lines(&app.keymap);
+    let key_w = entries
+        .iter()
+        .map(|e| e.1.chars().count())
         .max()
         .unwrap_or(0);
-    let text_w = keymap::help_lines()
-        .map(|(_, t)| t.chars().count())
+    let name_w = entries.iter().map(|e| e.2.len()).max().unwrap_or(0);
+    let text_w = entries
+        .iter()
+        .map(|e| e.3.chars().count())
         .max()
         .unwrap_or(0);
-    let mut lines: Vec<Line> = keymap::help_lines()
-        .map(|(keys, what)| {
-            Line::from(vec![
-                Span::styled(format!(" {keys:<key_w$}  "), theme.style(Role::Title)),
-                Span::raw(what),
-            ])
+    let mut lines: Vec<Line> = entries
+        .iter()
+        .map(|(scope, keys, name, what)| match scope {
+            Some(s) => Line::from(Span::styled(
+                format!(" {}", s.title()),
+                theme.style(Role::Title).add_modifier(Modifier::UNDERLINED),
+            )),
+            None => Line::from(vec![
+                Span::styled(format!("   {keys:<key_w$}  "), theme.style(Role::Title)),
+                Span::styled(format!("{name:<name_w$}  "), theme.style(Role::Muted)),
+                Span::raw(*what),
+            ]),
         })
         .collect();
     lines.push(Line::from(Span::styled(
-        " esc or ? to close",
+        " [console.keys] action = \"key\" or [\"key\", …] rebinds an action; esc or ? closes",
         theme.style(Role::Muted),
     )));
     let height = u16::try_from(lines.len() + 2).unwrap_or(u16::MAX);
-    let width = u16::try_from(key_w + text_w + 5).unwrap_or(u16::MAX);
+    let width = u16::try_from(key_w + name_w + text_w + 9).unwrap_or(u16::MAX);
     let popup = centered(area, width, height);
+    let inner_h = popup.height.saturating_sub(2);
+    let max_scroll = height.saturating_sub(2).saturating_sub(inner_h);
     f.render_widget(Clear, popup);
     f.render_widget(
-        Paragraph::new(lines).block(block("Help", true, theme)),
+        Paragraph::new(lines)
+            .scroll((app.help_scroll.min(max_scroll), 0))
+            .block(block("Help", true, theme)),
         popup,
     );
 }
@@ -116,17 +146,91 @@ pub fn render_details(f: &mut Frame, area: Rect, app: &App, theme: &Theme) {
             Span::styled(r.error.clone(), theme.style(Role::Error)),
         ]));
     }
+    lines.extend(attempt_lines(r, theme));
     lines.push(Line::from(Span::styled(
         " enter or esc to close",
         theme.style(Role::Muted),
     )));
+    // Sized to the widest line (tables must not wrap); narrow terminals clip on the right.
     let height = u16::try_from(lines.len() + 2).unwrap_or(u16::MAX);
-    let popup = centered(area, area.width.saturating_sub(4).min(90), height);
+    let widest = lines.iter().map(Line::width).max().unwrap_or(0);
+    let width = u16::try_from(widest + 3)
+        .unwrap_or(u16::MAX)
+        .clamp(40, 140)
+        .min(area.width.saturating_sub(4));
+    let popup = centered(area, width, height);
     f.render_widget(Clear, popup);
     f.render_widget(
-        Paragraph::new(lines)
-            .wrap(Wrap { trim: false })
-            .block(block("Request details", true, theme)),
+        Paragraph::new(lines).block(block("Request details", true, theme)),
         popup,
     );
+}
+
+/// The attempt log (`#`, target, status, class, reason, latency) and the skipped targets
+/// with why, for the details overlay.
+fn attempt_lines<'a>(r: &RequestView, theme: &Theme) -> Vec<Line<'a>> {
+    let muted = theme.style(Role::Muted);
+    let mut lines = Vec::new();
+    if r.attempt_log.is_empty() {
+        lines.push(Line::from(Span::styled(" no upstream attempts", muted)));
+    } else {
+        let target_w = r
+            .attempt_log
+            .iter()
+            .map(|a| a.target.chars().count())
+            .max()
+            .unwrap_or(0)
+            .clamp(6, 48);
+        lines.push(Line::from(Span::styled(
+            format!(
+                " {:<2} {:<target_w$} {:>3}  {:<12} {:<22} {:>7}",
+                "#", "target", "st", "class", "reason", "latency"
+            ),
+            theme.style(Role::Title),
+        )));
+        for (i, a) in r.attempt_log.iter().enumerate() {
+            let class_role = if a.class == "success" {
+                Role::Ok
+            } else {
+                Role::Error
+            };
+            let reason = if a.reason.is_empty() {
+                "—"
+            } else {
+                &a.reason
+            };
+            lines.push(Line::from(vec![
+                Span::raw(format!(" {:<2} {:<target_w$} ", i + 1, a.target)),
+                Span::styled(
+                    format!("{:>3}", fmt_status(a.status)),
+                    status_style(a.status, theme),
+                ),
+                Span::raw("  "),
+                Span::styled(format!("{:<12}", a.class), theme.style(class_role)),
+                Span::raw(format!(" {reason:<22} {:>7}", fmt_ms(a.latency_ms))),
+            ]));
+        }
+    }
+    if !r.skipped.is_empty() {
+        lines.push(Line::from(Span::styled(
+            format!(" skipped {}", r.skipped.len()),
+            theme.style(Role::Title),
+        )));
+        for s in &r.skipped {
+            let role = match s.reason.as_str() {
+                "connection_cooldown" | "provider_cooldown" => Role::Cooling,
+                "quota_wait" => Role::QuotaWait,
+                "model_lockout" => Role::Lockout,
+                "circuit_open" => Role::BreakerOpen,
+                "terminal" => Role::Terminal,
+                "saturated" => Role::QueueFull,
+                _ => Role::Muted,
+            };
+            lines.push(Line::from(vec![
+                Span::raw(format!("    {}  ", s.target)),
+                Span::styled(s.reason.clone(), theme.style(role)),
+            ]));
+        }
+    }
+    lines
 }

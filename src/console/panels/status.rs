@@ -8,7 +8,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
 use crate::console::app::App;
-use crate::console::keymap;
+use crate::console::keymap::Cmd;
 use crate::console::theme::{Role, Theme};
 
 /// Draws the one-row status bar into `area`; messages past their expiry (`now_unix_ms`) are hidden.
@@ -30,7 +30,17 @@ pub fn render(f: &mut Frame, area: Rect, app: &App, theme: &Theme, now_unix_ms: 
         spans.push(Span::styled(m.text.clone(), theme.style(Role::Title)));
         spans.push(Span::styled("  │ ", muted));
     }
-    let hints = keymap::hints(app.focus, app.confirm.is_some());
+    let km = &app.keymap;
+    let hints = if app.help && app.confirm.is_none() {
+        format!(
+            "{} close  {}/{} scroll",
+            km.first_key(Cmd::Help),
+            km.first_key(Cmd::Down),
+            km.first_key(Cmd::Up)
+        )
+    } else {
+        km.hints(&app.hint_scopes())
+    };
     spans.push(Span::styled(hints, muted));
     f.render_widget(Paragraph::new(Line::from(spans)), area);
 }

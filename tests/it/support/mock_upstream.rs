@@ -15,7 +15,7 @@ use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::{HeaderValue, Method, Request, Response, StatusCode};
@@ -25,6 +25,7 @@ use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use serde_json::{Value, json};
+use sluice::clock::{Clock, Instant, SystemClock};
 use tokio::net::TcpListener;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
@@ -302,7 +303,7 @@ impl Drop for ExchangeGuard {
             .lock()
             .unwrap_or_else(|e| e.into_inner());
         if let Some(e) = ex.get_mut(self.idx) {
-            e.ended.get_or_insert_with(Instant::now);
+            e.ended.get_or_insert_with(|| SystemClock.now());
         }
     }
 }
@@ -339,7 +340,7 @@ impl http_body::Body for Tracked {
 
 /// The most intervals open at once (an interval with no end is open until now).
 fn max_overlap<'a>(intervals: impl Iterator<Item = &'a Exchange>) -> usize {
-    let now = Instant::now();
+    let now = SystemClock.now();
     let mut edges: Vec<(Instant, i32)> = Vec::new();
     for e in intervals {
         edges.push((e.started, 1));
@@ -564,7 +565,7 @@ async fn accept_loop(listener: TcpListener, state: Arc<State>, cancel: Cancellat
             tokio::select! {
                 _ = cancel.cancelled() => {}
                 _ = conn => {
-                    state.closed.lock().unwrap_or_else(|e| e.into_inner()).push(Instant::now());
+                    state.closed.lock().unwrap_or_else(|e| e.into_inner()).push(SystemClock.now());
                     state.closed_notify.notify_waiters();
                 }
             }
@@ -618,7 +619,7 @@ async fn handle(
         ex.push(Exchange {
             path: rec.path.clone(),
             model: model.clone(),
-            started: Instant::now(),
+            started: SystemClock.now(),
             ended: None,
         });
         ExchangeGuard {
