@@ -71,8 +71,12 @@ async fn main() {
     );
     let env = sluice::config::LoadEnv::fixed(&[], dir.path());
     let cfg = sluice::config::from_str(&text, std::path::Path::new("bench.toml"), &env).unwrap();
-    let store = Arc::new(sluice::store::Store::open(&cfg.store).unwrap());
-    let running = sluice::app::start(cfg, Arc::new(SystemClock), Some(store))
+    // `OVERHEAD_NO_STORE=1` measures without the SQLite request log (feature ladder, S6).
+    let store = match std::env::var("OVERHEAD_NO_STORE").as_deref() {
+        Ok("1") => None,
+        _ => Some(Arc::new(sluice::store::Store::open(&cfg.store).unwrap())),
+    };
+    let running = sluice::app::start(cfg, Arc::new(SystemClock), store)
         .await
         .unwrap();
     let proxy = running.listen;
