@@ -251,8 +251,22 @@ pub struct Connection {
     pub concurrency_fail_open: bool,
     /// Egress label for egress-bucketed providers (spec §7). Default `direct`.
     pub egress: String,
+    /// Per-connection §5 queue overrides (win over saved settings and the file).
+    pub queue: ConnectionQueue,
     /// Anthropic subscription low-priority lane (spec §2c). Default false.
     pub low_priority_mode: bool,
+}
+
+/// Per-connection overrides of `[resilience.queue]` (spec §5 precedence: a per-connection
+/// override wins over a saved setting, which wins over the file and the environment).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ConnectionQueue {
+    /// Queue-wait budget, clamped to 1ms–24h.
+    pub max_wait: Option<Duration>,
+    /// Execution budget, clamped to 1ms–24h.
+    pub execution_max_wait: Option<Duration>,
+    /// Queue depth, 0–100000 (0 = unlimited).
+    pub max_queue_depth: Option<u32>,
 }
 
 /// An upstream API.

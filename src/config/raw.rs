@@ -127,6 +127,16 @@ pub struct RawConnection {
     pub concurrency_fail_open: Option<bool>,
     pub low_priority_mode: Option<bool>,
     pub egress: Option<String>,
+    pub queue: Option<RawConnectionQueue>,
+}
+
+/// `queue = { .. }` on a connection: per-connection §5 overrides.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawConnectionQueue {
+    pub max_wait: Option<String>,
+    pub execution_max_wait: Option<String>,
+    pub max_queue_depth: Option<i64>,
 }
 
 /// `[[combos]]`

@@ -81,6 +81,8 @@ struct ConnLayout {
     capped: bool,
     /// Upstream model ids with a `model_concurrency` entry.
     model_caps: BTreeSet<String>,
+    /// The connection's own `queue = { .. }` overrides (§5: they win over everything).
+    queue: QueueOverride,
 }
 
 struct State {
@@ -264,6 +266,11 @@ impl Gates {
                         concurrency_fail_open: c.concurrency_fail_open,
                         capped: c.max_concurrent.is_some(),
                         model_caps: c.model_concurrency.keys().cloned().collect(),
+                        queue: QueueOverride {
+                            max_wait: c.queue.max_wait,
+                            execution_max_wait: c.queue.execution_max_wait,
+                            max_queue_depth: c.queue.max_queue_depth,
+                        },
                     })
                     .collect(),
             })
@@ -576,10 +583,12 @@ impl ConnLayout {
             self.rate_limit_protection,
             queue.auto_enable_api_key_connections,
         );
+        // `queue` already carries the saved console/API values (they are applied to the live
+        // settings), so only the connection's own override is layered on top here.
         QueuePolicy::resolve(
             queue,
             &QueueOverride::default(),
-            &QueueOverride::default(),
+            &self.queue,
             Enforcement::resolve(protected, self.concurrency_fail_open),
         )
     }

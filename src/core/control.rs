@@ -14,7 +14,7 @@ use super::Core;
 use super::persist::connection_row;
 use super::resilience::ResState;
 use crate::config::raw::{
-    RawConnectionCooldown, RawCooldownProfile, RawModelLockout, RawResilience,
+    RawConnectionCooldown, RawCooldownProfile, RawModelLockout, RawQueue, RawResilience,
 };
 use crate::config::{Config, Profile, Resilience};
 use crate::policy::cooldown::ClearResult;
@@ -99,6 +99,25 @@ pub struct SettingsPatch {
     /// `[resilience.model_lockout]`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model_lockout: Option<LockoutPatch>,
+    /// `[resilience.queue]` `max_wait` / `execution_max_wait` / `max_queue_depth` (§5: a saved
+    /// value overrides the file and the environment; a connection's own `queue` wins over it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<QueuePatch>,
+}
+
+/// Admission queue edit (§5).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QueuePatch {
+    /// e.g. `"30s"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_wait: Option<String>,
+    /// e.g. `"10m"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub execution_max_wait: Option<String>,
+    /// 0–100000 (0 = unlimited).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_queue_depth: Option<i64>,
 }
 
 /// Profile ladder edit.
@@ -168,6 +187,18 @@ impl SettingsPatch {
             take!(max_backoff_steps);
             take!(exponential);
         }
+        if let Some(o) = &other.queue {
+            let e = self.queue.get_or_insert_with(QueuePatch::default);
+            if o.max_wait.is_some() {
+                e.max_wait.clone_from(&o.max_wait);
+            }
+            if o.execution_max_wait.is_some() {
+                e.execution_max_wait.clone_from(&o.execution_max_wait);
+            }
+            if o.max_queue_depth.is_some() {
+                e.max_queue_depth = o.max_queue_depth;
+            }
+        }
     }
 
     /// True when it changes nothing.
@@ -175,6 +206,7 @@ impl SettingsPatch {
         self.stream_stall_cooldown.is_none()
             && self.connection_cooldown.is_empty()
             && self.model_lockout.is_none()
+            && self.queue.is_none()
     }
 }
 
@@ -211,6 +243,19 @@ pub fn apply_patch(base: &Resilience, patch: &SettingsPatch) -> Result<Resilienc
             exponential: Some(lp.exponential.unwrap_or(ml.exponential)),
         },
         connection_cooldown: RawConnectionCooldown::default(),
+        queue: {
+            let q = &base.queue;
+            let qp = patch.queue.clone().unwrap_or_default();
+            RawQueue {
+                max_wait: Some(qp.max_wait.unwrap_or_else(|| fmt(q.max_wait))),
+                execution_max_wait: Some(
+                    qp.execution_max_wait
+                        .unwrap_or_else(|| fmt(q.execution_max_wait)),
+                ),
+                max_queue_depth: Some(qp.max_queue_depth.unwrap_or(i64::from(q.max_queue_depth))),
+                auto_enable_api_key_connections: Some(q.auto_enable_api_key_connections),
+            }
+        },
         ..RawResilience::default()
     };
     for p in Profile::ALL {
@@ -254,6 +299,9 @@ pub fn apply_patch(base: &Resilience, patch: &SettingsPatch) -> Result<Resilienc
     let mut out = base.clone();
     out.model_lockout = checked.model_lockout;
     out.cooldown = checked.cooldown;
+    if patch.queue.is_some() {
+        out.queue = checked.queue;
+    }
     if let Some(v) = patch.stream_stall_cooldown {
         out.connection_cooldown.stream_stall_cooldown = v;
     }
@@ -548,5 +596,94 @@ impl Control {
             }
         }
         self.core.mark_dirty();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{LoadEnv, from_str};
+    use std::path::Path;
+    use std::time::Duration;
+
+    fn base() -> Resilience {
+        let env = LoadEnv::fixed(&[], "/tmp");
+        let cfg = from_str(
+            "[[providers]]\nid = \"p\"\ndialect = \"anthropic\"\nbase_url = \"http://127.0.0.1:1\"\n  [[providers.connections]]\n  id = \"c\"\n  auth = \"passthrough\"\n  queue = { max_wait = \"2s\", max_queue_depth = 5 }\n",
+            Path::new("t.toml"),
+            &env,
+        )
+        .unwrap();
+        assert_eq!(
+            cfg.providers[0].connections[0].queue.max_wait,
+            Some(Duration::from_secs(2))
+        );
+        assert_eq!(
+            cfg.providers[0].connections[0].queue.max_queue_depth,
+            Some(5)
+        );
+        cfg.resilience
+    }
+
+    #[test]
+    fn queue_patch_applies_and_is_validated_like_the_file() {
+        let b = base();
+        let patch = SettingsPatch {
+            queue: Some(QueuePatch {
+                max_wait: Some("5s".into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let out = apply_patch(&b, &patch).unwrap();
+        assert_eq!(out.queue.max_wait, Duration::from_secs(5));
+        assert_eq!(
+            out.queue.execution_max_wait, b.queue.execution_max_wait,
+            "untouched fields keep their values"
+        );
+        let bad = SettingsPatch {
+            queue: Some(QueuePatch {
+                max_wait: Some("soon".into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        match apply_patch(&b, &bad) {
+            Err(ControlError::Invalid { field, .. }) => assert_eq!(field, "queue.max_wait"),
+            other => panic!("expected Invalid, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn lockout_patch_keeps_max_at_least_base() {
+        let b = base();
+        let bad = SettingsPatch {
+            model_lockout: Some(LockoutPatch {
+                max_cooldown: Some("1m".into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        match apply_patch(&b, &bad) {
+            Err(ControlError::Invalid { field, message }) => {
+                assert_eq!(field, "model_lockout.max_cooldown");
+                assert!(message.contains("base_cooldown"), "{message}");
+            }
+            other => panic!("expected Invalid, got {other:?}"),
+        }
+        let mut merged = SettingsPatch::default();
+        merged.merge(&SettingsPatch {
+            stream_stall_cooldown: Some(true),
+            ..Default::default()
+        });
+        merged.merge(&SettingsPatch {
+            queue: Some(QueuePatch {
+                max_queue_depth: Some(3),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        assert_eq!(merged.stream_stall_cooldown, Some(true));
+        assert_eq!(merged.queue.and_then(|q| q.max_queue_depth), Some(3));
     }
 }

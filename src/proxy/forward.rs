@@ -556,6 +556,11 @@ fn guards(core: &crate::core::Core) -> Guards {
         readiness: st.readiness_timeout,
         heartbeat: st.heartbeat_interval,
         stall: st.content_stall_timeout,
+        throughput: st.throughput_watchdog.enabled.then_some((
+            st.throughput_watchdog.min_bytes_per_sec,
+            st.throughput_watchdog.warmup,
+            st.throughput_watchdog.window,
+        )),
     }
 }
 

@@ -117,6 +117,13 @@ pub struct Guards {
     pub heartbeat: Duration,
     /// No model progress this long (once progress started) abandons the stream. Default 180s.
     pub stall: Duration,
+    /// Opt-in throughput watchdog (§6): `(min_bytes_per_sec, warmup, window)`.
+    pub throughput: Option<(u32, Duration, Duration)>,
+}
+
+/// How often the throughput watchdog looks: a quarter of its window, 50 ms to 1 s.
+fn throughput_tick(window: Duration) -> Duration {
+    (window / 4).clamp(Duration::from_millis(50), Duration::from_secs(1))
 }
 
 /// Incremental SSE inspection of a relayed stream, shared by the pre-commit hold (in
@@ -216,6 +223,8 @@ pub struct RelayBody {
     guards: Option<Guards>,
     heartbeat: Option<Pin<Box<Sleep>>>,
     watchdog: Option<Pin<Box<Sleep>>>,
+    /// Ticks while the opt-in throughput watchdog is on.
+    throughput: Option<Pin<Box<Sleep>>>,
 }
 
 impl RelayBody {
@@ -242,6 +251,7 @@ impl RelayBody {
             guards: None,
             heartbeat: None,
             watchdog: None,
+            throughput: None,
         }
     }
 
@@ -277,6 +287,11 @@ impl RelayBody {
             .as_ref()
             .and_then(|i| i.next_check(&guards))
             .map(|t| Box::pin(tokio::time::sleep_until(t)));
+        if let Some((_, _, window)) = guards.throughput {
+            b.throughput = Some(Box::pin(tokio::time::sleep_until(
+                now + throughput_tick(window),
+            )));
+        }
         b.guards = Some(guards);
         b
     }
@@ -448,6 +463,25 @@ impl Body for RelayBody {
         }
         if this.ended {
             return Poll::Ready(None);
+        }
+        if let (Some(t), Some(Some((min, warmup, window)))) =
+            (this.throughput.as_mut(), this.guards.map(|g| g.throughput))
+            && t.as_mut().poll(cx).is_ready()
+        {
+            let now = SystemClock.now();
+            t.as_mut().reset(now + throughput_tick(window));
+            let _ = t.as_mut().poll(cx);
+            let slow = this
+                .inspect
+                .as_mut()
+                .is_some_and(|i| !i.blind && i.tracker.throughput_below(now, min, warmup, window));
+            if slow {
+                return this.abort(
+                    OutcomeClass::StreamStall,
+                    "throughput_too_low",
+                    "the upstream stream fell below the minimum throughput",
+                );
+            }
         }
         if this.stop.as_mut().poll(cx).is_ready() {
             let msg = "sluice is shutting down; the stream was ended before it finished";

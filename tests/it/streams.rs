@@ -250,3 +250,48 @@ async fn zombie_stream_before_commit_falls_back_to_the_next_target() {
         "transient"
     );
 }
+
+#[tokio::test]
+async fn opt_in_throughput_watchdog_abandons_a_trickling_stream() {
+    // §6 throughput watchdog (opt-in): text arriving slower than min_bytes_per_sec over a full
+    // window after the warm-up abandons the attempt with a terminal error event.
+    let mock = MockUpstream::start().await;
+    let all = events("anthropic-text");
+    let delta = "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"a\"}}\n\n";
+    let mut chunks: Vec<Bytes> = all[..3].to_vec();
+    chunks.extend((0..40).map(|_| ev(delta)));
+    mock.on("/v1/messages").reply(
+        Reply::sse_chunks(chunks)
+            .pace(Duration::from_millis(30))
+            .then_stall(),
+    );
+    let cfg = fill(CONFIG, &mock).replace(
+        "content_stall_timeout = \"250ms\"",
+        "content_stall_timeout = \"5s\"\n\n[resilience.stream.throughput_watchdog]\nenabled = true\nwarmup = \"100ms\"\nwindow = \"200ms\"\nmin_bytes_per_sec = 1000",
+    );
+    let s = Sluice::start(&cfg, &[]).await;
+
+    let mut st = client::open_json(&s.url("/v1/messages"), &body("plain-model"), &[AV, KEY]).await;
+    let (got, ended) = st.read_to_end(READ).await;
+
+    assert!(ended);
+    let text = String::from_utf8_lossy(&got).into_owned();
+    assert!(
+        text.matches("text_delta").count() < 40,
+        "cut before the upstream finished"
+    );
+    assert!(
+        text.trim_end()
+            .rsplit("\n\n")
+            .next()
+            .unwrap_or_default()
+            .starts_with("event: error"),
+        "{text}"
+    );
+    let snap = s.wait_requests(1).await;
+    assert_eq!(snap.recent[0].outcome, "truncated");
+    assert_eq!(
+        snap.providers[0].connections[0].last_error_kind,
+        "stream_stall"
+    );
+}

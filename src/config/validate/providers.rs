@@ -202,6 +202,37 @@ impl Validator<'_, '_> {
                     rate_limit_protection: rc.rate_limit_protection,
                     concurrency_fail_open: rc.concurrency_fail_open.unwrap_or(true),
                     egress: rc.egress.clone().unwrap_or_else(|| "direct".into()),
+                    queue: match &rc.queue {
+                        None => ConnectionQueue::default(),
+                        Some(q) => {
+                            let qk = format!("{ck}.queue");
+                            ConnectionQueue {
+                                max_wait: q.max_wait.as_ref().map(|v| {
+                                    self.duration(
+                                        &format!("{qk}.max_wait"),
+                                        Some(v),
+                                        Duration::from_secs(30),
+                                    )
+                                }),
+                                execution_max_wait: q.execution_max_wait.as_ref().map(|v| {
+                                    self.duration(
+                                        &format!("{qk}.execution_max_wait"),
+                                        Some(v),
+                                        Duration::from_secs(600),
+                                    )
+                                }),
+                                max_queue_depth: q.max_queue_depth.map(|n| {
+                                    self.count(
+                                        &format!("{qk}.max_queue_depth"),
+                                        Some(n),
+                                        0,
+                                        0,
+                                        100_000,
+                                    )
+                                }),
+                            }
+                        }
+                    },
                     low_priority_mode: rc.low_priority_mode.unwrap_or(false),
                 });
             }

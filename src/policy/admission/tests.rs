@@ -458,6 +458,7 @@ fn connection(protection: Option<bool>, fail_open: bool) -> Connection {
         concurrency_fail_open: fail_open,
         egress: "direct".into(),
         low_priority_mode: false,
+        queue: Default::default(),
     }
 }
 
