@@ -111,6 +111,11 @@ async fn handle(control: &Control, req: Request<Incoming>) -> Response<Full<Byte
         }
         ("GET" | "HEAD", "/api/resilience/cooldowns") => {
             let provider = query_param(&query, "provider");
+            if let Some(p) = &provider
+                && core.config().provider(p).is_none()
+            {
+                return error(StatusCode::NOT_FOUND, &format!("unknown provider '{p}'"));
+            }
             json_response(
                 StatusCode::OK,
                 cooldowns(&core.snapshot(), provider.as_deref()),
@@ -149,6 +154,30 @@ async fn handle(control: &Control, req: Request<Incoming>) -> Response<Full<Byte
                 })
             }))
         }
+        ("POST", "/api/resilience/terminal-reset") => {
+            #[derive(Deserialize)]
+            #[serde(deny_unknown_fields, rename_all = "camelCase")]
+            struct ResetTerminal {
+                connection_ids: Vec<String>,
+            }
+            let b: ResetTerminal = match parse_json(&body) {
+                Ok(b) => b,
+                Err(r) => return *r,
+            };
+            let mut reset = Vec::new();
+            let mut unchanged = Vec::new();
+            for id in b.connection_ids {
+                match control.reset_terminal(&id) {
+                    Ok(true) => reset.push(id),
+                    Ok(false) => unchanged.push(id),
+                    Err(e) => return answer(Err(e)),
+                }
+            }
+            json_response(
+                StatusCode::OK,
+                json!({"reset": reset, "unchanged": unchanged}),
+            )
+        }
         ("GET" | "HEAD", "/api/resilience/model-cooldowns") => {
             json_response(StatusCode::OK, model_cooldowns(&core.snapshot()))
         }
@@ -185,7 +214,7 @@ async fn handle(control: &Control, req: Request<Incoming>) -> Response<Full<Byte
             answer(
                 control
                     .patch_settings(&patch)
-                    .map(|s| json!({"settings": s})),
+                    .map(|s| json!({"settings": s, "overrides": control.settings().1})),
             )
         }
         ("DELETE", "/api/resilience") => {
@@ -204,7 +233,8 @@ async fn handle(control: &Control, req: Request<Incoming>) -> Response<Full<Byte
             | "/api/resilience/reset"
             | "/api/resilience/cooldowns"
             | "/api/resilience/model-cooldowns"
-            | "/api/resilience",
+            | "/api/resilience"
+            | "/api/resilience/terminal-reset",
         ) => error(
             StatusCode::METHOD_NOT_ALLOWED,
             &format!("{method} is not allowed on {path}"),
@@ -229,12 +259,19 @@ async fn read_body(req: Request<Incoming>) -> Result<Bytes, Response<Full<Bytes>
     }
 }
 
+/// Parses an admin request body, which must be a JSON object (an empty body reads as `{}`).
 fn parse_json<T: for<'de> Deserialize<'de>>(body: &[u8]) -> Result<T, Box<Response<Full<Bytes>>>> {
     let body = if body.iter().all(u8::is_ascii_whitespace) {
         &b"{}"[..]
     } else {
         body
     };
+    if body.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        return Err(Box::new(error(
+            StatusCode::BAD_REQUEST,
+            "the body must be a JSON object",
+        )));
+    }
     serde_json::from_slice(body).map_err(|e| {
         Box::new(error(
             StatusCode::BAD_REQUEST,

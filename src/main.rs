@@ -60,6 +60,20 @@ fn main() -> ExitCode {
     };
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     if cli.reset_state {
+        // Never move a database another sluice is using: its listeners would be busy.
+        for (addr, key) in [
+            (cfg.server.listen, "server.listen"),
+            (cfg.admin.listen, "admin.listen"),
+        ] {
+            if addr.port() != 0 && std::net::TcpListener::bind(addr).is_err() {
+                return fail(
+                    &format!(
+                        "--reset-state: {addr} ({key}) is in use; stop the sluice that is running with this config first (its database stays where it is)"
+                    ),
+                    1,
+                );
+            }
+        }
         match store::reset_state(&cfg.store.path, unix_ms(clock.wall())) {
             Ok(Some(moved)) => eprintln!(
                 "sluice: moved the state database aside to {}",

@@ -47,8 +47,11 @@ pub fn init(dir: &Path, level: &str, stderr: bool) -> Result<TelemetryGuard, Tel
     let file_layer = tracing_subscriber::fmt::layer()
         .with_ansi(false)
         .with_writer(file_writer);
-    let stderr_layer =
-        stderr.then(|| tracing_subscriber::fmt::layer().with_writer(std::io::stderr));
+    let stderr_layer = stderr.then(|| {
+        tracing_subscriber::fmt::layer()
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .with_writer(std::io::stderr)
+    });
     // A second init (tests) keeps the first subscriber; that is fine.
     let _ = tracing_subscriber::registry()
         .with(filter)

@@ -275,6 +275,13 @@ impl Validator<'_, '_> {
     fn config(&mut self, raw: RawConfig, path: &Path) -> Config {
         let server = self.server(&raw.server);
         let admin = self.admin(&raw.admin);
+        if admin.listen == server.listen && admin.listen.port() != 0 {
+            self.bad(
+                "admin.listen",
+                format!("'{}' is also server.listen", admin.listen),
+                "give the admin API its own port, e.g. 127.0.0.1:8788",
+            );
+        }
         let store = StoreConfig {
             path: self.resolve_path(raw.store.path.as_ref(), "sluice.db"),
             request_log_max_rows: raw

@@ -22,7 +22,7 @@ profile = "api_key"
   auth = "passthrough"
   [[providers.connections]]
   id = "key-b"
-  auth = "passthrough"
+  auth = { env = "KEY_B" }
 
 [[providers]]
 id = "anthropic"
@@ -38,7 +38,9 @@ fn control() -> (Control, CancellationToken) {
 }
 
 fn control_with(config: &str) -> (Control, CancellationToken) {
-    let env = LoadEnv::fixed(&[], "/tmp");
+    // key-b injects its own key: a ban marker on a passthrough connection is the client's
+    // own credential and never terminates the shared connection.
+    let env = LoadEnv::fixed(&[("KEY_B", "sk-test-key-b-0123")], "/tmp");
     let cfg = from_str(config, Path::new("t.toml"), &env).unwrap();
     let clock = ManualClock::new();
     let core = Core::new(Arc::new(cfg), Arc::new(clock), None);

@@ -282,6 +282,24 @@ pub fn apply_patch(base: &Resilience, patch: &SettingsPatch) -> Result<Resilienc
             Profile::Local => raw.connection_cooldown.local = prof,
         }
     }
+    if let Some(q) = &patch.queue {
+        for (name, v) in [
+            ("max_wait", &q.max_wait),
+            ("execution_max_wait", &q.execution_max_wait),
+        ] {
+            if let Some(v) = v
+                && humantime::parse_duration(v.trim()).is_ok_and(|d| {
+                    d < std::time::Duration::from_millis(1)
+                        || d > std::time::Duration::from_secs(86_400)
+                })
+            {
+                return Err(ControlError::Invalid {
+                    field: format!("queue.{name}"),
+                    message: format!("'{v}' is outside 1ms–24h; use a duration in that range"),
+                });
+            }
+        }
+    }
     let checked = crate::config::validate::resilience_from_raw(&raw).map_err(|problems| {
         let p = problems
             .into_iter()

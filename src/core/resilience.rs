@@ -358,9 +358,21 @@ impl super::Core {
             disable_cooling: conn.disable_cooling,
         };
         if let Some(cd) = res.connections.get_mut(ticket.connection) {
+            // On a `passthrough` connection the credential is the client's own: a bad or
+            // unfunded key of one client (401, 402/billing, ban, "request not allowed") says
+            // nothing about the connection other clients share, so it is answered to that
+            // client and never cools or terminates the connection.
+            let client_credential_fault = matches!(conn.auth, crate::config::Auth::Passthrough)
+                && matches!(
+                    c.class,
+                    OutcomeClass::Auth
+                        | OutcomeClass::CreditsExhausted
+                        | OutcomeClass::Banned
+                        | OutcomeClass::RequestRejected
+                );
             let changed = if c.class == OutcomeClass::Success {
                 cd.on_success()
-            } else if lockout_mode {
+            } else if lockout_mode || client_credential_fault {
                 false
             } else {
                 let e = cd.on_failure(c, ticket.dispatched_at, &cd_rules, now);

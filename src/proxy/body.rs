@@ -49,7 +49,7 @@ pub struct Probe {
 #[derive(serde::Deserialize)]
 struct RawProbe<'a> {
     #[serde(borrow, default)]
-    model: Option<Cow<'a, str>>,
+    model: Option<&'a serde_json::value::RawValue>,
     #[serde(default)]
     stream: Option<serde_json::Value>,
 }
@@ -69,7 +69,19 @@ pub fn probe(body: &[u8]) -> Result<Probe, ProxyError> {
     }
     let raw: RawProbe<'_> = serde_json::from_slice(body)
         .map_err(|e| ProxyError::BadRequest(format!("request body is not valid JSON: {e}")))?;
-    let model = match raw.model {
+    let model: Option<Cow<'_, str>> = match raw.model {
+        None => None,
+        Some(v) => match serde_json::from_str::<Cow<'_, str>>(v.get()) {
+            Ok(m) => Some(m),
+            Err(_) => {
+                return Err(ProxyError::BadRequest(format!(
+                    "'model' must be a string, not {}",
+                    v.get().chars().take(40).collect::<String>()
+                )));
+            }
+        },
+    };
+    let model = match model {
         Some(m) if !m.trim().is_empty() => m.into_owned(),
         Some(_) => return Err(ProxyError::BadRequest("'model' must not be empty".into())),
         None => {
@@ -185,7 +197,7 @@ mod tests {
             (b"{\"model\":", "not valid JSON"),
             (b"{\"messages\":[]}", "missing required field 'model'"),
             (b"{\"model\":\"  \"}", "must not be empty"),
-            (b"{\"model\":5}", "not valid JSON"),
+            (b"{\"model\":5}", "must be a string"),
             (b"", "JSON object"),
         ] {
             let e = probe(body).unwrap_err();

@@ -54,7 +54,7 @@ pub enum ProxyError {
         hint: String,
     },
     /// Every attempt failed at the transport level (connect refused, reset, timeout).
-    #[error("upstream unreachable: {0}")]
+    #[error("upstream failed: {0}")]
     Unreachable(String),
     /// The upstream did not answer within the provider's `timeout`.
     #[error("upstream timed out after {0}")]
@@ -252,6 +252,10 @@ pub fn render<B: From<Bytes>>(err: &ProxyError, dialect: Dialect) -> Response<B>
         ProxyError::Draining => {
             h.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
         }
+        ProxyError::MethodNotAllowed { path, .. } => {
+            let allow = if path == "/v1/models" { "GET" } else { "POST" };
+            h.insert(header::ALLOW, HeaderValue::from_static(allow));
+        }
         ProxyError::Admission(r) => {
             if let Some(d) = r.retry_after {
                 h.insert(header::RETRY_AFTER, HeaderValue::from(whole_seconds_up(d)));
@@ -293,7 +297,7 @@ pub fn sse_error_event(kind: SseKind, message: &str, overloaded: bool) -> Bytes 
         ),
         SseKind::OpenAiChat => format!(
             "data: {}\n\ndata: [DONE]\n\n",
-            json!({"error": {"message": message, "type": if overloaded { "server_is_overloaded" } else { "api_error" }, "param": null, "code": etype}})
+            json!({"error": {"message": message, "type": "server_error", "param": null, "code": if overloaded { "server_is_overloaded" } else { "server_error" }}})
         ),
         SseKind::OpenAiResponses => format!(
             "event: response.failed\ndata: {}\n\n",

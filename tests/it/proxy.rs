@@ -1259,3 +1259,91 @@ async fn stop_ends_a_stalled_stream_with_an_anthropic_error_event() {
     );
     assert_last_event_is_anthropic_error(&got[sent.len()..]);
 }
+
+#[tokio::test]
+async fn a_clients_bad_key_never_expires_the_shared_passthrough_connection() {
+    // On `passthrough` the credential is each client's own: three 401s for one client's typo
+    // must not lock every other client out (the connection stays active).
+    let mock = MockUpstream::start().await;
+    mock.on("/v1/messages")
+        .header("x-api-key", "typo")
+        .reply(Reply::anthropic_error(
+            401,
+            "authentication_error",
+            "invalid x-api-key",
+        ));
+    let cfg = fill(ANTHROPIC, &mock).replace("base_url = ", "profile = \"oauth\"\nbase_url = ");
+    let s = Sluice::start(&cfg, &[]).await;
+    for _ in 0..3 {
+        let r = client::post_json(
+            &s.url("/v1/messages"),
+            &anthropic_body("claude-x", false),
+            &[AV, ("x-api-key", "typo")],
+        )
+        .await;
+        assert_eq!(
+            r.status,
+            401,
+            "the client's own 401 comes back unchanged: {}",
+            r.text()
+        );
+    }
+    let good = client::post_json(
+        &s.url("/v1/messages"),
+        &anthropic_body("claude-x", false),
+        &[AV, KEY],
+    )
+    .await;
+    assert_eq!(
+        good.status,
+        200,
+        "another client is still served: {}",
+        good.text()
+    );
+    assert_eq!(s.snapshot().providers[0].connections[0].status, "active");
+}
+
+#[tokio::test]
+async fn terminal_reset_endpoint_brings_back_an_injected_key() {
+    let mock = MockUpstream::start().await;
+    mock.on("/v1/messages")
+        .times(1)
+        .reply(Reply::anthropic_error(
+            402,
+            "billing_error",
+            "credit balance is too low",
+        ));
+    let cfg =
+        fill(ANTHROPIC, &mock).replace("auth = \"passthrough\"", "auth = { env = \"TEAM_KEY\" }");
+    let s = Sluice::start(&cfg, &[("TEAM_KEY", "sk-team-0123456789")]).await;
+    let r = client::post_json(
+        &s.url("/v1/messages"),
+        &anthropic_body("claude-x", false),
+        &[AV],
+    )
+    .await;
+    assert_eq!(r.status, 402);
+    assert_eq!(
+        s.snapshot().providers[0].connections[0].status,
+        "credits_exhausted"
+    );
+
+    let reset = client::post_json(
+        &s.admin("/api/resilience/terminal-reset"),
+        &json!({"connectionIds": ["mine"]}),
+        &[],
+    )
+    .await;
+    assert_eq!(reset.status, 200, "{}", reset.text());
+    assert_eq!(reset.json()["reset"], json!(["mine"]));
+    assert_eq!(s.snapshot().providers[0].connections[0].status, "active");
+    let again = client::post_json(
+        &s.url("/v1/messages"),
+        &anthropic_body("claude-x", false),
+        &[AV],
+    )
+    .await;
+    assert_eq!(again.status, 200, "{}", again.text());
+    let bad = client::post_json(&s.admin("/api/resilience/terminal-reset"), &json!([1]), &[]).await;
+    assert_eq!(bad.status, 400, "a non-object body is refused");
+}

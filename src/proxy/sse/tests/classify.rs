@@ -229,7 +229,7 @@ fn errors_in_each_dialect() {
     for (kind, overloaded, ty) in [
         (StreamKind::Anthropic, true, "overloaded_error"),
         (StreamKind::Anthropic, false, "api_error"),
-        (StreamKind::OpenAiChat, true, "server_is_overloaded"),
+        (StreamKind::OpenAiChat, true, "server_error"),
         (StreamKind::OpenAiResponses, false, "server_error"),
     ] {
         let bytes = sse_error_event(kind, "cut", overloaded);
