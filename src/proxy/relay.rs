@@ -115,7 +115,8 @@ pub struct Guards {
     pub readiness: Duration,
     /// Keep-alive interval while nothing reaches the client. Default 15s.
     pub heartbeat: Duration,
-    /// No model progress this long (once progress started) abandons the stream. Default 180s.
+    /// No model progress this long (from the head, restarted by progress) abandons the
+    /// stream. Default 180s.
     pub stall: Duration,
     /// Opt-in throughput watchdog (§6): `(min_bytes_per_sec, warmup, window)`.
     pub throughput: Option<(u32, Duration, Duration)>,
@@ -176,18 +177,13 @@ impl Inspect {
         }
     }
 
-    /// Whether progress has started (the content-stall budget only runs after it).
-    fn progressing(&self) -> bool {
-        self.tracker.seen_content() || self.tracker.last_progress() > self.started
-    }
-
     /// A zombie: no useful event within `readiness` of the head.
     pub fn zombie(&self, now: Instant, readiness: Duration) -> bool {
         !self.blind && self.tracker.readiness(now, readiness) == Readiness::Zombie
     }
 
     fn stalled(&self, now: Instant, stall: Duration) -> bool {
-        !self.blind && self.progressing() && self.tracker.stalled(now, stall)
+        !self.blind && self.tracker.stalled(now, stall)
     }
 
     /// When the next guard check is due: readiness before any useful event, else the stall
@@ -196,13 +192,15 @@ impl Inspect {
         if self.blind {
             return None;
         }
+        // §6: the content-stall budget runs from the head and restarts on model progress
+        // (text, tool input, thinking, signatures); keepalives do not restart it.
+        let stall_at = self.tracker.last_progress() + g.stall + Duration::from_millis(1);
         if self.tracker.readiness(self.started, g.readiness) == Readiness::Waiting
             && !self.tracker.seen_content()
         {
-            return Some(self.started + g.readiness + Duration::from_millis(1));
+            return Some((self.started + g.readiness + Duration::from_millis(1)).min(stall_at));
         }
-        self.progressing()
-            .then(|| self.tracker.last_progress() + g.stall + Duration::from_millis(1))
+        Some(stall_at)
     }
 }
 

@@ -23,7 +23,7 @@ default_provider = "a"
 [resilience.stream]
 heartbeat_interval = "60ms"
 readiness_timeout = "300ms"
-content_stall_timeout = "250ms"
+content_stall_timeout = "600ms"
 
 [[providers]]
 id = "a"
@@ -164,9 +164,10 @@ async fn lifecycle_frames_are_held_and_heartbeats_keep_the_client_alive() {
 }
 
 #[tokio::test]
-async fn thinking_stream_that_only_pings_for_longer_than_the_stall_timeout_completes() {
-    // Case A20(a), scaled: message_start, then only pings for 400 ms (stall timeout 250 ms),
-    // then content. No progress has started, so the stall budget is not running.
+async fn thinking_stream_that_only_pings_within_the_stall_timeout_completes() {
+    // Case A20(a), scaled: message_start, then only pings for ~400 ms (longer than the
+    // heartbeat, within the 600 ms stall timeout, as 175 s of pings against the 180 s
+    // default), then content: completes.
     let mock = MockUpstream::start().await;
     let all = events("anthropic-text");
     let mut chunks = vec![all[0].clone()];
@@ -184,6 +185,47 @@ async fn thinking_stream_that_only_pings_for_longer_than_the_stall_timeout_compl
         "completed"
     );
     assert_eq!(s.wait_requests(1).await.recent[0].outcome, "ok");
+}
+
+#[tokio::test]
+async fn stream_that_pings_past_the_stall_timeout_without_output_is_abandoned() {
+    // §6: keepalives do not restart the content-stall budget, which runs from the head: a
+    // stream stuck after message_start is ended at the stall timeout, not at the provider
+    // timeout.
+    let mock = MockUpstream::start().await;
+    let all = events("anthropic-text");
+    let mut chunks = vec![all[0].clone()];
+    chunks.extend((0..30).map(|_| ev(PING)));
+    mock.on("/v1/messages").reply(
+        Reply::sse_chunks(chunks)
+            .pace(Duration::from_millis(40))
+            .then_stall(),
+    );
+    let s = Sluice::start(&fill(CONFIG, &mock), &[]).await;
+
+    let mut st = client::open_json(&s.url("/v1/messages"), &body("plain-model"), &[AV, KEY]).await;
+    let (got, ended) = st.read_to_end(READ).await;
+
+    assert!(ended);
+    let text = String::from_utf8_lossy(&got).into_owned();
+    assert!(
+        !text.contains("message_start"),
+        "the held frames never reached the client"
+    );
+    assert!(
+        text.trim_end()
+            .rsplit("\n\n")
+            .next()
+            .unwrap_or_default()
+            .starts_with("event: error"),
+        "{text}"
+    );
+    let snap = s.wait_requests(1).await;
+    assert_eq!(snap.recent[0].outcome, "truncated");
+    assert_eq!(
+        snap.providers[0].connections[0].last_error_kind,
+        "stream_stall"
+    );
 }
 
 #[tokio::test]
@@ -266,7 +308,7 @@ async fn opt_in_throughput_watchdog_abandons_a_trickling_stream() {
             .then_stall(),
     );
     let cfg = fill(CONFIG, &mock).replace(
-        "content_stall_timeout = \"250ms\"",
+        "content_stall_timeout = \"600ms\"",
         "content_stall_timeout = \"5s\"\n\n[resilience.stream.throughput_watchdog]\nenabled = true\nwarmup = \"100ms\"\nwindow = \"200ms\"\nmin_bytes_per_sec = 1000",
     );
     let s = Sluice::start(&cfg, &[]).await;
