@@ -7,8 +7,6 @@
 //! Every route but `/livez`, `/healthz` and `/readyz` requires `Authorization: Bearer
 //! <token>` when `[admin] token_env` is set. Errors are `{"error":{"message","type","code"}}`.
 
-use std::fmt::Write as _;
-
 use bytes::Bytes;
 use http::{HeaderValue, Method, Request, Response, StatusCode, header};
 use http_body_util::{BodyExt, Either, Full, Limited};
@@ -80,7 +78,8 @@ async fn handle(control: &Control, req: Request<Incoming>) -> Response<Full<Byte
             ),
         },
         ("GET" | "HEAD", "/metrics") => {
-            let mut r = Response::new(Full::new(Bytes::from(metrics(&core.snapshot()))));
+            let text = core.metrics().render(&core.snapshot());
+            let mut r = Response::new(Full::new(Bytes::from(text)));
             r.headers_mut().insert(
                 header::CONTENT_TYPE,
                 HeaderValue::from_static("text/plain; version=0.0.4"),
@@ -393,95 +392,6 @@ pub fn model_cooldowns(s: &Snapshot) -> Value {
     json!({"lockouts": s.lockouts.iter().map(|l| lockout_json(l, s.taken_at_unix_ms)).collect::<Vec<_>>()})
 }
 
-/// Prometheus text exposition (format 0.0.4) of a snapshot. Counter names end in `_total`;
-/// labels are provider/connection ids and outcomes only (no high-cardinality values).
-pub fn metrics(s: &Snapshot) -> String {
-    let mut o = String::new();
-    let uptime = s.taken_at_unix_ms.saturating_sub(s.started_at_unix_ms) as f64 / 1000.0;
-    let _ = writeln!(
-        o,
-        "# HELP sluice_uptime_seconds Seconds since sluice started.\n# TYPE sluice_uptime_seconds gauge\nsluice_uptime_seconds {uptime}"
-    );
-    let _ = writeln!(
-        o,
-        "# HELP sluice_requests_total Finished client requests by outcome.\n# TYPE sluice_requests_total counter"
-    );
-    let _ = writeln!(o, "sluice_requests_total{{outcome=\"ok\"}} {}", s.totals.ok);
-    let _ = writeln!(
-        o,
-        "sluice_requests_total{{outcome=\"error\"}} {}",
-        s.totals.errors
-    );
-    let _ = writeln!(
-        o,
-        "# HELP sluice_in_flight_requests Client requests being served.\n# TYPE sluice_in_flight_requests gauge\nsluice_in_flight_requests {}",
-        s.totals.in_flight
-    );
-    let _ = writeln!(
-        o,
-        "# HELP sluice_response_bytes_total Body bytes relayed to clients.\n# TYPE sluice_response_bytes_total counter\nsluice_response_bytes_total {}",
-        s.totals.bytes_out
-    );
-    let _ = writeln!(
-        o,
-        "# HELP sluice_upstream_attempts_total Upstream attempts per provider and connection.\n# TYPE sluice_upstream_attempts_total counter"
-    );
-    for p in &s.providers {
-        for c in &p.connections {
-            let _ = writeln!(
-                o,
-                "sluice_upstream_attempts_total{{provider=\"{}\",connection=\"{}\"}} {}",
-                p.id, c.id, c.attempts
-            );
-        }
-    }
-    let _ = writeln!(
-        o,
-        "# HELP sluice_upstream_failures_total Failed upstream attempts (transport or 5xx).\n# TYPE sluice_upstream_failures_total counter"
-    );
-    for p in &s.providers {
-        for c in &p.connections {
-            let _ = writeln!(
-                o,
-                "sluice_upstream_failures_total{{provider=\"{}\",connection=\"{}\"}} {}",
-                p.id, c.id, c.failures
-            );
-        }
-    }
-    let _ = writeln!(
-        o,
-        "# HELP sluice_breaker_open Whether a provider breaker is open (1) or half-open (0.5).\n# TYPE sluice_breaker_open gauge"
-    );
-    for p in &s.providers {
-        let v = match p.breaker.state.as_str() {
-            "open" => 1.0,
-            "half_open" => 0.5,
-            _ => 0.0,
-        };
-        let _ = writeln!(o, "sluice_breaker_open{{provider=\"{}\"}} {v}", p.id);
-    }
-    let _ = writeln!(
-        o,
-        "# HELP sluice_connection_excluded Whether a connection is excluded (cooling, quota wait or terminal).\n# TYPE sluice_connection_excluded gauge"
-    );
-    for p in &s.providers {
-        for c in &p.connections {
-            let v = u8::from(c.status != "active" && !c.status.is_empty());
-            let _ = writeln!(
-                o,
-                "sluice_connection_excluded{{provider=\"{}\",connection=\"{}\",status=\"{}\"}} {v}",
-                p.id, c.id, c.status
-            );
-        }
-    }
-    let _ = writeln!(
-        o,
-        "# HELP sluice_model_lockouts Active model lockouts.\n# TYPE sluice_model_lockouts gauge\nsluice_model_lockouts {}",
-        s.lockouts.len()
-    );
-    o
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -530,23 +440,6 @@ mod tests {
             }],
             ..Default::default()
         }
-    }
-
-    #[test]
-    fn metrics_text_has_counters_per_connection() {
-        let m = metrics(&snap());
-        assert!(m.contains("sluice_uptime_seconds 2.5"));
-        assert!(m.contains("sluice_requests_total{outcome=\"ok\"} 2"));
-        assert!(m.contains(
-            "sluice_upstream_attempts_total{provider=\"anthropic\",connection=\"mine\"} 4"
-        ));
-        assert!(m.contains(
-            "sluice_upstream_failures_total{provider=\"anthropic\",connection=\"mine\"} 1"
-        ));
-        assert!(m.contains("sluice_in_flight_requests 1"));
-        assert!(m.contains("sluice_breaker_open{provider=\"anthropic\"} 1"));
-        assert!(m.contains("sluice_connection_excluded{provider=\"anthropic\",connection=\"mine\",status=\"cooling\"} 1"));
-        assert!(m.contains("sluice_model_lockouts 1"));
     }
 
     #[test]

@@ -17,6 +17,7 @@ pub mod clock;
 pub mod config;
 pub mod console;
 pub mod core;
+pub mod metrics;
 pub mod policy;
 pub mod proxy;
 pub mod status;

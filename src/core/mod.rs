@@ -52,6 +52,7 @@ struct Inner {
     store: Option<Arc<Store>>,
     res: Mutex<resilience::ResState>,
     gates: admission::Gates,
+    metrics: crate::metrics::Metrics,
 }
 
 #[derive(Default)]
@@ -164,6 +165,7 @@ impl Core {
                 store,
                 res: Mutex::new(res),
                 gates,
+                metrics: crate::metrics::Metrics::new(),
             }),
         };
         core.publish();
@@ -172,6 +174,11 @@ impl Core {
 
     pub(crate) fn res(&self) -> MutexGuard<'_, resilience::ResState> {
         self.inner.res.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The Prometheus metric families (`GET /metrics`).
+    pub fn metrics(&self) -> &crate::metrics::Metrics {
+        &self.inner.metrics
     }
 
     /// The admission gates (§4 caps, §5 queue).
@@ -275,6 +282,11 @@ impl Core {
     /// after `latency`. A failure is a transport error or a status >= 500.
     pub fn attempt_result(&self, p: usize, c: usize, status: Option<u16>, latency: Duration) {
         let failed = status.is_none_or(|s| s >= 500);
+        if let Some(pv) = self.inner.config.providers.get(p)
+            && let Some(cv) = pv.connections.get(c)
+        {
+            self.inner.metrics.observe_attempt(&pv.id, &cv.id, failed);
+        }
         let mut s = self.stats();
         if let Some(ps) = s.providers.get_mut(p) {
             ps.last_status = status.unwrap_or(0);
@@ -299,6 +311,9 @@ impl Core {
         view.latency_ms = u64::try_from(now.saturating_duration_since(guard.started).as_millis())
             .unwrap_or(u64::MAX);
         let ok = view.outcome == "ok";
+        self.inner
+            .metrics
+            .observe_request(&view.route, &view.outcome, view.latency_ms);
         if let Some(store) = &self.inner.store {
             store.record_request(RequestLogRow {
                 at_unix_ms: view.at_unix_ms,

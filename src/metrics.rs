@@ -1,0 +1,266 @@
+//! `Metrics`: the Prometheus exposition of `GET /metrics` on the admin listener, built on the
+//! `prometheus-client` crate with one registry per running sluice (no global recorder, so
+//! several instances can run in one process, as the tests do).
+//!
+//! Events (finished requests, upstream attempts) update counters and the latency histogram as
+//! they happen; state gauges (breakers, excluded connections, queues, lockouts, in-flight) are
+//! set from a fresh snapshot at scrape time. Labels are provider, connection and model ids and
+//! outcome words only — no request ids, no keys.
+
+use std::sync::atomic::AtomicU64;
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+use crate::core::snapshot::Snapshot;
+
+type Labels = Vec<(String, String)>;
+
+/// The metric families of one sluice.
+pub struct Metrics {
+    registry: Registry,
+    requests: Family<Labels, Counter>,
+    duration: Histogram,
+    attempts: Family<Labels, Counter>,
+    failures: Family<Labels, Counter>,
+    in_flight: Gauge,
+    breaker: Family<Labels, Gauge>,
+    excluded: Family<Labels, Gauge>,
+    queue_in_flight: Family<Labels, Gauge>,
+    queue_depth: Family<Labels, Gauge>,
+    lockouts: Gauge,
+    uptime: Gauge<f64, AtomicU64>,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Metrics")
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn labels(pairs: &[(&str, &str)]) -> Labels {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+        .collect()
+}
+
+impl Metrics {
+    /// Registers every family under the `sluice_` prefix.
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("sluice");
+        let requests = Family::<Labels, Counter>::default();
+        registry.register(
+            "requests",
+            "Finished client requests by route and outcome",
+            requests.clone(),
+        );
+        // 1 ms … ~65 s in powers of two: latency through an LLM proxy spans both.
+        let duration = Histogram::new(exponential_buckets(0.001, 2.0, 17));
+        registry.register(
+            "request_duration_seconds",
+            "Client request latency, head to last byte",
+            duration.clone(),
+        );
+        let attempts = Family::<Labels, Counter>::default();
+        registry.register(
+            "upstream_attempts",
+            "Upstream attempts per provider and connection",
+            attempts.clone(),
+        );
+        let failures = Family::<Labels, Counter>::default();
+        registry.register(
+            "upstream_failures",
+            "Failed upstream attempts (transport or 5xx head)",
+            failures.clone(),
+        );
+        let in_flight = Gauge::default();
+        registry.register(
+            "in_flight_requests",
+            "Client requests being served",
+            in_flight.clone(),
+        );
+        let breaker = Family::<Labels, Gauge>::default();
+        registry.register(
+            "breaker_state",
+            "Provider breaker: 0 closed, 1 degraded, 2 half_open, 3 open",
+            breaker.clone(),
+        );
+        let excluded = Family::<Labels, Gauge>::default();
+        registry.register(
+            "connection_excluded",
+            "1 while a connection is cooling, in quota wait or terminal",
+            excluded.clone(),
+        );
+        let queue_in_flight = Family::<Labels, Gauge>::default();
+        registry.register(
+            "queue_in_flight",
+            "Requests holding a permit of a capped gate",
+            queue_in_flight.clone(),
+        );
+        let queue_depth = Family::<Labels, Gauge>::default();
+        registry.register(
+            "queue_depth",
+            "Requests waiting in the admission queue of a gate",
+            queue_depth.clone(),
+        );
+        let lockouts = Gauge::default();
+        registry.register("model_lockouts", "Active model lockouts", lockouts.clone());
+        let uptime = Gauge::<f64, AtomicU64>::default();
+        registry.register(
+            "uptime_seconds",
+            "Seconds since sluice started",
+            uptime.clone(),
+        );
+        Self {
+            registry,
+            requests,
+            duration,
+            attempts,
+            failures,
+            in_flight,
+            breaker,
+            excluded,
+            queue_in_flight,
+            queue_depth,
+            lockouts,
+            uptime,
+        }
+    }
+
+    /// Counts a finished request (`route` path, `outcome` word) that took `latency_ms`.
+    pub fn observe_request(&self, route: &str, outcome: &str, latency_ms: u64) {
+        self.requests
+            .get_or_create(&labels(&[("route", route), ("outcome", outcome)]))
+            .inc();
+        self.duration.observe(latency_ms as f64 / 1000.0);
+    }
+
+    /// Counts an upstream attempt and, when `failed`, its failure.
+    pub fn observe_attempt(&self, provider: &str, connection: &str, failed: bool) {
+        let l = labels(&[("provider", provider), ("connection", connection)]);
+        self.attempts.get_or_create(&l).inc();
+        if failed {
+            self.failures.get_or_create(&l).inc();
+        }
+    }
+
+    /// Sets the state gauges from `snap` and renders the text exposition.
+    pub fn render(&self, snap: &Snapshot) -> String {
+        self.in_flight
+            .set(i64::try_from(snap.totals.in_flight).unwrap_or(i64::MAX));
+        self.uptime.set(
+            snap.taken_at_unix_ms
+                .saturating_sub(snap.started_at_unix_ms) as f64
+                / 1000.0,
+        );
+        self.lockouts
+            .set(i64::try_from(snap.lockouts.len()).unwrap_or(i64::MAX));
+        for p in &snap.providers {
+            let v = match p.breaker.state.as_str() {
+                "degraded" => 1,
+                "half_open" => 2,
+                "open" => 3,
+                _ => 0,
+            };
+            self.breaker
+                .get_or_create(&labels(&[("provider", &p.id)]))
+                .set(v);
+            for c in &p.connections {
+                let out = i64::from(!c.status.is_empty() && c.status != "active");
+                self.excluded
+                    .get_or_create(&labels(&[("provider", &p.id), ("connection", &c.id)]))
+                    .set(out);
+            }
+        }
+        for q in &snap.queues {
+            let model = q.model.clone().unwrap_or_default();
+            let l = labels(&[
+                ("provider", &q.provider),
+                ("connection", &q.connection),
+                ("model", &model),
+            ]);
+            self.queue_in_flight
+                .get_or_create(&l)
+                .set(i64::from(q.in_flight));
+            self.queue_depth
+                .get_or_create(&l)
+                .set(i64::try_from(q.queued).unwrap_or(i64::MAX));
+        }
+        let mut out = String::new();
+        if encode(&mut out, &self.registry).is_err() {
+            out.clear();
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::snapshot::{BreakerView, ConnectionView, ProviderView, Totals};
+
+    #[test]
+    fn renders_counters_histogram_and_state_gauges() {
+        let m = Metrics::new();
+        m.observe_request("/v1/messages", "ok", 120);
+        m.observe_request("/v1/messages", "ok", 80);
+        m.observe_attempt("anthropic", "mine", false);
+        m.observe_attempt("anthropic", "mine", true);
+        let snap = Snapshot {
+            started_at_unix_ms: 1_000,
+            taken_at_unix_ms: 3_500,
+            totals: Totals {
+                in_flight: 2,
+                ..Default::default()
+            },
+            providers: vec![ProviderView {
+                id: "anthropic".into(),
+                breaker: BreakerView {
+                    state: "open".into(),
+                    ..Default::default()
+                },
+                connections: vec![ConnectionView {
+                    id: "mine".into(),
+                    status: "cooling".into(),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let text = m.render(&snap);
+        assert!(
+            text.contains("sluice_requests_total{route=\"/v1/messages\",outcome=\"ok\"} 2"),
+            "{text}"
+        );
+        assert!(
+            text.contains("sluice_request_duration_seconds_count 2"),
+            "{text}"
+        );
+        assert!(text.contains(
+            "sluice_upstream_attempts_total{provider=\"anthropic\",connection=\"mine\"} 2"
+        ));
+        assert!(text.contains(
+            "sluice_upstream_failures_total{provider=\"anthropic\",connection=\"mine\"} 1"
+        ));
+        assert!(text.contains("sluice_breaker_state{provider=\"anthropic\"} 3"));
+        assert!(
+            text.contains(
+                "sluice_connection_excluded{provider=\"anthropic\",connection=\"mine\"} 1"
+            )
+        );
+        assert!(text.contains("sluice_in_flight_requests 2"));
+        assert!(text.contains("sluice_uptime_seconds 2.5"));
+    }
+}
