@@ -21,6 +21,9 @@ pub struct Cli {
     /// Console without actions: watch only (no clears, resets or edits).
     #[arg(long)]
     pub readonly: bool,
+    /// Disable mouse capture in the console (keeps the terminal's own text selection).
+    #[arg(long)]
+    pub no_mouse: bool,
     /// Console theme, overriding [console] theme.
     #[arg(long, value_name = "NAME")]
     pub theme: Option<String>,

@@ -113,6 +113,7 @@ fn main() -> ExitCode {
     };
     let tick = cfg.console.tick;
     let readonly = cli.readonly;
+    let mouse = !cli.no_mouse;
     let code = runtime.block_on(async move {
         let running = match app::start(cfg, clock.clone(), Some(store.clone())).await {
             Ok(r) => r,
@@ -133,6 +134,7 @@ fn main() -> ExitCode {
                         tick,
                         readonly,
                         keymap,
+                        mouse,
                     };
                     let r = console::run(snapshots, control.clone(), clock, opts, shutdown);
                     // However the console ended, sluice stops with it.

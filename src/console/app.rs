@@ -81,6 +81,15 @@ pub struct App {
     pub readonly: bool,
     /// Transient status-bar message.
     pub message: Option<Message>,
+    /// Active row filter (`/`; empty: none): see [`filter`].
+    pub filter: String,
+    /// The filter being typed in the status bar, when the input is open.
+    pub filter_input: Option<String>,
+    /// The received snapshot while a filter is active ([`App::snapshot`] is then its filtered
+    /// copy); `None` without a filter.
+    unfiltered: Option<Arc<Snapshot>>,
+    /// Panel rectangles of the last rendered frame, for mouse hits (see [`mouse`]).
+    pub rects: Vec<(Focus, ratatui::layout::Rect)>,
 }
 
 /// Every connection in provider order, with its provider: the Cooldowns panel's rows.
@@ -99,16 +108,36 @@ impl App {
         }
     }
 
-    /// Replaces the snapshot. Open request details and the selected lockout follow their item
-    /// (by id / key); other selections keep their index, clamped; marks of vanished connections
-    /// are dropped.
+    /// Replaces the snapshot (filtered by [`App::filter`] when one is active). Open request
+    /// details, the selected lockout, circuit and connection follow their item (by id / key)
+    /// while it is still shown; other selections keep their index, clamped; marks of vanished
+    /// connections are dropped.
     pub fn set_snapshot(&mut self, snapshot: Arc<Snapshot>) {
         let followed = self
             .details
             .then(|| self.selected_request().map(|r| r.id))
             .flatten();
         let lock_key = self.selected_lockout().map(lockout_key);
-        self.snapshot = snapshot;
+        let circuit = self
+            .snapshot
+            .providers
+            .get(self.circuit_selected)
+            .map(|p| p.id.clone());
+        let connection = self
+            .selected_connection()
+            .map(|(p, c)| (p.id.clone(), c.id.clone()));
+        self.snapshot = self.view_of(snapshot);
+        if let Some(id) = circuit
+            && let Some(i) = self.snapshot.providers.iter().position(|p| p.id == id)
+        {
+            self.circuit_selected = i;
+        }
+        if let Some((pid, cid)) = connection
+            && let Some(i) =
+                connection_rows(&self.snapshot).position(|(p, c)| p.id == pid && c.id == cid)
+        {
+            self.cooldown_selected = i;
+        }
         if let Some(id) = followed {
             match self.snapshot.recent.iter().position(|r| r.id == id) {
                 Some(i) => self.request_selected = i,
@@ -204,6 +233,10 @@ impl App {
         {
             return Some(Action::Quit);
         }
+        if self.filter_input.is_some() {
+            self.filter_key(key);
+            return None;
+        }
         if self.confirm.is_some() {
             let cmd = km.lookup(&key, Scope::Dialog)?.spec.cmd;
             return self.command(cmd);
@@ -276,11 +309,15 @@ impl App {
                 } else if !self.marked.is_empty() {
                     self.marked.clear();
                     self.flash("unmarked all");
+                } else if !self.filter.is_empty() {
+                    self.set_filter("");
+                    self.flash("filter cleared");
                 }
             }
             Cmd::FocusNext => self.focus = self.focus.step(true),
             Cmd::FocusPrev => self.focus = self.focus.step(false),
             Cmd::Focus(f) => self.focus = f,
+            Cmd::Filter => self.open_filter(),
             Cmd::EditSettings => return self.gate(Action::OpenSettings, None),
             Cmd::Down => self.move_by(1),
             Cmd::Up => self.move_by(-1),
@@ -310,7 +347,8 @@ impl App {
                 return self.gate(Action::ResetBreaker(Some(p.id.clone())), Some(prompt));
             }
             Cmd::ResetAllBreakers => {
-                let n = self.snapshot.providers.len();
+                // Resets every breaker, hidden by the filter or not.
+                let n = self.unfiltered().providers.len();
                 if n == 0 {
                     self.flash("no providers");
                     return None;
@@ -478,6 +516,8 @@ fn lockout_key(l: &LockoutView) -> (String, String, String) {
     (l.provider.clone(), l.connection.clone(), l.model.clone())
 }
 
+pub mod filter;
+pub mod mouse;
 mod outcome;
 
 #[cfg(test)]

@@ -95,6 +95,8 @@ pub enum Cmd {
     First,
     /// Selection to the last row.
     Last,
+    /// Open the one-line row filter (`/`) in the status bar.
+    Filter,
     /// Open the settings editor.
     EditSettings,
     /// Toggle details of the selected request.

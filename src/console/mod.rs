@@ -71,6 +71,9 @@ pub struct ConsoleOptions {
     /// Effective key bindings: [`keymap::Keymap::default`] (built-in), or
     /// [`keymap::keymap_from_config`] applied to `[console.keys]`. Drives keys, help and hints.
     pub keymap: keymap::Keymap,
+    /// Mouse capture: click to focus/select, wheel to move (CLI `--no-mouse` turns it off,
+    /// e.g. to keep the terminal's own text selection). Default true.
+    pub mouse: bool,
 }
 
 /// Which layout a terminal size gets.
@@ -106,14 +109,7 @@ pub fn render(frame: &mut Frame, app: &app::App, theme: &theme::Theme, now_unix_
         render_too_small(frame, area, theme);
         return;
     }
-    let tab_h = if mode == LayoutMode::Tabs { 1 } else { 0 };
-    let [header, tabs, body, status] = Layout::vertical([
-        Constraint::Length(panels::header::HEIGHT),
-        Constraint::Length(tab_h),
-        Constraint::Min(0),
-        Constraint::Length(1),
-    ])
-    .areas(area);
+    let [header, tabs, body, status] = screen_areas(area, mode);
     panels::header::render(frame, header, &app.snapshot, theme, now_unix_ms);
     match mode {
         LayoutMode::Grid => render_grid(frame, body, app, theme, now_unix_ms),
@@ -137,6 +133,31 @@ pub fn render(frame: &mut Frame, app: &app::App, theme: &theme::Theme, now_unix_
     }
 }
 
+/// The header, tab bar (empty in the grid), body and status bar of a screen of `area`.
+fn screen_areas(area: Rect, mode: LayoutMode) -> [Rect; 4] {
+    let tab_h = if mode == LayoutMode::Tabs { 1 } else { 0 };
+    Layout::vertical([
+        Constraint::Length(panels::header::HEIGHT),
+        Constraint::Length(tab_h),
+        Constraint::Min(0),
+        Constraint::Length(1),
+    ])
+    .areas(area)
+}
+
+/// Where [`render`] draws each panel on a screen of `area`: all six in the grid, the focused
+/// one in tabs mode, none when too small. The run loop stores it in [`App::rects`] after each
+/// frame so mouse clicks map to panels and rows.
+pub fn panel_rects(area: Rect, app: &App) -> Vec<(Focus, Rect)> {
+    let mode = LayoutMode::for_area(area);
+    let [_, _, body, _] = screen_areas(area, mode);
+    match mode {
+        LayoutMode::TooSmall => Vec::new(),
+        LayoutMode::Tabs => vec![(app.focus, body)],
+        LayoutMode::Grid => grid_rects(body, app).to_vec(),
+    }
+}
+
 /// Share of the width the resilience column (left) gets…
 const LEFT_PERCENT: u16 = 60;
 /// …but no more than this many columns (its tables are complete by then), so wide terminals
@@ -144,6 +165,13 @@ const LEFT_PERCENT: u16 = 60;
 const LEFT_MAX: u16 = 96;
 
 fn render_grid(frame: &mut Frame, body: Rect, app: &App, theme: &Theme, now_unix_ms: u64) {
+    for (panel, area) in grid_rects(body, app) {
+        render_panel(frame, area, app, theme, panel, now_unix_ms);
+    }
+}
+
+/// The six panels' rectangles in the grid layout of `body`.
+fn grid_rects(body: Rect, app: &App) -> [(Focus, Rect); 6] {
     let left_w = u16::try_from(u32::from(body.width) * u32::from(LEFT_PERCENT) / 100)
         .unwrap_or(LEFT_MAX)
         .min(LEFT_MAX);
@@ -157,29 +185,32 @@ fn render_grid(frame: &mut Frame, body: Rect, app: &App, theme: &Theme, now_unix
     ];
     let heights = share(left.height, &wants);
     let mut y = left.y;
-    for (panel, h) in [
-        Focus::Circuits,
-        Focus::Cooldowns,
-        Focus::Lockouts,
-        Focus::Queues,
-    ]
-    .into_iter()
-    .zip(heights)
-    {
+    let mut column = |h: u16| {
         let area = Rect {
             y,
             height: h,
             ..left
         };
-        render_panel(frame, area, app, theme, panel, now_unix_ms);
         y = y.saturating_add(h);
-    }
+        area
+    };
+    let h = |i: usize| heights.get(i).copied().unwrap_or(0);
+    let circuits = column(h(0));
+    let cooldowns = column(h(1));
+    let lockouts = column(h(2));
+    let queues = column(h(3));
     let wanted = panels::providers::wanted_height(&app.snapshot);
     let providers_h = wanted.min(right.height / 2).max(5);
     let [top, bottom] =
         Layout::vertical([Constraint::Length(providers_h), Constraint::Min(0)]).areas(right);
-    render_panel(frame, top, app, theme, Focus::Providers, now_unix_ms);
-    render_panel(frame, bottom, app, theme, Focus::Requests, now_unix_ms);
+    [
+        (Focus::Circuits, circuits),
+        (Focus::Cooldowns, cooldowns),
+        (Focus::Lockouts, lockouts),
+        (Focus::Queues, queues),
+        (Focus::Providers, top),
+        (Focus::Requests, bottom),
+    ]
 }
 
 /// Splits `total` rows among panels wanting `wants` rows: the smallest wants are met first,
@@ -281,13 +312,40 @@ fn render_too_small(frame: &mut Frame, area: Rect, theme: &Theme) {
 
 /// Restores the terminal when dropped, so every exit path (errors, unwinding) leaves raw mode
 /// and the alternate screen.
-struct RestoreOnDrop;
+struct RestoreOnDrop {
+    /// Mouse capture was enabled and must be disabled too.
+    mouse: bool,
+}
 
 impl Drop for RestoreOnDrop {
     fn drop(&mut self) {
         // Nothing useful to do if restoring fails; the console must not print.
+        if self.mouse {
+            disable_mouse();
+        }
         let _ = ratatui::try_restore();
     }
+}
+
+/// Turns terminal mouse reporting on (best effort: a terminal without it just sends no
+/// mouse events).
+fn enable_mouse() {
+    let _ = crossterm::execute!(io::stdout(), crossterm::event::EnableMouseCapture);
+}
+
+/// Turns terminal mouse reporting off; safe to call more than once.
+fn disable_mouse() {
+    let _ = crossterm::execute!(io::stdout(), crossterm::event::DisableMouseCapture);
+}
+
+/// Chains a panic hook that turns mouse reporting off before the previous hook (ratatui's,
+/// which restores the screen) runs, so a panic never leaves the shell receiving mouse codes.
+fn install_mouse_panic_hook() {
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        disable_mouse();
+        previous(info);
+    }));
 }
 
 /// Runs the console until the user quits (`q` / `ctrl-c`, which calls
@@ -308,9 +366,14 @@ pub fn run(
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let _restore = RestoreOnDrop;
+    let mouse = opts.mouse;
+    let _restore = RestoreOnDrop { mouse };
     // Installs a panic hook that restores the terminal, enables raw mode, enters the alternate screen.
     let mut terminal = ratatui::try_init()?;
+    if mouse {
+        install_mouse_panic_hook();
+        enable_mouse();
+    }
     runtime.block_on(event_loop(
         &mut terminal,
         snapshots,
@@ -347,10 +410,13 @@ async fn event_loop(
             let now = clock.now();
             if last_draw.is_none_or(|t| now.saturating_duration_since(t) >= MIN_FRAME_INTERVAL) {
                 let now_ms = unix_ms(clock.wall());
+                let mut rects = Vec::new();
                 terminal.draw(|f| {
                     mode = LayoutMode::for_area(f.area());
                     render(f, &app, &opts.theme, now_ms);
+                    rects = panel_rects(f.area(), &app);
                 })?;
+                app.rects = rects;
                 drawn_second = now_ms / 1000;
                 last_draw = Some(now);
                 dirty = false;
@@ -372,6 +438,7 @@ async fn event_loop(
                     app.on_tick(unix_ms(clock.wall()));
                     dirty = true;
                 }
+                Some(Ok(Event::Mouse(m))) if opts.mouse => dirty |= app.on_mouse(m),
                 Some(Ok(Event::Resize(..))) => dirty = true,
                 Some(Ok(_)) => {}
                 Some(Err(e)) => return Err(e),
@@ -397,6 +464,8 @@ async fn event_loop(
     }
 }
 
+#[cfg(test)]
+mod filter_mouse_tests;
 #[cfg(test)]
 mod panel_tests;
 #[cfg(test)]

@@ -38,7 +38,7 @@ fn grid_shows_header_providers_and_requests() {
         "200",
         "502",
         "upstream_error",
-        "q quit  ? help  tab focus  j/k move  e settings  r reset  R reset all",
+        "q quit  ? help  tab focus  j/k move  / filter  e settings  r reset  R reset all",
     ] {
         assert!(t.contains(want), "missing {want:?} in:\n{t}");
     }

@@ -16,6 +16,7 @@ mod admission;
 mod claude_code;
 mod config;
 mod console_e2e;
+mod console_settings;
 mod edge;
 mod proxy;
 mod resilience;

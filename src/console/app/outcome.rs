@@ -36,7 +36,9 @@ impl App {
 
     /// Key-map scopes whose hints the status bar shows now.
     pub fn hint_scopes(&self) -> Vec<Scope> {
-        if self.confirm.is_some() {
+        if self.filter_input.is_some() {
+            vec![Scope::Input]
+        } else if self.confirm.is_some() {
             vec![Scope::Dialog]
         } else if let Some(editor) = &self.editor {
             vec![if editor.input.is_some() {

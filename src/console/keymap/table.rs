@@ -178,6 +178,14 @@ pub const COMMANDS: &[CommandSpec] = &[
         "",
     ),
     spec(
+        "filter",
+        Cmd::Filter,
+        Global,
+        keys![Key::ch('/')],
+        "filter rows by provider / connection / model text (enter apply, esc clear)",
+        "filter",
+    ),
+    spec(
         "edit_settings",
         Cmd::EditSettings,
         Global,

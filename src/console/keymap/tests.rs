@@ -61,6 +61,7 @@ fn every_default_key_gives_its_command() {
             Cmd::Last,
         ),
         (ev(KeyCode::End), Global, Cmd::Last),
+        (ch('/'), Global, Cmd::Filter),
         (ch('e'), Global, Cmd::EditSettings),
         (ch('r'), Panel(Focus::Circuits), Cmd::ResetBreaker),
         (ch('R'), Panel(Focus::Circuits), Cmd::ResetAllBreakers),
@@ -203,7 +204,7 @@ fn hints_follow_the_scopes() {
     let km = Keymap::default();
     let h = km.hints(&[Scope::Global, Scope::Panel(Focus::Cooldowns)]);
     assert!(
-        h.starts_with("q quit  ? help  tab focus  j/k move  e settings"),
+        h.starts_with("q quit  ? help  tab focus  j/k move  / filter  e settings"),
         "{h}"
     );
     assert!(

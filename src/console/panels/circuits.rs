@@ -10,7 +10,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Cell, Paragraph, Row, Table, TableState};
 
 use super::{Col, block, fit, fmt_ago, fmt_countdown, name_width, pick, table_frame};
-use crate::console::app::App;
+use crate::console::app::{App, Focus};
 use crate::console::theme::{Role, Theme};
 use crate::core::snapshot::{BreakerView, ProviderView};
 
@@ -40,7 +40,8 @@ pub fn render(
     now_unix_ms: u64,
 ) {
     let snap = &app.snapshot;
-    let outer = block("Circuits", focused, theme);
+    let title = app.counted_title("Circuits", Focus::Circuits);
+    let outer = block(&title, focused, theme);
     let inner = outer.inner(area);
     f.render_widget(outer, area);
     if inner.is_empty() {

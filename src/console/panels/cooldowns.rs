@@ -12,7 +12,7 @@ use ratatui::text::Span;
 use ratatui::widgets::{Cell, Paragraph, Row, Table, TableState};
 
 use super::{Col, block, fit, fmt_countdown, name_width, pick, table_frame};
-use crate::console::app::{App, connection_rows};
+use crate::console::app::{App, Focus, connection_rows};
 use crate::console::theme::{Role, Theme};
 use crate::core::snapshot::{ConnectionView, ProviderView};
 
@@ -48,11 +48,10 @@ pub fn render(
     now_unix_ms: u64,
 ) {
     let snap = &app.snapshot;
-    let title = if app.marked.is_empty() {
-        "Cooldowns".to_owned()
-    } else {
-        format!("Cooldowns · {} marked", app.marked.len())
-    };
+    let mut title = app.counted_title("Cooldowns", Focus::Cooldowns);
+    if !app.marked.is_empty() {
+        title = format!("{title} · {} marked", app.marked.len());
+    }
     let outer = block(&title, focused, theme);
     let inner = outer.inner(area);
     f.render_widget(outer, area);

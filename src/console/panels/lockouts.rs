@@ -8,7 +8,7 @@ use ratatui::text::Span;
 use ratatui::widgets::{Cell, Paragraph, Row, Table, TableState};
 
 use super::{Col, block, fit, fmt_countdown, name_width, pick, table_frame};
-use crate::console::app::App;
+use crate::console::app::{App, Focus};
 use crate::console::theme::{Role, Theme};
 use crate::core::snapshot::LockoutView;
 
@@ -27,10 +27,10 @@ pub fn render(
     now_unix_ms: u64,
 ) {
     let snap = &app.snapshot;
-    let title = if snap.lockouts.is_empty() {
-        "Model lockouts".to_owned()
-    } else {
-        format!("Model lockouts ({})", snap.lockouts.len())
+    let title = match app.filter_counts(Focus::Lockouts) {
+        Some((n, m)) => format!("Model lockouts {n}/{m}"),
+        None if snap.lockouts.is_empty() => "Model lockouts".to_owned(),
+        None => format!("Model lockouts ({})", snap.lockouts.len()),
     };
     let outer = block(&title, focused, theme);
     let inner = outer.inner(area);

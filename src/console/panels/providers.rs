@@ -7,7 +7,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Cell, Paragraph, Table, TableState};
 
 use super::{Col, block, fit, fmt_ms, fmt_status, pick, status_style, table_frame};
-use crate::console::app::App;
+use crate::console::app::{App, Focus};
 use crate::console::theme::{Role, Theme};
 use crate::core::snapshot::{ProviderView, Snapshot};
 
@@ -38,7 +38,8 @@ pub fn wanted_height(snap: &Snapshot) -> u16 {
 /// Draws the Providers panel into `area`; `focused` highlights its border and selection.
 pub fn render(f: &mut Frame, area: Rect, app: &App, theme: &Theme, focused: bool) {
     let snap = &app.snapshot;
-    let outer = block("Providers", focused, theme);
+    let title = app.counted_title("Providers", Focus::Providers);
+    let outer = block(&title, focused, theme);
     let inner = outer.inner(area);
     f.render_widget(outer, area);
     if inner.is_empty() {

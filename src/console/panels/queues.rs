@@ -10,7 +10,7 @@ use ratatui::text::Span;
 use ratatui::widgets::{Cell, Paragraph, Row, Table, TableState};
 
 use super::{Col, block, fit, fmt_ms, name_width, pick, table_frame};
-use crate::console::app::App;
+use crate::console::app::{App, Focus};
 use crate::console::theme::{Role, Theme};
 use crate::core::admission::GateView;
 use crate::policy::admission::GateKind;
@@ -45,11 +45,10 @@ pub fn queue_full(g: &GateView) -> bool {
 pub fn render(f: &mut Frame, area: Rect, app: &App, theme: &Theme, focused: bool) {
     let gates = &app.snapshot.queues;
     let full = gates.iter().filter(|g| queue_full(g)).count();
-    let title = if full > 0 {
-        format!("Queues · {full} full")
-    } else {
-        "Queues".to_owned()
-    };
+    let mut title = app.counted_title("Queues", Focus::Queues);
+    if full > 0 {
+        title = format!("{title} · {full} full");
+    }
     let outer = block(&title, focused, theme);
     let inner = outer.inner(area);
     f.render_widget(outer, area);

@@ -6,7 +6,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Cell, Paragraph, Table, TableState};
 
 use super::{Col, block, fit, fmt_clock_utc, fmt_ms, fmt_status, pick, status_style, table_frame};
-use crate::console::app::App;
+use crate::console::app::{App, Focus};
 use crate::console::theme::{Role, Theme};
 use crate::core::snapshot::RequestView;
 
@@ -24,7 +24,8 @@ const COLS: [Col; 6] = [
 /// Draws the Requests panel into `area`; `focused` highlights its border and selection.
 pub fn render(f: &mut Frame, area: Rect, app: &App, theme: &Theme, focused: bool) {
     let snap = &app.snapshot;
-    let outer = block("Requests", focused, theme);
+    let title = app.counted_title("Requests", Focus::Requests);
+    let outer = block(&title, focused, theme);
     let inner = outer.inner(area);
     f.render_widget(outer, area);
     if inner.is_empty() {

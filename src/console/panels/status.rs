@@ -1,4 +1,5 @@
-//! Status bar: a `READ-ONLY` badge when set, the transient message (if any; it is the result
+//! Status bar: a `READ-ONLY` badge when set, the filter being typed (`/glm█`) or the active
+//! filter (`filter: glm`), the transient message (if any; it is the result
 //! of the last action, so it comes first), then the key hints for the focused panel or dialog.
 
 use ratatui::Frame;
@@ -18,6 +19,17 @@ pub fn render(f: &mut Frame, area: Rect, app: &App, theme: &Theme, now_unix_ms: 
     if app.readonly {
         spans.push(Span::styled(
             " READ-ONLY ",
+            theme.style(Role::Title).add_modifier(Modifier::REVERSED),
+        ));
+        spans.push(Span::raw(" "));
+    }
+    if let Some(input) = &app.filter_input {
+        spans.push(Span::styled(format!("/{input}"), theme.style(Role::Title)));
+        spans.push(Span::styled("█", muted));
+        spans.push(Span::styled("  │ ", muted));
+    } else if !app.filter.is_empty() {
+        spans.push(Span::styled(
+            format!("filter: {}", app.filter),
             theme.style(Role::Title).add_modifier(Modifier::REVERSED),
         ));
         spans.push(Span::raw(" "));
