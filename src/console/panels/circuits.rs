@@ -7,9 +7,9 @@ use ratatui::Frame;
 use ratatui::layout::{Flex, Rect};
 use ratatui::style::Style;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Cell, Paragraph, Row, Table, TableState};
+use ratatui::widgets::{Cell, Row, Table, TableState};
 
-use super::{Col, block, fit, fmt_ago, fmt_countdown, name_width, pick, table_frame};
+use super::{Col, fit, fmt_ago, fmt_countdown, frame, name_width, pick, table_frame};
 use crate::console::app::{App, Focus};
 use crate::console::theme::{Role, Theme};
 use crate::core::snapshot::{BreakerView, ProviderView};
@@ -41,20 +41,14 @@ pub fn render(
 ) {
     let snap = &app.snapshot;
     let title = app.counted_title("Circuits", Focus::Circuits);
-    let outer = block(&title, focused, theme);
-    let inner = outer.inner(area);
-    f.render_widget(outer, area);
-    if inner.is_empty() {
+    let empty = snap
+        .providers
+        .is_empty()
+        .then_some("no providers configured");
+    let Some(inner) = frame(f, area, &title, focused, theme, empty) else {
         return;
-    }
+    };
     let muted = theme.style(Role::Muted);
-    if snap.providers.is_empty() {
-        f.render_widget(
-            Paragraph::new(Span::styled("no providers configured", muted)),
-            inner,
-        );
-        return;
-    }
     let cols = [
         Col::fixed(
             "provider",

@@ -9,9 +9,9 @@ use ratatui::Frame;
 use ratatui::layout::{Flex, Rect};
 use ratatui::style::Style;
 use ratatui::text::Span;
-use ratatui::widgets::{Cell, Paragraph, Row, Table, TableState};
+use ratatui::widgets::{Cell, Row, Table, TableState};
 
-use super::{Col, block, fit, fmt_countdown, name_width, pick, table_frame};
+use super::{Col, fit, fmt_countdown, frame, name_width, pick, table_frame};
 use crate::console::app::{App, Focus, connection_rows};
 use crate::console::theme::{Role, Theme};
 use crate::core::snapshot::{ConnectionView, ProviderView};
@@ -52,20 +52,11 @@ pub fn render(
     if !app.marked.is_empty() {
         title = format!("{title} · {} marked", app.marked.len());
     }
-    let outer = block(&title, focused, theme);
-    let inner = outer.inner(area);
-    f.render_widget(outer, area);
-    if inner.is_empty() {
+    let empty = (connection_rows(snap).next().is_none()).then_some("no connections configured");
+    let Some(inner) = frame(f, area, &title, focused, theme, empty) else {
         return;
-    }
+    };
     let muted = theme.style(Role::Muted);
-    if connection_rows(snap).next().is_none() {
-        f.render_widget(
-            Paragraph::new(Span::styled("no connections configured", muted)),
-            inner,
-        );
-        return;
-    }
     let status_w = connection_rows(snap)
         .map(|(_, c)| status(c, now_unix_ms).0.chars().count())
         .max()

@@ -5,9 +5,9 @@ use ratatui::Frame;
 use ratatui::layout::{Flex, Rect};
 use ratatui::style::Style;
 use ratatui::text::Span;
-use ratatui::widgets::{Cell, Paragraph, Row, Table, TableState};
+use ratatui::widgets::{Cell, Row, Table, TableState};
 
-use super::{Col, block, fit, fmt_countdown, name_width, pick, table_frame};
+use super::{Col, fit, fmt_countdown, frame, name_width, pick, table_frame};
 use crate::console::app::{App, Focus};
 use crate::console::theme::{Role, Theme};
 use crate::core::snapshot::LockoutView;
@@ -32,20 +32,11 @@ pub fn render(
         None if snap.lockouts.is_empty() => "Model lockouts".to_owned(),
         None => format!("Model lockouts ({})", snap.lockouts.len()),
     };
-    let outer = block(&title, focused, theme);
-    let inner = outer.inner(area);
-    f.render_widget(outer, area);
-    if inner.is_empty() {
+    let empty = (snap.lockouts.is_empty()).then_some("no model lockouts");
+    let Some(inner) = frame(f, area, &title, focused, theme, empty) else {
         return;
-    }
+    };
     let muted = theme.style(Role::Muted);
-    if snap.lockouts.is_empty() {
-        f.render_widget(
-            Paragraph::new(Span::styled("no model lockouts", muted)),
-            inner,
-        );
-        return;
-    }
     let locks = &snap.lockouts;
     let cols = [
         Col::fixed(

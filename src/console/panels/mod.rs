@@ -42,6 +42,31 @@ pub fn block<'a>(title: &'a str, focused: bool, theme: &Theme) -> Block<'a> {
         .title(Span::styled(format!(" {title} "), title_style))
 }
 
+/// Draws a panel's bordered block and returns the inner area to fill, or `None` when there is
+/// nothing more to draw: the area is empty, or `empty` is `Some(message)` (the panel has no
+/// rows), in which case the muted message was drawn instead.
+pub fn frame(
+    f: &mut ratatui::Frame,
+    area: Rect,
+    title: &str,
+    focused: bool,
+    theme: &Theme,
+    empty: Option<&str>,
+) -> Option<Rect> {
+    let outer = block(title, focused, theme);
+    let inner = outer.inner(area);
+    f.render_widget(outer, area);
+    if inner.is_empty() {
+        return None;
+    }
+    if let Some(message) = empty {
+        let text = Span::styled(message.to_owned(), theme.style(Role::Muted));
+        f.render_widget(ratatui::widgets::Paragraph::new(text), inner);
+        return None;
+    }
+    Some(inner)
+}
+
 /// A duration in ms for humans: `950ms`, `12.3s` (from 10 s), `4m05s` (from 100 s).
 pub fn fmt_ms(ms: u64) -> String {
     if ms < 10_000 {

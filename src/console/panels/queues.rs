@@ -7,9 +7,9 @@ use ratatui::Frame;
 use ratatui::layout::{Flex, Rect};
 use ratatui::style::Style;
 use ratatui::text::Span;
-use ratatui::widgets::{Cell, Paragraph, Row, Table, TableState};
+use ratatui::widgets::{Cell, Row, Table, TableState};
 
-use super::{Col, block, fit, fmt_ms, name_width, pick, table_frame};
+use super::{Col, fit, fmt_ms, frame, name_width, pick, table_frame};
 use crate::console::app::{App, Focus};
 use crate::console::theme::{Role, Theme};
 use crate::core::admission::GateView;
@@ -49,23 +49,12 @@ pub fn render(f: &mut Frame, area: Rect, app: &App, theme: &Theme, focused: bool
     if full > 0 {
         title = format!("{title} · {full} full");
     }
-    let outer = block(&title, focused, theme);
-    let inner = outer.inner(area);
-    f.render_widget(outer, area);
-    if inner.is_empty() {
+    let empty =
+        (gates.is_empty()).then_some("no capped gates (set max_concurrent or model_concurrency)");
+    let Some(inner) = frame(f, area, &title, focused, theme, empty) else {
         return;
-    }
+    };
     let muted = theme.style(Role::Muted);
-    if gates.is_empty() {
-        f.render_widget(
-            Paragraph::new(Span::styled(
-                "no capped gates (set max_concurrent or model_concurrency)",
-                muted,
-            )),
-            inner,
-        );
-        return;
-    }
     let labels: Vec<String> = gates.iter().map(gate_label).collect();
     let cols = [
         Col::fixed(

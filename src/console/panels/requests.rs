@@ -3,9 +3,9 @@
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Cell, Paragraph, Table, TableState};
+use ratatui::widgets::{Cell, Table, TableState};
 
-use super::{Col, block, fit, fmt_clock_utc, fmt_ms, fmt_status, pick, status_style, table_frame};
+use super::{Col, fit, fmt_clock_utc, fmt_ms, fmt_status, frame, pick, status_style, table_frame};
 use crate::console::app::{App, Focus};
 use crate::console::theme::{Role, Theme};
 use crate::core::snapshot::RequestView;
@@ -25,20 +25,11 @@ const COLS: [Col; 6] = [
 pub fn render(f: &mut Frame, area: Rect, app: &App, theme: &Theme, focused: bool) {
     let snap = &app.snapshot;
     let title = app.counted_title("Requests", Focus::Requests);
-    let outer = block(&title, focused, theme);
-    let inner = outer.inner(area);
-    f.render_widget(outer, area);
-    if inner.is_empty() {
+    let empty = (snap.recent.is_empty()).then_some("no requests yet");
+    let Some(inner) = frame(f, area, &title, focused, theme, empty) else {
         return;
-    }
+    };
     let muted = theme.style(Role::Muted);
-    if snap.recent.is_empty() {
-        f.render_widget(
-            Paragraph::new(Span::styled("no requests yet", muted)),
-            inner,
-        );
-        return;
-    }
     let keep = fit(&COLS, inner.width);
     let (header, widths) = table_frame(&COLS, &keep, muted);
     let rows = snap.recent.iter().map(|r| pick(cells(r, theme), &keep));
