@@ -106,10 +106,10 @@ fn excluded_message(e: &Excluded) -> String {
     }
 }
 
-/// Whole seconds, rounded up, at least 1 (the `retry-after` header format clients expect).
+/// Whole seconds, rounded up, at least 1 (the `retry-after` header format clients expect):
+/// the policy's rounding ([`crate::policy::retry_hint::whole_seconds_up`]) with a floor of 1.
 pub fn whole_seconds_up(d: std::time::Duration) -> u64 {
-    let s = d.as_secs() + u64::from(d.subsec_nanos() > 0);
-    s.max(1)
+    crate::policy::retry_hint::whole_seconds_up(d).max(1)
 }
 
 impl ProxyError {
@@ -503,5 +503,10 @@ mod tests {
         assert_eq!(whole_seconds_up(Duration::ZERO), 1);
         assert_eq!(whole_seconds_up(Duration::from_millis(26_660)), 27);
         assert_eq!(whole_seconds_up(Duration::from_secs(60)), 60);
+        assert_eq!(
+            whole_seconds_up(Duration::MAX),
+            u64::MAX,
+            "saturates, never overflows"
+        );
     }
 }
