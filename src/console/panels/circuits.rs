@@ -4,12 +4,13 @@
 //! Countdowns are computed here from deadlines and `now_unix_ms`.
 
 use ratatui::Frame;
-use ratatui::layout::{Flex, Rect};
+use ratatui::layout::Rect;
 use ratatui::style::Style;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Cell, Row, Table, TableState};
+use ratatui::widgets::{Cell, Row};
 
-use super::{Col, fit, fmt_ago, fmt_countdown, frame, name_width, pick, table_frame};
+use super::selectable_table;
+use super::{Col, fit, fmt_ago, fmt_countdown, frame, name_width, pick};
 use crate::console::app::{App, Focus};
 use crate::console::theme::{Role, Theme};
 use crate::core::snapshot::{BreakerView, ProviderView};
@@ -48,7 +49,7 @@ pub fn render(
     let Some(inner) = frame(f, area, &title, focused, theme, empty) else {
         return;
     };
-    let muted = theme.style(Role::Muted);
+    let _muted = theme.style(Role::Muted);
     let cols = [
         Col::fixed(
             "provider",
@@ -61,22 +62,21 @@ pub fn render(
         Col::fill("last transition", 16, 3),
     ];
     let keep = fit(&cols, inner.width);
-    let (header, widths) = table_frame(&cols, &keep, muted);
     let rows: Vec<Row> = snap
         .providers
         .iter()
         .map(|p| pick(cells(p, theme, now_unix_ms), &keep))
         .collect();
-    let table = Table::new(rows, widths)
-        .flex(Flex::Start)
-        .header(header)
-        .row_highlight_style(if focused {
-            theme.style(Role::Selection)
-        } else {
-            Style::default()
-        });
-    let mut state = TableState::default().with_selected(Some(app.circuit_selected));
-    f.render_stateful_widget(table, inner, &mut state);
+    selectable_table(
+        f,
+        inner,
+        &cols,
+        &keep,
+        rows,
+        focused,
+        theme,
+        app.circuit_selected,
+    );
 }
 
 /// The §1b provider cooldown still running at `now`, as a countdown (`42s`).

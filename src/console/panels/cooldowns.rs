@@ -6,12 +6,13 @@
 //! recovery is lazy (spec §2), so that is what the next request will see.
 
 use ratatui::Frame;
-use ratatui::layout::{Flex, Rect};
+use ratatui::layout::Rect;
 use ratatui::style::Style;
 use ratatui::text::Span;
-use ratatui::widgets::{Cell, Row, Table, TableState};
+use ratatui::widgets::{Cell, Row};
 
-use super::{Col, fit, fmt_countdown, frame, name_width, pick, table_frame};
+use super::selectable_table;
+use super::{Col, fit, fmt_countdown, frame, name_width, pick};
 use crate::console::app::{App, Focus, connection_rows};
 use crate::console::theme::{Role, Theme};
 use crate::core::snapshot::{ConnectionView, ProviderView};
@@ -56,7 +57,7 @@ pub fn render(
     let Some(inner) = frame(f, area, &title, focused, theme, empty) else {
         return;
     };
-    let muted = theme.style(Role::Muted);
+    let _muted = theme.style(Role::Muted);
     let status_w = connection_rows(snap)
         .map(|(_, c)| status(c, now_unix_ms).0.chars().count())
         .max()
@@ -81,23 +82,22 @@ pub fn render(
         Col::fixed("locks", 5, 5),
     ];
     let keep = fit(&cols, inner.width);
-    let (header, widths) = table_frame(&cols, &keep, muted);
     let rows: Vec<Row> = connection_rows(snap)
         .map(|(p, c)| {
             let marked = app.marked.contains(&c.id);
             pick(cells(p, c, marked, theme, now_unix_ms), &keep)
         })
         .collect();
-    let table = Table::new(rows, widths)
-        .flex(Flex::Start)
-        .header(header)
-        .row_highlight_style(if focused {
-            theme.style(Role::Selection)
-        } else {
-            Style::default()
-        });
-    let mut state = TableState::default().with_selected(Some(app.cooldown_selected));
-    f.render_stateful_widget(table, inner, &mut state);
+    selectable_table(
+        f,
+        inner,
+        &cols,
+        &keep,
+        rows,
+        focused,
+        theme,
+        app.cooldown_selected,
+    );
 }
 
 fn cells<'a>(

@@ -2,12 +2,12 @@
 //! scope, reason, failures and a live "expires in" countdown, soonest expiry first.
 
 use ratatui::Frame;
-use ratatui::layout::{Flex, Rect};
-use ratatui::style::Style;
+use ratatui::layout::Rect;
 use ratatui::text::Span;
-use ratatui::widgets::{Cell, Row, Table, TableState};
+use ratatui::widgets::{Cell, Row};
 
-use super::{Col, fit, fmt_countdown, frame, name_width, pick, table_frame};
+use super::selectable_table;
+use super::{Col, fit, fmt_countdown, frame, name_width, pick};
 use crate::console::app::{App, Focus};
 use crate::console::theme::{Role, Theme};
 use crate::core::snapshot::LockoutView;
@@ -36,7 +36,7 @@ pub fn render(
     let Some(inner) = frame(f, area, &title, focused, theme, empty) else {
         return;
     };
-    let muted = theme.style(Role::Muted);
+    let _muted = theme.style(Role::Muted);
     let locks = &snap.lockouts;
     let cols = [
         Col::fixed(
@@ -64,21 +64,20 @@ pub fn render(
         Col::fixed("expires in", 10, 0),
     ];
     let keep = fit(&cols, inner.width);
-    let (header, widths) = table_frame(&cols, &keep, muted);
     let rows: Vec<Row> = locks
         .iter()
         .map(|l| pick(cells(l, theme, now_unix_ms), &keep))
         .collect();
-    let table = Table::new(rows, widths)
-        .flex(Flex::Start)
-        .header(header)
-        .row_highlight_style(if focused {
-            theme.style(Role::Selection)
-        } else {
-            Style::default()
-        });
-    let mut state = TableState::default().with_selected(Some(app.lockout_selected));
-    f.render_stateful_widget(table, inner, &mut state);
+    selectable_table(
+        f,
+        inner,
+        &cols,
+        &keep,
+        rows,
+        focused,
+        theme,
+        app.lockout_selected,
+    );
 }
 
 fn cells<'a>(l: &LockoutView, theme: &Theme, now: u64) -> Vec<Cell<'a>> {

@@ -42,6 +42,37 @@ pub fn block<'a>(title: &'a str, focused: bool, theme: &Theme) -> Block<'a> {
         .title(Span::styled(format!(" {title} "), title_style))
 }
 
+/// Draws a panel's selectable table into `area`: the muted `cols` header kept to `keep`,
+/// `rows` (already [`pick`]ed), columns packed from the left, and the `selected` row
+/// highlighted while the panel has focus.
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the panels' shared table call; each argument is a plain input"
+)]
+pub fn selectable_table(
+    f: &mut ratatui::Frame,
+    area: Rect,
+    cols: &[Col],
+    keep: &[usize],
+    rows: Vec<Row<'_>>,
+    focused: bool,
+    theme: &Theme,
+    selected: usize,
+) {
+    let (header, widths) = table_frame(cols, keep, theme.style(Role::Muted));
+    let highlight = if focused {
+        theme.style(Role::Selection)
+    } else {
+        Style::default()
+    };
+    let table = ratatui::widgets::Table::new(rows, widths)
+        .flex(ratatui::layout::Flex::Start)
+        .header(header)
+        .row_highlight_style(highlight);
+    let mut state = ratatui::widgets::TableState::default().with_selected(Some(selected));
+    f.render_stateful_widget(table, area, &mut state);
+}
+
 /// Draws a panel's bordered block and returns the inner area to fill, or `None` when there is
 /// nothing more to draw: the area is empty, or `empty` is `Some(message)` (the panel has no
 /// rows), in which case the muted message was drawn instead.

@@ -4,12 +4,13 @@
 //! (queued ≥ depth cap) is drawn with the `queue_full` role and says `full`.
 
 use ratatui::Frame;
-use ratatui::layout::{Flex, Rect};
+use ratatui::layout::Rect;
 use ratatui::style::Style;
 use ratatui::text::Span;
-use ratatui::widgets::{Cell, Row, Table, TableState};
+use ratatui::widgets::{Cell, Row};
 
-use super::{Col, fit, fmt_ms, frame, name_width, pick, table_frame};
+use super::selectable_table;
+use super::{Col, fit, fmt_ms, frame, name_width, pick};
 use crate::console::app::{App, Focus};
 use crate::console::theme::{Role, Theme};
 use crate::core::admission::GateView;
@@ -54,7 +55,7 @@ pub fn render(f: &mut Frame, area: Rect, app: &App, theme: &Theme, focused: bool
     let Some(inner) = frame(f, area, &title, focused, theme, empty) else {
         return;
     };
-    let muted = theme.style(Role::Muted);
+    let _muted = theme.style(Role::Muted);
     let labels: Vec<String> = gates.iter().map(gate_label).collect();
     let cols = [
         Col::fixed(
@@ -74,22 +75,21 @@ pub fn render(f: &mut Frame, area: Rect, app: &App, theme: &Theme, focused: bool
         Col::fixed("rejected", 8, 3),
     ];
     let keep = fit(&cols, inner.width);
-    let (header, widths) = table_frame(&cols, &keep, muted);
     let rows: Vec<Row> = gates
         .iter()
         .zip(labels)
         .map(|(g, label)| pick(cells(g, label, theme), &keep))
         .collect();
-    let table = Table::new(rows, widths)
-        .flex(Flex::Start)
-        .header(header)
-        .row_highlight_style(if focused {
-            theme.style(Role::Selection)
-        } else {
-            Style::default()
-        });
-    let mut state = TableState::default().with_selected(Some(app.queue_selected));
-    f.render_stateful_widget(table, inner, &mut state);
+    selectable_table(
+        f,
+        inner,
+        &cols,
+        &keep,
+        rows,
+        focused,
+        theme,
+        app.queue_selected,
+    );
 }
 
 fn count<'a>(n: u64, theme: &Theme) -> Cell<'a> {
