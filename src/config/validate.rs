@@ -550,4 +550,6 @@ mod rules;
 pub use defaults::*;
 
 #[cfg(test)]
+mod prop;
+#[cfg(test)]
 mod tests;

@@ -467,5 +467,9 @@ fn colour(origin: &str, key: &str, text: &str) -> Result<Color, ThemeError> {
 }
 
 #[cfg(test)]
+#[path = "theme_prop.rs"]
+mod prop;
+
+#[cfg(test)]
 #[path = "theme_tests.rs"]
 mod tests;

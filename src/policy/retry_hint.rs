@@ -311,4 +311,6 @@ fn text_delay(after: &str) -> Option<Duration> {
 }
 
 #[cfg(test)]
+mod prop;
+#[cfg(test)]
 mod tests;

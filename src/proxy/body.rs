@@ -164,6 +164,10 @@ impl<'de> Visitor<'de> for TopLevelVisitor {
 }
 
 #[cfg(test)]
+#[path = "body_prop.rs"]
+mod prop;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

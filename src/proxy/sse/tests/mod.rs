@@ -2,6 +2,7 @@
 
 mod classify;
 mod framing;
+mod prop;
 mod tracker;
 
 use super::{Event, SseFramer, StreamKind, Trailing};
