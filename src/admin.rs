@@ -27,7 +27,8 @@ const MAX_ADMIN_BODY: usize = 64 * 1024;
 
 /// Serves the admin API until `stop` (it outlives the drain, so `/readyz` can say 503).
 pub async fn serve(listener: TcpListener, control: Control, stop: CancellationToken) {
-    serve_http(listener, stop, "admin", move |req| {
+    let max_connections = control.core().config().server.max_connections;
+    serve_http(listener, stop, "admin", max_connections, move |req| {
         let control = control.clone();
         async move { handle(&control, req).await.map(Either::Left) }
     })

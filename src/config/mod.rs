@@ -347,6 +347,9 @@ pub struct ServerConfig {
     pub client_keys_env: Option<String>,
     /// How long shutdown waits for in-flight requests. Default 10s.
     pub drain_timeout: Duration,
+    /// Client connections each listener serves at once; further ones wait in the OS backlog
+    /// until one closes. Default 1024 (`DEFAULT_MAX_CONNECTIONS`).
+    pub max_connections: u32,
 }
 
 /// `[admin]`

@@ -21,6 +21,9 @@ pub const DEFAULT_MAX_BODY: u64 = 32 * 1024 * 1024;
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
 /// Provider connect timeout default (DESIGN §4).
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Concurrent client connections per listener, default (sluice: far above what local agents
+/// open, well below the default open-file limit of 1024 + upstream sockets would exhaust).
+pub const DEFAULT_MAX_CONNECTIONS: u32 = 1024;
 /// Shutdown drain deadline default.
 pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 /// `request_log` row cap default.
@@ -390,12 +393,20 @@ impl Validator<'_, '_> {
             raw.drain_timeout.as_ref(),
             DEFAULT_DRAIN_TIMEOUT,
         );
+        let max_connections = self.count(
+            "server.max_connections",
+            raw.max_connections,
+            DEFAULT_MAX_CONNECTIONS,
+            1,
+            1_000_000,
+        );
         ServerConfig {
             listen,
             max_body,
             client_keys,
             client_keys_env: raw.client_keys_env.clone(),
             drain_timeout,
+            max_connections,
         }
     }
 

@@ -121,3 +121,28 @@ fn empty_client_keys_off_loopback_is_an_error() {
         "{err}"
     );
 }
+
+#[test]
+fn max_connections_defaults_to_1024_and_is_range_checked() {
+    let load = |text: &str| {
+        let env = LoadEnv::fixed(&[], "/tmp/sluice-test");
+        let text = format!(
+            "{text}\n[[providers]]\nid = \"p\"\ndialect = \"anthropic\"\nbase_url = \"http://127.0.0.1:1\"\n  [[providers.connections]]\n  id = \"c\"\n  auth = \"passthrough\"\n"
+        );
+        from_str(&text, std::path::Path::new("/tmp/sluice-test/c.toml"), &env)
+    };
+    let cfg = load("").unwrap();
+    assert_eq!(cfg.server.max_connections, DEFAULT_MAX_CONNECTIONS);
+    assert_eq!(DEFAULT_MAX_CONNECTIONS, 1024);
+    let cfg = load("[server]\nmax_connections = 8\n").unwrap();
+    assert_eq!(cfg.server.max_connections, 8);
+    for bad in ["0", "-1", "1000001"] {
+        let msg = load(&format!("[server]\nmax_connections = {bad}\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.contains("server.max_connections") && msg.contains("1 to 1000000"),
+            "{msg}"
+        );
+    }
+}
