@@ -223,7 +223,9 @@ pub(crate) fn open_writer(path: &Path) -> Result<Connection, StoreError> {
     {
         return Err(StoreError::Open {
             path: path.to_path_buf(),
-            message: "cannot open the state database for writing (the file or its directory is read-only); check permissions or set [store] path".into(),
+            message: format!(
+                "cannot open the state database for writing (the file or its directory is read-only); check permissions, or {RESET_HINT}"
+            ),
         });
     }
     if !mode.eq_ignore_ascii_case("wal") {

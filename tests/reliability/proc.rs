@@ -46,6 +46,35 @@ impl Home {
         std::fs::write(self.config(), toml::to_string(&table).unwrap()).unwrap();
     }
 
+    /// Makes the database file read-only for the user sluice will run as: mode 0444, and when
+    /// the tests run as root (who may write anyway) the directory opened up for
+    /// [`Home::unprivileged_uid`].
+    pub fn make_read_only(&self) {
+        use std::os::unix::fs::PermissionsExt;
+        let set = |p: &Path, mode: u32| {
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap()
+        };
+        set(&self.db(), 0o444);
+        if self.unprivileged_uid().is_some() {
+            set(self.dir.path(), 0o777);
+            set(&self.config(), 0o644);
+            std::fs::create_dir_all(self.logs()).unwrap();
+            set(&self.logs(), 0o777);
+            for e in std::fs::read_dir(self.logs()).unwrap().flatten() {
+                set(&e.path(), 0o666);
+            }
+        }
+    }
+
+    /// `nobody` (65534) when the tests run as root, so file modes apply; else `None`.
+    pub fn unprivileged_uid(&self) -> Option<u32> {
+        use std::os::unix::fs::MetadataExt;
+        let me = std::fs::metadata("/proc/self")
+            .map(|m| m.uid())
+            .unwrap_or(1);
+        (me == 0).then_some(65534)
+    }
+
     /// The config file.
     pub fn config(&self) -> PathBuf {
         self.dir.path().join("config.toml")
@@ -77,8 +106,22 @@ impl Home {
     /// Runs `sluice <args> -c <config>` to completion (at most 30 s); returns its exit status
     /// and stderr.
     pub fn run_once(&self, args: &[&str], env: &[(&str, &str)]) -> (ExitStatus, String) {
+        self.run_once_as(args, env, None)
+    }
+
+    /// [`Home::run_once`] as user `uid` (when set; needs root).
+    pub fn run_once_as(
+        &self,
+        args: &[&str],
+        env: &[(&str, &str)],
+        uid: Option<u32>,
+    ) -> (ExitStatus, String) {
+        use std::os::unix::process::CommandExt;
         let mut cmd = command(&self.config(), env);
         cmd.args(args);
+        if let Some(uid) = uid {
+            cmd.uid(uid).gid(uid);
+        }
         let mut child = cmd.spawn().unwrap();
         let start = Instant::now();
         loop {
