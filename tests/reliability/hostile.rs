@@ -615,3 +615,50 @@ async fn slowloris_does_not_delay_others_and_is_cut_with_408() {
     assert_eq!(cut, 200, "slowloris connections answered 408 and closed");
     p.assert_healthy();
 }
+
+/// A huge `model` is refused or bounded before sluice keeps it: four requests with a 1 MB
+/// model name must not put megabytes into `/api/snapshot` or `request_log`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "defect found by this suite: client model names are kept verbatim (request_log, snapshot `recent`); lead un-ignores with the fix"]
+async fn a_huge_model_name_is_not_kept_verbatim() {
+    let mock = MockUpstream::start().await;
+    let model = "m".repeat(1024 * 1024);
+    mock.on("/v1/messages")
+        .model(&model)
+        .reply(Reply::anthropic_error(
+            400,
+            "invalid_request_error",
+            "model: too long",
+        ));
+    let home = Home::new(&config(&mock));
+    let mut p = Proc::start(&home, &[]);
+    for _ in 0..4 {
+        let r = client::post_json(
+            &p.url("/v1/messages"),
+            &Route::Messages.body(&model, false),
+            &Route::Messages.headers(),
+        )
+        .await;
+        assert!(r.status.is_client_error(), "{}", r.status);
+    }
+    let snap = client::get(&p.admin_url("/api/snapshot"), &[]).await;
+    p.assert_healthy();
+    p.stop();
+    let conn = rusqlite::Connection::open(home.db()).unwrap();
+    let longest: i64 = conn
+        .query_row(
+            "SELECT COALESCE(MAX(LENGTH(client_model)), 0) FROM request_log",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(
+        snap.body.len() < 256 * 1024,
+        "/api/snapshot is {} bytes after 4 requests",
+        snap.body.len()
+    );
+    assert!(
+        longest < 64 * 1024,
+        "request_log keeps a {longest}-byte client_model"
+    );
+}
