@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -214,7 +214,7 @@ pub async fn traffic(
                     _ => Route::Responses,
                 };
                 let stream = (i / 4) % 2 == 0;
-                let t = Instant::now();
+                let t = crate::now();
                 let v = tokio::select! {
                     r = tokio::time::timeout(REQUEST_BOUND, one(&client, &base, route, stream)) => r.map_err(|_| format!("{route:?} stream={stream} hung past {REQUEST_BOUND:?}")),
                     () = stop.cancelled() => return tally,
@@ -269,7 +269,7 @@ fn held(s: &Value) -> (u64, u64, u64) {
 /// Polls the snapshot for up to 2 s until nothing is held; returns that snapshot, or panics
 /// with what leaked.
 pub async fn settled(p: &Proc) -> Value {
-    let start = Instant::now();
+    let start = crate::now();
     loop {
         let s = snapshot(p).await;
         if held(&s) == (0, 0, 0) {
@@ -310,7 +310,7 @@ async fn chaos_every_request_gets_exactly_one_well_formed_outcome() {
     let up = ChaosUpstream::start(0x5EED_CA05, Mix::standard()).await;
     let home = Home::new(&config(&up.base_url()));
     let mut p = Proc::start(&home, &[]);
-    let t = Instant::now();
+    let t = crate::now();
     let tally = traffic(p.url(""), 32, total, Default::default()).await;
     let took = t.elapsed();
     let s = settled(&p).await;

@@ -4,7 +4,7 @@
 //! saved setting and the request log. Also: a truncated, garbage, newer-schema or read-only
 //! database gives a clear startup message naming the file and `--reset-state`, never a panic.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rusqlite::Connection;
 use serde_json::{Value, json};
@@ -201,7 +201,7 @@ async fn kill_9_during_traffic_keeps_the_database_and_the_state() {
         stop.cancel();
         let t = traffic.await.unwrap();
         (rows, _) = check_database(&home, before);
-        let t0 = Instant::now();
+        let t0 = crate::now();
         p = Proc::start(&home, ENV);
         let restart = t0.elapsed();
         assert_state_live(&p).await;

@@ -125,7 +125,7 @@ fn dechunk(bytes: &[u8]) -> Vec<u8> {
             break;
         }
         out.extend_from_slice(&tail.as_bytes()[..n]);
-        rest = &tail[n..].trim_start_matches("\r\n");
+        rest = tail[n..].trim_start_matches("\r\n");
     }
     out
 }
@@ -597,7 +597,7 @@ async fn slowloris_does_not_delay_others_and_is_cut_with_408() {
             .unwrap();
         conns.push(s);
     }
-    let t = std::time::Instant::now();
+    let t = crate::now();
     still_serving(&p).await;
     let took = t.elapsed();
     assert!(

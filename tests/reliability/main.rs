@@ -40,3 +40,9 @@ pub fn long_mode() -> bool {
 pub fn pick<T>(short: T, long: T) -> T {
     if long_mode() { long } else { short }
 }
+
+/// The real monotonic time (through sluice's clock, as the lints ask).
+pub fn now() -> sluice::clock::Instant {
+    use sluice::clock::Clock;
+    sluice::clock::SystemClock.now()
+}

@@ -2,7 +2,7 @@
 //! Short mode: 256 streams and generous bounds (a gross leak fails, noise does not). Long
 //! mode: 1,024 streams and RSS measured again a minute after.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -117,7 +117,7 @@ async fn rss_stays_bounded_under_many_slow_streams_and_no_frame_is_lost() {
     let mut c = HttpConnector::new();
     c.set_nodelay(true);
     let client: Client<HttpConnector, Full<Bytes>> = Client::builder(TokioExecutor::new()).build(c);
-    let t = Instant::now();
+    let t = crate::now();
     let tasks: Vec<_> = (0..streams)
         .map(|_| tokio::spawn(one_stream(client.clone(), p.url("/v1/messages"), "slow")))
         .collect();

@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex, mpsc};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// A directory holding one sluice's config, database and logs; survives restarts.
 #[derive(Debug)]
@@ -123,7 +123,7 @@ impl Home {
             cmd.uid(uid).gid(uid);
         }
         let mut child = cmd.spawn().unwrap();
-        let start = Instant::now();
+        let start = crate::now();
         loop {
             if let Some(status) = child.try_wait().unwrap() {
                 let out = child.wait_with_output().unwrap();
@@ -261,7 +261,7 @@ impl Proc {
             .arg("-TERM")
             .arg(self.pid().to_string())
             .status();
-        let start = Instant::now();
+        let start = crate::now();
         while self.child.try_wait().unwrap().is_none() {
             if start.elapsed() > Duration::from_secs(15) {
                 let _ = self.child.kill();

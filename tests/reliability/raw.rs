@@ -41,14 +41,6 @@ impl RawReply {
             .map(|(_, b)| b.to_string())
             .unwrap_or_default()
     }
-
-    /// The first response's head, as text.
-    pub fn head(&self) -> String {
-        let text = String::from_utf8_lossy(&self.bytes);
-        text.split_once("\r\n\r\n")
-            .map(|(h, _)| h.to_string())
-            .unwrap_or_default()
-    }
 }
 
 /// Writes `request` (errors ignored: the server may close early) and reads until the server
@@ -65,7 +57,7 @@ pub async fn exchange(addr: SocketAddr, request: &[u8], within: Duration) -> Raw
         tokio::time::sleep(Duration::from_secs(3600)).await;
         drop(wr);
     });
-    let deadline = tokio::time::Instant::now() + within;
+    let deadline = crate::now() + within;
     let mut bytes = Vec::new();
     let mut buf = vec![0u8; 64 * 1024];
     let closed = loop {

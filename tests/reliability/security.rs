@@ -220,7 +220,7 @@ async fn secrets_never_appear_in_logs_database_snapshot_metrics_or_errors() {
         .model("drop")
         .reply(Reply::drop_connection());
     let home = Home::new(&config(&mock, &crate::support::harness::closed_port_url()));
-    let mut p = Proc::start(&home, ENV);
+    let p = Proc::start(&home, ENV);
     let mut seen = String::new();
     let auth = [("x-api-key", CLIENT_KEY)];
     for (route, model, stream) in [
