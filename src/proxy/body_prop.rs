@@ -7,11 +7,11 @@ use serde_json::{Map, Value};
 
 use super::{ProxyError, probe, rewrite_model};
 
-/// Cases per property: 256, or 4096 with `SLUICE_RELIABILITY=long`.
+/// Cases per property: 128, or 4096 with `SLUICE_RELIABILITY=long`.
 fn config() -> ProptestConfig {
     let long = std::env::var("SLUICE_RELIABILITY").is_ok_and(|v| v == "long");
     ProptestConfig {
-        cases: if long { 4096 } else { 256 },
+        cases: if long { 4096 } else { 128 },
         failure_persistence: None,
         ..ProptestConfig::default()
     }

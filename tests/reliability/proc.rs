@@ -116,12 +116,19 @@ impl Home {
         env: &[(&str, &str)],
         uid: Option<u32>,
     ) -> (ExitStatus, String) {
+        use std::os::unix::fs::PermissionsExt;
         use std::os::unix::process::CommandExt;
         let mut cmd = command(&self.config(), env);
-        cmd.args(args);
         if let Some(uid) = uid {
+            // The build directory may not be reachable for `uid` (e.g. under /root): run a
+            // copy from this home instead.
+            let copy = self.dir.path().join("sluice-bin");
+            std::fs::copy(env!("CARGO_BIN_EXE_sluice"), &copy).unwrap();
+            std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755)).unwrap();
+            cmd = command_with(&copy, &self.config(), env);
             cmd.uid(uid).gid(uid);
         }
+        cmd.args(args);
         let mut child = cmd.spawn().unwrap();
         let start = crate::now();
         loop {
@@ -143,7 +150,11 @@ impl Home {
 }
 
 fn command(config: &Path, env: &[(&str, &str)]) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_sluice"));
+    command_with(Path::new(env!("CARGO_BIN_EXE_sluice")), config, env)
+}
+
+fn command_with(binary: &Path, config: &Path, env: &[(&str, &str)]) -> Command {
+    let mut cmd = Command::new(binary);
     cmd.arg("--no-console")
         .arg("-c")
         .arg(config)

@@ -6,11 +6,12 @@ use proptest::prelude::*;
 
 use super::super::{Event, SseFramer, StreamKind, Trailing, classify_event};
 
-/// Cases per property: 256, or 4096 with `SLUICE_RELIABILITY=long`.
+/// Cases per property: 64 (the debug build frames slowly), or 4096 with
+/// `SLUICE_RELIABILITY=long`.
 fn config() -> ProptestConfig {
     let long = std::env::var("SLUICE_RELIABILITY").is_ok_and(|v| v == "long");
     ProptestConfig {
-        cases: if long { 4096 } else { 256 },
+        cases: if long { 4096 } else { 64 },
         failure_persistence: None,
         ..ProptestConfig::default()
     }
