@@ -55,6 +55,9 @@ pub enum Fault {
     Zombie200,
     /// Non-streaming only: a 2xx head with `content-length`, half the body, then a break.
     BodyTruncated,
+    /// Non-streaming only: a 2xx head with `content-length`, half the body, then silence
+    /// (a zombie 200 without SSE; the provider timeout must cut it).
+    BodyStalled,
 }
 
 /// Which faults apply to which requests, with weights (out of the sum).
@@ -92,11 +95,16 @@ impl Mix {
         }
     }
 
-    /// Non-streaming bodies that break mid-way (the truncation defect), with normal replies.
+    /// Non-streaming bodies that break or stall mid-way (the truncation defect), with normal
+    /// replies.
     pub fn truncated_bodies() -> Mix {
         Mix {
             stream: vec![(Fault::None, 1)],
-            plain: vec![(Fault::None, 2), (Fault::BodyTruncated, 1)],
+            plain: vec![
+                (Fault::None, 4),
+                (Fault::BodyTruncated, 2),
+                (Fault::BodyStalled, 1),
+            ],
         }
     }
 }
@@ -338,11 +346,12 @@ async fn handle(
             b"event: message_start\ndata: {not json\n\ndata: [[[\n\ndata: {\"choices\":[{\"delta\":\n\n",
         ))),
         Fault::Zombie200 => sse(fed(Vec::new(), Duration::ZERO, End::Silence, cancel)),
-        Fault::BodyTruncated => {
+        Fault::BodyTruncated | Fault::BodyStalled => {
             let b = success_json(&path);
             let len = b.len();
             let half = b.slice(..len / 2);
-            let mut r = json(200, fed(vec![half], Duration::ZERO, End::Break, cancel))?;
+            let end = if fault == Fault::BodyTruncated { End::Break } else { End::Silence };
+            let mut r = json(200, fed(vec![half], Duration::ZERO, end, cancel))?;
             r.headers_mut().insert("content-length", len.into());
             Ok(r)
         }
