@@ -13,6 +13,7 @@
 pub mod admin;
 pub mod app;
 pub mod cli;
+pub mod client_env;
 pub mod clock;
 pub mod config;
 pub mod console;
