@@ -18,6 +18,7 @@ pub mod clock;
 pub mod config;
 pub mod console;
 pub mod core;
+pub mod ct;
 pub mod metrics;
 pub mod policy;
 pub mod proxy;
