@@ -108,6 +108,12 @@ fn main() -> ExitCode {
         Err(e) => return fail(&format!("cannot start the async runtime: {e}"), 1),
     };
     let tick = cfg.console.tick;
+    // The Requests panel starts with the newest rows of the request log (bounded).
+    let history = if theme.is_some() {
+        app::request_history(&store, sluice::core::snapshot::RECENT_CAP)
+    } else {
+        Vec::new()
+    };
     let readonly = cli.readonly;
     let mouse = !cli.no_mouse;
     let code = runtime.block_on(async move {
@@ -131,6 +137,7 @@ fn main() -> ExitCode {
                         readonly,
                         keymap,
                         mouse,
+                        history,
                     };
                     let r = console::run(snapshots, control.clone(), clock, opts, shutdown);
                     // However the console ended, sluice stops with it.
