@@ -64,3 +64,34 @@ fn env_prints_exports_without_secrets() {
         "{stdout}"
     );
 }
+
+#[test]
+fn readme_shows_how_to_get_the_binary_and_uses_it_with_default_ports() {
+    let readme =
+        std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("README.md"))
+            .unwrap();
+    for want in [
+        "cargo install --path .",
+        "target/release/sluice",
+        "cargo run --release -- --config config.toml",
+        "sluice check",
+        "sluice status",
+        "sluice env claude",
+        "listen 127.0.0.1:8787  admin 127.0.0.1:8788",
+    ] {
+        assert!(readme.contains(want), "README.md lacks {want:?}");
+    }
+    // The sample `sluice env` output is what the binary prints for the shipped config.
+    let cfg = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("config.toml");
+    let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["env", "claude", "-c", cfg.to_str().unwrap()])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    let printed = text(&out.stdout);
+    let export = printed
+        .lines()
+        .find(|l| l.starts_with("export "))
+        .expect("an export line");
+    assert!(readme.contains(export), "README.md lacks {export:?}");
+}

@@ -92,7 +92,10 @@ pub fn frame(
     }
     if let Some(message) = empty {
         let text = Span::styled(message.to_owned(), theme.style(Role::Muted));
-        f.render_widget(ratatui::widgets::Paragraph::new(text), inner);
+        f.render_widget(
+            ratatui::widgets::Paragraph::new(text).wrap(ratatui::widgets::Wrap { trim: true }),
+            inner,
+        );
         return None;
     }
     Some(inner)
