@@ -228,10 +228,7 @@ mod tests {
             "no zone"
         );
         assert_eq!(parse_http_date("Wed, 21 Oct 2015 07:28:00 PST"), None);
-        assert_eq!(
-            parse_http_date("Thu, 29 Feb 2024 00:00:00 GMT").is_some(),
-            true
-        );
+        assert!(parse_http_date("Thu, 29 Feb 2024 00:00:00 GMT").is_some());
         assert_eq!(parse_http_date(" Wed, 21 Oct 2015 07:28:00 GMT "), fixdate);
     }
 }
