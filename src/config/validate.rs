@@ -628,6 +628,8 @@ mod defaults;
 mod providers;
 mod resilience;
 mod rules;
+#[cfg(test)]
+mod secret_mode_tests;
 
 pub use defaults::*;
 
