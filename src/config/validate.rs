@@ -634,6 +634,4 @@ mod secret_mode_tests;
 pub use defaults::*;
 
 #[cfg(test)]
-mod secret_mode_tests;
-#[cfg(test)]
 mod tests;
