@@ -303,14 +303,45 @@ fn query_param(query: &str, name: &str) -> Option<String> {
 }
 
 fn authorized(core: &Core, req: &Request<Incoming>) -> bool {
-    let Some(token) = &core.config().admin.token else {
-        return true;
-    };
-    req.headers()
+    match &core.config().admin.token {
+        Some(token) => bearer_matches(req.headers(), token),
+        None => true,
+    }
+}
+
+/// `Authorization: Bearer <token>` equal to `token`, compared in constant time
+/// ([`crate::ct::constant_time_eq`], the same compare as the client keys).
+fn bearer_matches(headers: &http::HeaderMap, token: &crate::config::Secret) -> bool {
+    headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
-        .is_some_and(|t| t.trim() == token.expose())
+        .is_some_and(|t| {
+            crate::ct::constant_time_eq(t.trim().as_bytes(), token.expose().as_bytes())
+        })
+}
+
+#[cfg(test)]
+mod bearer_tests {
+    use http::{HeaderMap, HeaderValue, header};
+
+    use crate::config::Secret;
+
+    #[test]
+    fn bearer_token_must_match_exactly() {
+        let token = Secret::new("admin-tok-1");
+        let with = |v: &str| {
+            let mut h = HeaderMap::new();
+            h.insert(header::AUTHORIZATION, HeaderValue::from_str(v).unwrap());
+            super::bearer_matches(&h, &token)
+        };
+        assert!(with("Bearer admin-tok-1"));
+        assert!(with("Bearer  admin-tok-1 "));
+        assert!(!with("Bearer admin-tok-2"));
+        assert!(!with("Bearer admin-tok-1x"));
+        assert!(!with("admin-tok-1"));
+        assert!(!super::bearer_matches(&HeaderMap::new(), &token));
+    }
 }
 
 fn error(status: StatusCode, message: &str) -> Response<Full<Bytes>> {

@@ -262,3 +262,64 @@ pub fn routing_table(cfg: &Config) -> String {
     }
     o
 }
+
+/// The newest `limit` rows of the state database's `request_log`, newest first, as the
+/// console's Requests panel shows them (the rows from before this start). They carry no
+/// attempt details; a read error logs a warning and gives none.
+pub fn request_history(store: &Store, limit: usize) -> Vec<crate::core::snapshot::RequestView> {
+    let rows = match store.recent_requests(limit) {
+        Ok(rows) => rows,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read the request log for the console");
+            return Vec::new();
+        }
+    };
+    rows.into_iter()
+        .map(|r| crate::core::snapshot::RequestView {
+            at_unix_ms: r.at_unix_ms,
+            route: r.route,
+            client_model: r.client_model,
+            target: r.target,
+            status: r.status,
+            latency_ms: r.latency_ms,
+            attempts: r.attempts,
+            bytes: r.bytes,
+            outcome: r.outcome,
+            ..Default::default()
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod history_tests {
+    use crate::store::{RequestLogRow, Store};
+
+    #[test]
+    fn request_history_reads_the_newest_rows_first_and_is_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = crate::config::StoreConfig {
+            path: dir.path().join("s.db"),
+            request_log_max_rows: 100,
+            request_log_max_age: std::time::Duration::from_secs(3600),
+        };
+        let store = Store::open(&cfg).unwrap();
+        for n in 0..5u64 {
+            store.record_request(RequestLogRow {
+                at_unix_ms: 1_700_000_000_000 + n,
+                route: "/v1/messages".into(),
+                client_model: format!("m{n}"),
+                target: "anthropic".into(),
+                status: 200,
+                latency_ms: 10,
+                attempts: 1,
+                bytes: 5,
+                outcome: "ok".into(),
+            });
+        }
+        store.flush();
+        let rows = super::request_history(&store, 3);
+        let models: Vec<&str> = rows.iter().map(|r| r.client_model.as_str()).collect();
+        assert_eq!(models, ["m4", "m3", "m2"]);
+        assert_eq!((rows[0].status, rows[0].outcome.as_str()), (200, "ok"));
+    }
+}

@@ -1,5 +1,6 @@
 //! Command-line arguments (clap): `sluice` runs the proxy with the console, `--no-console`
-//! runs it headless, `check` validates the config and prints the routing table.
+//! runs it headless, `check` validates the config and prints the routing table, `status`
+//! reads a running sluice's state, `env <client>` prints how to point a client at sluice.
 
 use std::path::PathBuf;
 
@@ -40,6 +41,12 @@ pub enum Command {
     /// Print breakers, connection cooldowns and model lockouts of a running sluice (via its
     /// admin API); exits non-zero when it cannot be reached.
     Status,
+    /// Print what to export (or paste) to point a client at this sluice.
+    Env {
+        /// The client to configure.
+        #[arg(value_enum)]
+        client: crate::client_env::ClientKind,
+    },
 }
 
 #[cfg(test)]
@@ -54,5 +61,13 @@ mod tests {
         let c = Cli::try_parse_from(["sluice", "check", "-c", "y.toml"]).unwrap();
         assert!(matches!(c.command, Some(Command::Check)));
         assert!(Cli::try_parse_from(["sluice", "--bogus"]).is_err());
+        let c = Cli::try_parse_from(["sluice", "env", "codex"]).unwrap();
+        assert!(matches!(
+            c.command,
+            Some(Command::Env {
+                client: crate::client_env::ClientKind::Codex
+            })
+        ));
+        assert!(Cli::try_parse_from(["sluice", "env", "vim"]).is_err());
     }
 }

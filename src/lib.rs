@@ -13,10 +13,12 @@
 pub mod admin;
 pub mod app;
 pub mod cli;
+pub mod client_env;
 pub mod clock;
 pub mod config;
 pub mod console;
 pub mod core;
+pub mod ct;
 pub mod metrics;
 pub mod policy;
 pub mod proxy;

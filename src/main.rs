@@ -36,6 +36,9 @@ fn main() -> ExitCode {
         Ok(p) => p,
         Err(e) => return fail(&e.to_string(), 2),
     };
+    if let Some(command) = &cli.command {
+        return run_command(command, &path);
+    }
     let cfg = match config::load(&path) {
         Ok(c) => c,
         Err(e) => return fail(&e.to_string(), 2),
@@ -44,14 +47,6 @@ fn main() -> ExitCode {
         Ok(k) => k,
         Err(e) => return fail(&format!("{}: {e}", path.display()), 2),
     };
-    match cli.command {
-        Some(Command::Check) => {
-            print!("{}", app::routing_table(&cfg));
-            return ExitCode::SUCCESS;
-        }
-        Some(Command::Status) => return status(&cfg),
-        None => {}
-    }
     let use_console =
         !cli.no_console && std::io::stdout().is_terminal() && std::io::stdin().is_terminal();
     let _log = match sluice::telemetry::init(&cfg.log.dir, &cfg.log.level, !use_console) {
@@ -93,6 +88,7 @@ fn main() -> ExitCode {
             .unwrap_or_else(|| cfg.console.theme.clone());
         match console::theme::load(&name, &theme_dirs(&path)) {
             Ok(t) => Some(t),
+            Err(e) if cli.theme.is_some() => return fail(&e.for_flag("--theme").to_string(), 2),
             Err(e) => return fail(&e.to_string(), 2),
         }
     } else {
@@ -112,6 +108,12 @@ fn main() -> ExitCode {
         Err(e) => return fail(&format!("cannot start the async runtime: {e}"), 1),
     };
     let tick = cfg.console.tick;
+    // The Requests panel starts with the newest rows of the request log (bounded).
+    let history = if theme.is_some() {
+        app::request_history(&store, sluice::core::snapshot::RECENT_CAP)
+    } else {
+        Vec::new()
+    };
     let readonly = cli.readonly;
     let mouse = !cli.no_mouse;
     let code = runtime.block_on(async move {
@@ -135,6 +137,7 @@ fn main() -> ExitCode {
                         readonly,
                         keymap,
                         mouse,
+                        history,
                     };
                     let r = console::run(snapshots, control.clone(), clock, opts, shutdown);
                     // However the console ended, sluice stops with it.
@@ -162,6 +165,43 @@ fn main() -> ExitCode {
     });
     runtime.shutdown_timeout(std::time::Duration::from_secs(1));
     code
+}
+
+/// `check`, `status` and `env`: none of them sends a request upstream, so the config is
+/// loaded with secrets optional (a missing one is a warning for `check`, ignored by `env`,
+/// and only the admin token matters to `status`).
+fn run_command(command: &Command, path: &std::path::Path) -> ExitCode {
+    let loaded = match config::load_with(path, config::SecretMode::Optional) {
+        Ok(l) => l,
+        Err(e) => return fail(&e.to_string(), 2),
+    };
+    let cfg = &loaded.config;
+    match command {
+        Command::Check => {
+            if let Err(e) = console::keymap::keymap_from_config(&cfg.console.keys) {
+                return fail(&format!("{}: {e}", path.display()), 2);
+            }
+            for p in &loaded.missing_secrets {
+                eprintln!(
+                    "{}: warning: {}: {}; {} (needed to serve, not to check)",
+                    path.display(),
+                    p.key,
+                    p.message,
+                    p.fix
+                );
+            }
+            print!("{}", app::routing_table(cfg));
+            ExitCode::SUCCESS
+        }
+        Command::Status => match sluice::status::admin_token_ready(&loaded) {
+            Ok(()) => status(cfg),
+            Err(msg) => fail(&format!("{}: {msg}", path.display()), 2),
+        },
+        Command::Env { client } => {
+            print!("{}", sluice::client_env::render(*client, cfg));
+            ExitCode::SUCCESS
+        }
+    }
 }
 
 /// `sluice status`: one-shot tables from the running instance's admin API.

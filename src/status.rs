@@ -12,7 +12,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use serde_json::Value;
 
-use crate::config::Config;
+use crate::config::{Config, Lenient};
 
 /// Why the status could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -35,6 +35,58 @@ pub enum StatusError {
         /// Body text.
         body: String,
     },
+}
+
+/// `sluice status` needs only the admin address and, when `admin.token_env` is set, the
+/// token: every other missing secret of a [`SecretMode::Optional`](crate::config::SecretMode)
+/// load is ignored. Errors: the admin token's variable is not set (`key: message; fix`).
+pub fn admin_token_ready(loaded: &Lenient) -> Result<(), String> {
+    match loaded
+        .missing_secrets
+        .iter()
+        .find(|p| p.key == "admin.token_env")
+    {
+        Some(p) => Err(format!(
+            "{}: {}; {} to query the admin API",
+            p.key, p.message, p.fix
+        )),
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod token_tests {
+    use std::path::Path;
+
+    use crate::config::{LoadEnv, SecretMode, from_str_with};
+
+    const TEXT: &str = "[admin]\ntoken_env = \"T\"\n[[providers]]\nid = \"a\"\ndialect = \"anthropic\"\nbase_url = \"https://x\"\n[[providers.connections]]\nid = \"k\"\nauth = { env = \"PROVIDER_KEY\" }\n";
+
+    #[test]
+    fn status_needs_only_the_admin_token() {
+        let vars = [("T", "tok")];
+        let l = from_str_with(
+            TEXT,
+            Path::new("s.toml"),
+            &LoadEnv::fixed(&vars, "/d"),
+            SecretMode::Optional,
+        )
+        .unwrap();
+        assert_eq!(l.missing_secrets.len(), 1, "the provider key is missing");
+        assert_eq!(super::admin_token_ready(&l), Ok(()));
+        let l = from_str_with(
+            TEXT,
+            Path::new("s.toml"),
+            &LoadEnv::fixed(&[], "/d"),
+            SecretMode::Optional,
+        )
+        .unwrap();
+        let err = super::admin_token_ready(&l).unwrap_err();
+        assert!(
+            err.starts_with("admin.token_env: environment variable 'T' is not set"),
+            "{err}"
+        );
+    }
 }
 
 /// Fetches `/api/snapshot` from the admin listener named in `cfg` (with the bearer token when

@@ -5,6 +5,7 @@
 //! fix`. Secrets are never read from the file: a connection names an environment variable,
 //! resolved here at load time, and the value is kept in a [`Secret`] that never prints.
 
+pub mod key_values;
 pub mod raw;
 pub mod resilience;
 pub mod validate;
@@ -18,7 +19,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 pub use resilience::*;
-pub use validate::{LoadEnv, from_str};
+pub use validate::{Lenient, LoadEnv, SecretMode, from_str, from_str_with};
 
 /// One problem found in a config file: where, what, and how to fix it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -474,10 +475,15 @@ pub fn default_data_dir() -> PathBuf {
 
 /// Reads, parses and validates the file at `path`, resolving env vars from the process.
 pub fn load(path: &Path) -> Result<Config, ConfigError> {
+    load_with(path, SecretMode::Required).map(|l| l.config)
+}
+
+/// Like [`load`], with the given [`SecretMode`] (`Optional` for `check`, `status`, `env`).
+pub fn load_with(path: &Path, mode: SecretMode) -> Result<Lenient, ConfigError> {
     let file = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
         file: file.clone(),
         source,
     })?;
-    from_str(&text, path, &LoadEnv::process())
+    from_str_with(&text, path, &LoadEnv::process(), mode)
 }

@@ -74,10 +74,7 @@ impl<'a> LoadEnv<'a> {
 /// not consulted.
 pub fn resilience_from_raw(raw: &raw::RawResilience) -> Result<Resilience, Vec<Problem>> {
     let env = LoadEnv::fixed(&[], ".");
-    let mut v = Validator {
-        problems: Vec::new(),
-        env: &env,
-    };
+    let mut v = Validator::new(&env, SecretMode::Required);
     let r = v.resilience(raw);
     if v.problems.is_empty() {
         Ok(r)
@@ -86,20 +83,52 @@ pub fn resilience_from_raw(raw: &raw::RawResilience) -> Result<Resilience, Vec<P
     }
 }
 
+/// Whether an `auth = { env }`, `client_keys_env` or `token_env` variable that is not set is
+/// an error ([`SecretMode::Required`], what `sluice` itself needs to serve) or only a warning
+/// ([`SecretMode::Optional`]: `sluice check`, `sluice status` and `sluice env` never send a
+/// request upstream, so they work without the provider keys exported).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SecretMode {
+    /// A missing secret is a validation problem.
+    Required,
+    /// A missing secret is a warning; the connection keeps `Auth::Key` with an empty secret.
+    Optional,
+}
+
+/// A config validated with [`SecretMode::Optional`], plus the secrets that were missing.
+#[derive(Debug)]
+pub struct Lenient {
+    /// The validated config (missing secrets are empty).
+    pub config: Config,
+    /// One problem per secret variable that is not set, in file order.
+    pub missing_secrets: Vec<Problem>,
+}
+
 /// Parses and validates config text that came from `path` (used in messages).
 pub fn from_str(text: &str, path: &Path, env: &LoadEnv<'_>) -> Result<Config, ConfigError> {
+    from_str_with(text, path, env, SecretMode::Required).map(|l| l.config)
+}
+
+/// Like [`from_str`], with the given [`SecretMode`]; missing secrets are in
+/// [`Lenient::missing_secrets`] (always empty with [`SecretMode::Required`]).
+pub fn from_str_with(
+    text: &str,
+    path: &Path,
+    env: &LoadEnv<'_>,
+    mode: SecretMode,
+) -> Result<Lenient, ConfigError> {
     let file = path.display().to_string();
     let raw: RawConfig = toml::from_str(text).map_err(|e| ConfigError::Parse {
         file: file.clone(),
         message: parse_message(&e),
     })?;
-    let mut v = Validator {
-        problems: Vec::new(),
-        env,
-    };
+    let mut v = Validator::new(env, mode);
     let cfg = v.config(raw, path);
     if v.problems.is_empty() {
-        Ok(cfg)
+        Ok(Lenient {
+            config: cfg,
+            missing_secrets: v.missing_secrets,
+        })
     } else {
         Err(ConfigError::Invalid {
             file,
@@ -119,6 +148,9 @@ fn parse_message(e: &toml::de::Error) -> String {
         .strip_prefix("unknown field `")
         .and_then(|r| r.split('`').next())
     {
+        if let Some(near) = nearest_key(field, reason) {
+            lines.push(format!("hint: did you mean {near}?"));
+        }
         let f = field.to_ascii_lowercase();
         if ["key", "token", "secret", "password"]
             .iter()
@@ -130,6 +162,37 @@ fn parse_message(e: &toml::de::Error) -> String {
         }
     }
     lines.join("\n    ")
+}
+
+/// A listen address: `ip:port`, `[v6]:port`, or `localhost:port` (taken as 127.0.0.1, the
+/// loopback address a client reaches; no DNS lookup). `None` for anything else.
+pub fn parse_listen(s: &str) -> Option<SocketAddr> {
+    let s = s.trim();
+    if let Ok(a) = s.parse() {
+        return Some(a);
+    }
+    let (host, port) = s.rsplit_once(':')?;
+    if !host.eq_ignore_ascii_case("localhost") {
+        return None;
+    }
+    let port: u16 = port.parse().ok()?;
+    Some(SocketAddr::from(([127, 0, 0, 1], port)))
+}
+
+/// The expected field closest to `field` in serde's "unknown field `x`, expected one of `a`,
+/// `b`" message, when it is a plausible typo: at most a third of its letters differ (at least
+/// one edit allowed). `None` when nothing is close.
+fn nearest_key<'r>(field: &str, reason: &'r str) -> Option<&'r str> {
+    let (_, expected) = reason.split_once("expected ")?;
+    let budget = (field.chars().count() / 3).max(1);
+    expected
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .map(|k| (strsim::levenshtein(field, k), k))
+        .filter(|(d, _)| *d <= budget)
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, k)| k)
 }
 
 /// Masks secret-looking words in a snippet line (`12 | key = "sk-…"`) of a toml error, keeping
@@ -174,9 +237,20 @@ fn looks_secret(w: &str) -> bool {
 struct Validator<'e, 'a> {
     problems: Vec<Problem>,
     env: &'e LoadEnv<'a>,
+    secrets: SecretMode,
+    missing_secrets: Vec<Problem>,
 }
 
-impl Validator<'_, '_> {
+impl<'e, 'a> Validator<'e, 'a> {
+    fn new(env: &'e LoadEnv<'a>, secrets: SecretMode) -> Self {
+        Self {
+            problems: Vec::new(),
+            env,
+            secrets,
+            missing_secrets: Vec::new(),
+        }
+    }
+
     fn bad(&mut self, key: impl Into<String>, message: impl Into<String>, fix: impl Into<String>) {
         self.problems.push(Problem {
             key: key.into(),
@@ -217,13 +291,13 @@ impl Validator<'_, '_> {
 
     fn addr(&mut self, key: &str, value: Option<&String>, default: &str) -> SocketAddr {
         let s = value.map(String::as_str).unwrap_or(default);
-        match s.parse() {
-            Ok(a) => a,
-            Err(_) => {
+        match parse_listen(s) {
+            Some(a) => a,
+            None => {
                 self.bad(
                     key,
                     format!("'{s}' is not a socket address"),
-                    "write host:port, e.g. \"127.0.0.1:8787\"",
+                    "write ip:port or localhost:port, e.g. \"127.0.0.1:8787\"",
                 );
                 default
                     .parse()
@@ -244,6 +318,14 @@ impl Validator<'_, '_> {
         }
         match (self.env.var)(var) {
             Some(v) if !v.trim().is_empty() => Some(Secret::new(v.trim())),
+            _ if self.secrets == SecretMode::Optional => {
+                self.missing_secrets.push(Problem {
+                    key: key.into(),
+                    message: format!("environment variable '{var}' is not set"),
+                    fix: format!("export {var}=... before starting sluice"),
+                });
+                Some(Secret::new(""))
+            }
             _ => {
                 self.bad(
                     key,
@@ -373,7 +455,7 @@ impl Validator<'_, '_> {
                     .filter(|k| !k.is_empty())
                     .map(Secret::new)
                     .collect();
-                if client_keys.is_empty() {
+                if client_keys.is_empty() && !s.expose().is_empty() {
                     self.bad(
                         "server.client_keys_env",
                         format!("environment variable '{var}' holds no keys"),
@@ -557,6 +639,8 @@ mod defaults;
 mod providers;
 mod resilience;
 mod rules;
+#[cfg(test)]
+mod secret_mode_tests;
 
 pub use defaults::*;
 

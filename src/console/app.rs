@@ -21,7 +21,9 @@ pub use super::focus::Focus;
 use super::keymap::{Cmd, Keymap, Scope};
 use super::settings::{Editor, EditorEvent};
 use crate::core::control::ClearTarget;
-use crate::core::snapshot::{ConnectionView, LockoutView, ProviderView, RequestView, Snapshot};
+use crate::core::snapshot::{
+    ConnectionView, LockoutView, ProviderView, RECENT_CAP, RequestView, Snapshot,
+};
 
 /// How long a status-bar message stays visible, in ms.
 pub const MESSAGE_TTL_MS: u64 = 4_000;
@@ -90,6 +92,10 @@ pub struct App {
     unfiltered: Option<Arc<Snapshot>>,
     /// Panel rectangles of the last rendered frame, for mouse hits (see [`mouse`]).
     pub rects: Vec<(Focus, ratatui::layout::Rect)>,
+    /// Requests finished before this start (the newest `request_log` rows, newest first),
+    /// shown below the live ones until [`RECENT_CAP`] live rows push them out; set with
+    /// [`App::set_history`].
+    history: Arc<Vec<RequestView>>,
 }
 
 /// Every connection in provider order, with its provider: the Cooldowns panel's rows.
@@ -113,6 +119,7 @@ impl App {
     /// while it is still shown; other selections keep their index, clamped; marks of vanished
     /// connections are dropped.
     pub fn set_snapshot(&mut self, snapshot: Arc<Snapshot>) {
+        let snapshot = self.with_history(snapshot);
         let followed = self
             .details
             .then(|| self.selected_request().map(|r| r.id))
@@ -158,6 +165,35 @@ impl App {
             .collect();
         self.marked.retain(|id| known.contains(id.as_str()));
         self.clamp();
+    }
+
+    /// Sets the rows shown below the live requests (newest first; see [`App::history`]) and
+    /// re-applies the current snapshot. Their ids are renumbered from `u64::MAX` down so they
+    /// never collide with this run's request ids.
+    pub fn set_history(&mut self, mut rows: Vec<RequestView>) {
+        rows.truncate(RECENT_CAP);
+        for (i, r) in rows.iter_mut().enumerate() {
+            r.id = u64::MAX - i as u64;
+        }
+        self.history = Arc::new(rows);
+        let raw = Arc::clone(self.unfiltered());
+        self.set_snapshot(raw);
+    }
+
+    /// `snap` with the history rows appended to `recent` (at most [`RECENT_CAP`] in all);
+    /// unchanged when there is no history or `recent` already holds them or is full.
+    fn with_history(&self, snap: Arc<Snapshot>) -> Arc<Snapshot> {
+        let first_history = self.history.first().map(|r| r.id);
+        let has_them = snap.recent.iter().any(|r| Some(r.id) == first_history);
+        if self.history.is_empty() || has_them || snap.recent.len() >= RECENT_CAP {
+            return snap;
+        }
+        let mut merged = (*snap).clone();
+        let room = RECENT_CAP - merged.recent.len();
+        merged
+            .recent
+            .extend(self.history.iter().take(room).cloned());
+        Arc::new(merged)
     }
 
     /// The selected request, if any.

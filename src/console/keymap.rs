@@ -139,6 +139,28 @@ pub enum Cmd {
     CancelInput,
 }
 
+impl Cmd {
+    /// True for commands that change sluice's state (resets, clears, re-enables, settings
+    /// edits, and the marks that only serve a clear): `--readonly` refuses them and leaves
+    /// their hints out of the status bar.
+    pub fn changes_state(self) -> bool {
+        matches!(
+            self,
+            Cmd::ResetBreaker
+                | Cmd::ResetAllBreakers
+                | Cmd::Mark
+                | Cmd::MarkAll
+                | Cmd::Clear
+                | Cmd::ClearProvider
+                | Cmd::Reenable
+                | Cmd::EditField
+                | Cmd::SaveSettings
+                | Cmd::RevertField
+                | Cmd::RevertAll
+        )
+    }
+}
+
 /// One command with its effective keys.
 #[derive(Debug, Clone)]
 pub struct Binding {
@@ -272,9 +294,16 @@ impl Keymap {
 
     /// Status-bar hints for the given scopes, in table order, e.g. `q quit  ? help  j/k move`.
     pub fn hints(&self, scopes: &[Scope]) -> String {
+        self.hints_for(scopes, false)
+    }
+
+    /// [`Keymap::hints`], leaving out commands that change state when `readonly` (see
+    /// [`Cmd::changes_state`]): a `--readonly` console advertises only what it will do.
+    pub fn hints_for(&self, scopes: &[Scope], readonly: bool) -> String {
         self.bindings
             .iter()
             .filter(|b| !b.spec.hint.is_empty() && scopes.contains(&b.spec.scope))
+            .filter(|b| !(readonly && b.spec.cmd.changes_state()))
             .filter_map(|b| {
                 let first = b.keys.first()?.to_string();
                 let keys = match b.spec.hint_pair.map(|c| self.first_key(c)) {

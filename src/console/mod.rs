@@ -74,6 +74,9 @@ pub struct ConsoleOptions {
     /// Mouse capture: click to focus/select, wheel to move (CLI `--no-mouse` turns it off,
     /// e.g. to keep the terminal's own text selection). Default true.
     pub mouse: bool,
+    /// Requests finished before this start, newest first (the newest `request_log` rows,
+    /// read at startup by [`crate::app::request_history`]), shown below the live ones.
+    pub history: Vec<crate::core::snapshot::RequestView>,
 }
 
 /// Which layout a terminal size gets.
@@ -158,8 +161,9 @@ pub fn panel_rects(area: Rect, app: &App) -> Vec<(Focus, Rect)> {
     }
 }
 
-/// Share of the width the resilience column (left) gets…
-const LEFT_PERCENT: u16 = 60;
+/// Share of the width the resilience column (left) gets (under half: the right column, with
+/// the Requests panel, is the wider one at every size)…
+const LEFT_PERCENT: u16 = 45;
 /// …but no more than this many columns (its tables are complete by then), so wide terminals
 /// give the rest to Providers and Requests.
 const LEFT_MAX: u16 = 96;
@@ -394,6 +398,7 @@ async fn event_loop(
 ) -> io::Result<()> {
     let first = Arc::clone(&snapshots.borrow_and_update());
     let mut app = App::new(first);
+    app.set_history(opts.history.clone());
     app.readonly = opts.readonly;
     app.keymap = Arc::new(opts.keymap.clone());
     let mut events = EventStream::new();
@@ -466,6 +471,8 @@ async fn event_loop(
 
 #[cfg(test)]
 mod filter_mouse_tests;
+#[cfg(test)]
+mod newcomer_tests;
 #[cfg(test)]
 mod panel_tests;
 #[cfg(test)]

@@ -169,6 +169,17 @@ pub struct ThemeError {
 }
 
 impl ThemeError {
+    /// Re-labels an error about the requested theme itself as coming from the command-line
+    /// `flag` (e.g. `--theme`) rather than from `console.theme` in the config; errors inside a
+    /// theme file (or its parents) keep their file and key.
+    pub fn for_flag(mut self, flag: &str) -> Self {
+        if self.key == "console.theme" && self.file == "config" {
+            self.file = "command line".to_owned();
+            self.key = flag.to_owned();
+        }
+        self
+    }
+
     fn new(file: &str, key: &str, message: impl Into<String>, fix: impl Into<String>) -> Self {
         Self {
             file: file.to_owned(),

@@ -187,12 +187,22 @@ fn unknown_theme_name_is_an_error() {
     assert_eq!(err.key, "console.theme");
     assert!(err.fix.contains("default, light, high-contrast"), "{err}");
     assert!(load_with("../etc/passwd", &[], false).is_err());
+    let flag = err.clone().for_flag("--theme").to_string();
+    assert!(
+        flag.starts_with("theme error in command line: `--theme`: unknown theme `nope`"),
+        "{flag}"
+    );
     // A missing parent names the referring file.
     let dir = dir_with(&[("child", "parent = \"ghost\"\n")]);
     let err = load_with("child", &[dir.path().to_path_buf()], false).unwrap_err();
     assert!(
         err.file.ends_with("child.toml") && err.key == "parent",
         "{err}"
+    );
+    assert_eq!(
+        err.clone().for_flag("--theme"),
+        err,
+        "a file's own error keeps its key"
     );
 }
 

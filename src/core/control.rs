@@ -583,7 +583,7 @@ impl Control {
             value_json: json,
             updated_at_unix_ms: tm.wall(self.core.clock().now()),
         })]);
-        tracing::info!(?patch, "operator changed resilience settings");
+        tracing::info!(changes = %crate::config::key_values::key_values(patch), "operator changed resilience settings");
         Ok(next)
     }
 

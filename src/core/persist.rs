@@ -340,11 +340,16 @@ mod tests {
         assert_eq!(tm.instant(1_002_500), later);
         let earlier = tm.instant(999_000);
         assert_eq!(tm.wall(earlier), 999_000);
-        assert_eq!(
-            tm.instant(0),
-            tm.instant(0),
-            "far past saturates without panicking"
+        // The far past and the far future map without panicking and keep their order:
+        // the past stays before `earlier`, the future after `later`.
+        let past = tm.instant(0);
+        assert!(past <= earlier, "the far past is not after 999_000");
+        assert!(
+            tm.wall(past) <= 999_000,
+            "the far past maps back into the past"
         );
-        let _ = tm.instant(u64::MAX);
+        let future = tm.instant(u64::MAX);
+        assert!(future > later, "the far future is after 1_002_500");
+        assert!(tm.wall(future) > 1_002_500);
     }
 }

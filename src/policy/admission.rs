@@ -279,12 +279,7 @@ fn retry_after<G: Borrow<GateState>>(
         Some(waited) => max_wait.saturating_sub(waited),
         None => max_wait,
     };
-    ceil_secs(left).max(Duration::from_secs(1))
-}
-
-/// `d` rounded up to whole seconds.
-fn ceil_secs(d: Duration) -> Duration {
-    Duration::from_secs(d.as_secs().saturating_add(u64::from(d.subsec_nanos() > 0)))
+    Duration::from_secs(crate::policy::retry_hint::retry_after_secs(left))
 }
 
 /// Decision for a **new arrival** on the chain `gates` (in the fixed order global → provider →

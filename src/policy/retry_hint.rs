@@ -122,6 +122,28 @@ pub fn whole_seconds_up(d: Duration) -> u64 {
     }
 }
 
+/// The `retry-after` value a client gets for a wait of `d`: whole seconds rounded up, and at
+/// least 1 (a `retry-after: 0` makes clients retry in a tight loop). The one rounding every
+/// client-facing retry hint uses (admission rejections, dialect errors).
+pub fn retry_after_secs(d: Duration) -> u64 {
+    whole_seconds_up(d).max(1)
+}
+
+#[cfg(test)]
+mod rounding_tests {
+    use std::time::Duration;
+
+    #[test]
+    fn retry_after_secs_rounds_up_and_is_never_zero() {
+        let f = super::retry_after_secs;
+        assert_eq!(f(Duration::ZERO), 1);
+        assert_eq!(f(Duration::from_millis(1)), 1);
+        assert_eq!(f(Duration::from_millis(26_660)), 27);
+        assert_eq!(f(Duration::from_secs(60)), 60);
+        assert_eq!(f(Duration::MAX), u64::MAX);
+    }
+}
+
 /// `d` capped at `max` (cases.md vector 17: e.g. `max_cooldown`, default 30m, or
 /// `max_quota_wait`, default 7d, §2); never below [`FLOOR`].
 pub fn cap(d: Duration, max: Duration) -> Duration {

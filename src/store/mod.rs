@@ -15,9 +15,10 @@
 //! writes) and writes it in one transaction (write-behind); state writes are full-row UPSERTs
 //! (or deletes) applied in queue order, so the last write per key wins. The database runs in WAL mode with
 //! `synchronous=NORMAL`, so a kill -9 loses at most the last uncommitted batch and never corrupts
-//! the file. `request_log` retention (newest `request_log_max_rows` rows, none older than
-//! `request_log_max_age`) runs at open, on flush, and after writes at most once per 5 s of
-//! request time. Age is measured against the newest row's `at_unix_ms` (or a wall time handed
+//! the file. `request_log` retention keeps the newest `request_log_max_rows` rows in the same
+//! transaction that inserts a batch (the bound holds at every commit, bursts included), and
+//! drops rows older than `request_log_max_age` at open, on flush, and after writes at most
+//! once per 5 s of request time. Age is measured against the newest row's `at_unix_ms` (or a wall time handed
 //! in via [`Store::enforce_retention`]); the store never reads the clock itself. The wall time
 //! handed to [`Store::enforce_retention`] also prunes lockouts whose `until` and pins whose
 //! `expires_at` have passed.

@@ -297,6 +297,64 @@ fn retention_keeps_only_the_newest_max_rows() {
 }
 
 #[test]
+fn a_batch_larger_than_max_rows_commits_at_most_max_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db_in(&dir);
+    Store::open(&cfg(&path)).unwrap().close();
+    let mut conn = raw(&path);
+    let batch = writer::Batch {
+        rows: (0..25).map(|n| row(T0 + u64::from(n), n)).collect(),
+        state: Vec::new(),
+    };
+    writer::write_batch(&mut conn, &batch, 10).unwrap();
+    let n: i64 = conn
+        .query_row("SELECT COUNT(*) FROM request_log", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(n, 10, "pruned in the inserting transaction, not after it");
+    let oldest: String = conn
+        .query_row(
+            "SELECT client_model FROM request_log ORDER BY id LIMIT 1",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(oldest, "model-15", "the newest rows are kept");
+}
+
+#[test]
+fn a_burst_never_shows_more_than_max_rows_to_a_reader() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db_in(&dir);
+    let mut c = cfg(&path);
+    c.request_log_max_rows = 1_000;
+    let store = Store::open_with_capacity(&c, 20_000).unwrap();
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watcher = {
+        let done = done.clone();
+        let conn = raw(&path);
+        std::thread::spawn(move || {
+            let mut max = 0i64;
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                let n: i64 = conn
+                    .query_row("SELECT COUNT(*) FROM request_log", [], |r| r.get(0))
+                    .unwrap();
+                max = max.max(n);
+            }
+            max
+        })
+    };
+    for n in 0..18_000 {
+        store.record_request(row(T0 + u64::from(n) / 100, n));
+    }
+    store.flush();
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    let max_seen = watcher.join().unwrap();
+    assert_eq!(store.dropped(), 0);
+    assert_eq!(store.request_log_count().unwrap(), 1_000);
+    assert!(max_seen <= 1_000, "a reader saw {max_seen} rows");
+}
+
+#[test]
 fn retention_drops_rows_older_than_max_age_relative_to_newest_row() {
     let dir = tempfile::tempdir().unwrap();
     let mut c = cfg(&db_in(&dir));
@@ -428,9 +486,23 @@ fn flush_and_close_return_if_the_writer_is_gone() {
     let handle = lock(&store.thread).take().unwrap();
     handle.join().unwrap();
     *lock(&store.thread) = Some(std::thread::spawn(|| {}));
-    store.flush();
-    store.close();
-    store.close();
+    // Bounded: a flush or close that waits on the dead writer fails here instead of hanging.
+    let store = std::sync::Arc::new(store);
+    let (tx, rx) = sync_channel(1);
+    let s = std::sync::Arc::clone(&store);
+    std::thread::spawn(move || {
+        s.flush();
+        s.close();
+        s.close();
+        let _ = tx.send(());
+    });
+    assert!(
+        rx.recv_timeout(std::time::Duration::from_secs(5)).is_ok(),
+        "flush/close hung on a writer that is gone"
+    );
+    store.record_request(row(T0, 0));
+    assert_eq!(store.dropped(), 1, "a row after close is counted as lost");
+    assert_eq!(store.request_log_count().unwrap(), 0);
 }
 
 #[test]

@@ -87,10 +87,7 @@ pub(crate) fn prune(
     retention: Retention,
     reference_ms: u64,
 ) -> rusqlite::Result<usize> {
-    let by_rows = conn.execute(
-        "DELETE FROM request_log WHERE id <= (SELECT id FROM request_log ORDER BY id DESC LIMIT 1 OFFSET ?1)",
-        params![to_sql_int(retention.max_rows)],
-    )?;
+    let by_rows = prune_rows(conn, retention.max_rows)?;
     let by_age = match reference_ms.checked_sub(retention.max_age_ms) {
         Some(cutoff) => conn.execute(
             "DELETE FROM request_log WHERE at_unix_ms < ?1",
@@ -99,6 +96,15 @@ pub(crate) fn prune(
         None => 0,
     };
     Ok(by_rows + by_age)
+}
+
+/// Deletes rows beyond the newest `max_rows` (by id); returns how many. Runs inside every
+/// batch's own transaction, so `request_log` never holds more than `max_rows` committed rows.
+fn prune_rows(conn: &Connection, max_rows: u64) -> rusqlite::Result<usize> {
+    conn.prepare_cached(
+        "DELETE FROM request_log WHERE id <= (SELECT id FROM request_log ORDER BY id DESC LIMIT 1 OFFSET ?1)",
+    )?
+    .execute(params![to_sql_int(max_rows)])
 }
 
 /// Loss counters shared between the [`Store`](super::Store) handle and the writer.
@@ -112,10 +118,10 @@ pub(crate) struct Dropped {
 
 /// One write-behind batch: committed in one transaction.
 #[derive(Default)]
-struct Batch {
-    rows: Vec<RequestLogRow>,
+pub(crate) struct Batch {
+    pub(crate) rows: Vec<RequestLogRow>,
     /// Applied in queue order, so the last write per key wins.
-    state: Vec<StateWrite>,
+    pub(crate) state: Vec<StateWrite>,
 }
 
 impl Batch {
@@ -187,10 +193,10 @@ impl Writer {
                     }
                     let batch = self.collect(msg);
                     self.write(batch);
+                    // The row bound is kept inside each batch's transaction (`write_batch`);
+                    // the age bound is checked at most once per `PRUNE_INTERVAL_MS`.
                     if self.since_prune > 0
-                        && (self.reference_ms
-                            >= self.last_prune_ms.saturating_add(PRUNE_INTERVAL_MS)
-                            || self.since_prune >= self.retention.max_rows.max(1))
+                        && self.reference_ms >= self.last_prune_ms.saturating_add(PRUNE_INTERVAL_MS)
                     {
                         self.prune();
                     }
@@ -254,7 +260,7 @@ impl Writer {
     /// Writes `batch` in one transaction; on failure logs and counts its rows and state writes
     /// as dropped.
     fn write(&mut self, batch: Batch) {
-        match write_batch(&mut self.conn, &batch) {
+        match write_batch(&mut self.conn, &batch, self.retention.max_rows) {
             Ok(()) => {
                 self.since_prune += batch.rows.len() as u64;
                 if let Some(newest) = batch.rows.iter().map(|r| r.at_unix_ms).max() {
@@ -328,9 +334,14 @@ impl Writer {
     }
 }
 
-/// Inserts the batch's rows and applies its state writes (in order) in one `IMMEDIATE`
-/// transaction.
-fn write_batch(conn: &mut Connection, batch: &Batch) -> rusqlite::Result<()> {
+/// Inserts the batch's rows, deletes the rows now beyond the newest `max_rows`, and applies
+/// its state writes (in order), all in one `IMMEDIATE` transaction: a reader never sees more
+/// than `max_rows` rows, even during a burst.
+pub(crate) fn write_batch(
+    conn: &mut Connection,
+    batch: &Batch,
+    max_rows: u64,
+) -> rusqlite::Result<()> {
     let rows = &batch.rows;
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     {
@@ -351,6 +362,9 @@ fn write_batch(conn: &mut Connection, batch: &Batch) -> rusqlite::Result<()> {
                 r.outcome,
             ])?;
         }
+    }
+    if !rows.is_empty() {
+        prune_rows(&tx, max_rows)?;
     }
     for w in &batch.state {
         state::apply(&tx, w)?;

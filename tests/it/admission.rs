@@ -1,7 +1,10 @@
 //! Admission through real HTTP (resilience-spec §4 concurrency caps, §5 admission queue;
 //! case A21): connection and model caps measured at the mock upstream, the FIFO queue seen
 //! through `GET /api/queues`, queue-full and queue-timeout rejections in the route's dialect,
-//! and saturation that never counts as a failure. Real time, millisecond durations.
+//! and saturation that never counts as a failure. Real time, millisecond durations; the
+//! assertions are about counters and order (which exchange started before which ended), and
+//! time only as lower bounds (a timer never fires early), never as a window a loaded
+//! machine could miss.
 
 use std::time::Duration;
 
@@ -172,22 +175,16 @@ async fn a21_cap_2_dispatches_two_queues_three_and_rejects_the_sixth_at_once() {
     let s = Sluice::start(&cfg, ENV).await;
 
     let five: Vec<_> = (0..5).map(|_| spawn_messages(&s, "m")).collect();
-    let g = wait_gate(&s, "connection", None, 2, 3, SLOW * 2 / 3).await;
+    let g = wait_gate(&s, "connection", None, 2, 3, SLOW).await;
     assert_eq!(
         (g["cap"].as_u64(), g["max_queue_depth"].as_u64()),
         (Some(2), Some(3))
     );
     assert_eq!(mock.in_flight(), 2, "two upstream calls while three wait");
 
-    let t = SystemClock.now();
     let sixth = client::post_json(&s.url("/v1/messages"), &anthropic_body("m"), &[AV]).await;
-    let rejected_in = t.elapsed();
-    eprintln!("A21 queue-full rejection latency: {rejected_in:?}");
+    // Refused by the depth check at arrival (queue_full, not a timeout after waiting).
     assert_admission_429(&sixth, true, "RATE_LIMIT_QUEUE_FULL", "queue_full");
-    assert!(
-        rejected_in < Duration::from_millis(50),
-        "rejected within 50 ms, took {rejected_in:?}"
-    );
 
     for h in five {
         let (r, _) = h.await.unwrap();
@@ -251,12 +248,16 @@ async fn a21_queued_request_past_max_wait_gets_a_fast_queue_timeout_and_the_runn
     let t = SystemClock.now();
     let queued = client::post_json(&url, &chat_body("m"), &[]).await;
     let waited = t.elapsed();
-    eprintln!("A21 queue-timeout answered after {waited:?} (max_wait 150ms)");
+    let running_ended_before_refusal = mock.exchanges()[0].ended.is_some();
 
     assert_admission_429(&queued, false, "RATE_LIMIT_QUEUE_TIMEOUT", "queue_timeout");
     assert!(
-        waited >= Duration::from_millis(140) && waited < Duration::from_millis(400),
-        "refused at max_wait, not later: {waited:?}"
+        waited >= Duration::from_millis(150),
+        "refused only after max_wait: {waited:?}"
+    );
+    assert!(
+        !running_ended_before_refusal,
+        "refused at max_wait while the slot was still busy, not when it freed"
     );
     let (r, took) = running.await.unwrap();
     assert_eq!(
@@ -265,7 +266,10 @@ async fn a21_queued_request_past_max_wait_gets_a_fast_queue_timeout_and_the_runn
         "the dispatched request is never cut: {}",
         r.text()
     );
-    assert!(took >= Duration::from_millis(480), "{took:?}");
+    assert!(
+        took >= Duration::from_millis(500),
+        "ran its whole 500 ms: {took:?}"
+    );
     assert_eq!(
         mock.count(),
         1,
@@ -289,17 +293,20 @@ async fn a21_cap_4_runs_four_upstream_calls_at_once() {
     );
     let s = Sluice::start(&cfg, ENV).await;
 
-    let t = SystemClock.now();
     let four: Vec<_> = (0..4).map(|_| spawn_messages(&s, "m")).collect();
     for h in four {
         let (r, _) = h.await.unwrap();
         assert_eq!(r.status, 200, "{}", r.text());
     }
-    let took = t.elapsed();
 
     assert_eq!(mock.count(), 4);
     assert_eq!(mock.max_concurrency(), 4, "four concurrent upstream calls");
-    assert!(took < SLOW * 2, "ran in parallel, took {took:?}");
+    let ex = mock.exchanges();
+    let last_start = ex.iter().map(|e| e.started).max().unwrap();
+    assert!(
+        ex.iter().all(|e| e.ended.unwrap() > last_start),
+        "all four were upstream at once: {ex:#?}"
+    );
     assert_eq!(gate(&s, "connection", None).await["queued"], 0);
 }
 
@@ -319,32 +326,33 @@ async fn model_cap_serializes_that_model_while_another_model_does_not_wait() {
     let first = spawn_messages(&s, "m1");
     mock.wait_for(1).await;
     let second = spawn_messages(&s, "m1");
-    let g = wait_gate(&s, "model", Some("m1"), 1, 1, SLOW / 2).await;
+    let g = wait_gate(&s, "model", Some("m1"), 1, 1, SLOW).await;
     assert_eq!(g["cap"], 1, "{g:#}");
-    let t = SystemClock.now();
     let other = client::post_json(&s.url("/v1/messages"), &anthropic_body("m2"), &[AV]).await;
-    let other_took = t.elapsed();
 
     assert_eq!(other.status, 200, "{}", other.text());
-    assert!(
-        other_took < SLOW + Duration::from_millis(150),
-        "m2 did not wait for the m1 slot: {other_took:?}"
-    );
     let (a, _) = first.await.unwrap();
-    let (b, b_took) = second.await.unwrap();
+    let (b, _) = second.await.unwrap();
     assert_eq!((a.status.as_u16(), b.status.as_u16()), (200, 200));
-    assert!(
-        b_took >= SLOW + SLOW / 2,
-        "second m1 waited for the first: {b_took:?}"
-    );
     assert_eq!(mock.max_concurrency_of("m1"), 1, "m1 calls serialize");
     assert!(mock.max_concurrency() >= 2, "m2 overlapped an m1 call");
-    let m1: Vec<_> = mock
-        .exchanges()
-        .into_iter()
+    let ex = mock.exchanges();
+    let m1: Vec<_> = ex
+        .iter()
         .filter(|e| e.model.as_deref() == Some("m1"))
         .collect();
-    assert!(m1[1].started >= m1[0].ended.unwrap(), "{m1:#?}");
+    let m2 = ex
+        .iter()
+        .find(|e| e.model.as_deref() == Some("m2"))
+        .unwrap();
+    assert!(
+        m1[1].started >= m1[0].ended.unwrap(),
+        "second m1 waited for the first: {m1:#?}"
+    );
+    assert!(
+        m2.started < m1[1].started,
+        "m2 went upstream while the second m1 still waited for its slot: {ex:#?}"
+    );
 }
 
 #[tokio::test]
@@ -364,7 +372,7 @@ async fn saturation_is_not_failure_queue_full_leaves_connection_active_and_break
     let running = spawn_messages(&s, "m");
     mock.wait_for(1).await;
     let queued = spawn_messages(&s, "m");
-    wait_gate(&s, "connection", None, 1, 1, SLOW / 2).await;
+    wait_gate(&s, "connection", None, 1, 1, SLOW).await;
     let mut refused = Vec::new();
     for _ in 0..3 {
         refused.push(client::post_json(&s.url("/v1/messages"), &anthropic_body("m"), &[AV]).await);
@@ -427,10 +435,15 @@ async fn queued_client_that_disconnects_leaves_the_queue_at_once() {
     let running = spawn_messages(&s, "m");
     mock.wait_for(1).await;
     let queued = spawn_messages(&s, "m");
-    wait_gate(&s, "connection", None, 1, 1, SLOW / 2).await;
+    wait_gate(&s, "connection", None, 1, 1, SLOW).await;
     queued.abort();
     let _ = queued.await;
-    wait_gate(&s, "connection", None, 1, 0, Duration::from_millis(100)).await;
+    let g = wait_gate(&s, "connection", None, 1, 0, SLOW).await;
+    assert_eq!(
+        mock.count(),
+        1,
+        "left the queue before the slot freed: {g:#}"
+    );
     // The freed queue place takes a new request at once (no queue-full).
     let next = spawn_messages(&s, "m");
 
@@ -462,8 +475,6 @@ async fn unprotected_fail_open_connection_proceeds_without_a_permit_after_max_wa
     let first = spawn_messages(&s, "m");
     mock.wait_for(1).await;
     let second = spawn_messages(&s, "m");
-    let g = wait_gate(&s, "connection", None, 1, 1, Duration::from_millis(90)).await;
-    assert_eq!(g["enforcement"], "fail_open", "{g:#}");
 
     for h in [first, second] {
         let (r, _) = h.await.unwrap();
@@ -472,11 +483,17 @@ async fn unprotected_fail_open_connection_proceeds_without_a_permit_after_max_wa
     let ex = mock.exchanges();
     let gap = ex[1].started.saturating_duration_since(ex[0].started);
     assert!(
-        gap >= Duration::from_millis(90) && gap < Duration::from_millis(350),
-        "the second went upstream at max_wait, without waiting for the slot: {gap:?}"
+        gap >= Duration::from_millis(100),
+        "the second waited max_wait first: {gap:?}"
+    );
+    assert!(
+        ex[1].started < ex[0].ended.unwrap(),
+        "the second went upstream without waiting for the slot: {ex:#?}"
     );
     assert_eq!(mock.max_concurrency(), 2);
-    assert_eq!(gate(&s, "connection", None).await["fail_open_admits"], 1);
+    let g = gate(&s, "connection", None).await;
+    assert_eq!(g["enforcement"], "fail_open", "{g:#}");
+    assert_eq!(g["fail_open_admits"], 1, "{g:#}");
     assert_no_penalty(&s);
 }
 
@@ -485,19 +502,20 @@ async fn strict_cap_refuses_with_semaphore_codes() {
     // §4 concurrency_fail_open = false on an unprotected connection: SEMAPHORE_QUEUE_FULL at
     // arrival, SEMAPHORE_TIMEOUT after max_wait; neither reaches upstream.
     let mock = MockUpstream::start().await;
-    slow_anthropic(&mock, Duration::from_millis(400));
+    slow_anthropic(&mock, Duration::from_millis(1_000));
     let cfg = config(
         &mock,
         "anthropic",
         "max_concurrent = 1\n  concurrency_fail_open = false",
-        "[resilience.queue]\nauto_enable_api_key_connections = false\nmax_queue_depth = 1\nmax_wait = \"150ms\"",
+        "[resilience.queue]\nauto_enable_api_key_connections = false\nmax_queue_depth = 1\nmax_wait = \"400ms\"",
     );
     let s = Sluice::start(&cfg, ENV).await;
 
     let first = spawn_messages(&s, "m");
     mock.wait_for(1).await;
     let second = spawn_messages(&s, "m");
-    let g = wait_gate(&s, "connection", None, 1, 1, Duration::from_millis(120)).await;
+    // The second waits (queued) for max_wait: 400 ms to see it and send the third.
+    let g = wait_gate(&s, "connection", None, 1, 1, Duration::from_millis(390)).await;
     assert_eq!(g["enforcement"], "strict", "{g:#}");
     let full = client::post_json(&s.url("/v1/messages"), &anthropic_body("m"), &[AV]).await;
     let (timed_out, _) = second.await.unwrap();

@@ -3,7 +3,8 @@
 //! A mock upstream answers 503, so one request cools the only connection (`api_key` profile,
 //! 60 s base cooldown). The test focuses Cooldowns (`2`), presses `c`, and checks through the
 //! admin API that the connection is `active` again and on screen that the status bar says
-//! `cleared 1`. Skipped (with a message) when `tmux` is not installed. The tmux server runs on
+//! `cleared 1`. Without `tmux` it is skipped (with a message) locally, and fails under
+//! `CI=true` (`.ci/run` installs tmux, so there it must run). The tmux server runs on
 //! a private socket in the temp dir and is killed by a guard, also when an assertion fails.
 
 use std::path::Path;
@@ -79,6 +80,30 @@ fn tmux_available() -> bool {
         .arg("-V")
         .output()
         .is_ok_and(|o| o.status.success())
+}
+
+/// Whether the test runs: with tmux always; without it, `Err` (a failure) when `ci` (the
+/// `CI` variable) is `true` or `1`, else `Ok(false)` (skipped locally).
+fn must_run(tmux: bool, ci: Option<&str>) -> Result<bool, String> {
+    let in_ci = ci.is_some_and(|v| v.eq_ignore_ascii_case("true") || v == "1");
+    match (tmux, in_ci) {
+        (true, _) => Ok(true),
+        (false, true) => Err(
+            "tmux is not installed but CI=true: .ci/run installs it; this test must run in CI"
+                .into(),
+        ),
+        (false, false) => Ok(false),
+    }
+}
+
+#[test]
+fn missing_tmux_fails_under_ci_and_skips_locally() {
+    assert_eq!(must_run(true, Some("true")), Ok(true));
+    assert_eq!(must_run(true, None), Ok(true));
+    assert!(must_run(false, Some("true")).is_err());
+    assert!(must_run(false, Some("1")).is_err());
+    assert_eq!(must_run(false, None), Ok(false));
+    assert_eq!(must_run(false, Some("false")), Ok(false));
 }
 
 /// A port that was free a moment ago (bound to `127.0.0.1:0`, read, released).
@@ -160,9 +185,13 @@ where
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clear_key_in_the_console_clears_a_cooled_connection() {
-    if !tmux_available() {
-        eprintln!("SKIPPED console_e2e: tmux is not installed");
-        return;
+    match must_run(tmux_available(), std::env::var("CI").ok().as_deref()) {
+        Ok(true) => {}
+        Ok(false) => {
+            eprintln!("SKIPPED console_e2e: tmux is not installed (CI=true makes this a failure)");
+            return;
+        }
+        Err(e) => panic!("{e}"),
     }
     let mock = MockUpstream::start().await;
     mock.on("*").reply(Reply::openai_error(

@@ -14,6 +14,7 @@ mod support;
 mod admin;
 mod admission;
 mod claude_code;
+mod cli;
 mod config;
 mod console_e2e;
 mod console_settings;

@@ -82,6 +82,17 @@ pub fn filtered(snap: &Snapshot, filter: &str) -> Snapshot {
     }
 }
 
+/// How many rows `panel` shows for `s`.
+fn panel_rows(s: &Snapshot, panel: Focus) -> usize {
+    match panel {
+        Focus::Circuits | Focus::Providers => s.providers.len(),
+        Focus::Cooldowns => connection_rows(s).count(),
+        Focus::Lockouts => s.lockouts.len(),
+        Focus::Queues => s.queues.len(),
+        Focus::Requests => s.recent.len(),
+    }
+}
+
 impl App {
     /// The snapshot as received, before the filter (the same as [`App::snapshot`] when no
     /// filter is active).
@@ -101,14 +112,27 @@ impl App {
         if self.filter.is_empty() {
             return None;
         }
-        let count = |s: &Snapshot| match panel {
-            Focus::Circuits | Focus::Providers => s.providers.len(),
-            Focus::Cooldowns => connection_rows(s).count(),
-            Focus::Lockouts => s.lockouts.len(),
-            Focus::Queues => s.queues.len(),
-            Focus::Requests => s.recent.len(),
-        };
-        Some((count(&self.snapshot), count(self.unfiltered())))
+        Some((
+            panel_rows(&self.snapshot, panel),
+            panel_rows(self.unfiltered(), panel),
+        ))
+    }
+
+    /// The notice a panel shows instead of its table when it has no rows: while a filter is
+    /// active, that the filter matches nothing here (`no rows match filter "abc" (/ to change)`,
+    /// never the unfiltered `message` such as "no providers configured"); else `message`.
+    /// `None` when the panel has rows.
+    pub fn empty_notice(&self, panel: Focus, message: &str) -> Option<String> {
+        if panel_rows(&self.snapshot, panel) > 0 {
+            return None;
+        }
+        if self.filter.is_empty() || panel_rows(self.unfiltered(), panel) == 0 {
+            return Some(message.to_owned());
+        }
+        Some(format!(
+            "no rows match filter \"{}\" (/ to change)",
+            self.filter
+        ))
     }
 
     /// `title`, with ` n/m` appended while a filter is active.

@@ -42,11 +42,8 @@ pub fn render(
 ) {
     let snap = &app.snapshot;
     let title = app.counted_title("Circuits", Focus::Circuits);
-    let empty = snap
-        .providers
-        .is_empty()
-        .then_some("no providers configured");
-    let Some(inner) = frame(f, area, &title, focused, theme, empty) else {
+    let empty = app.empty_notice(Focus::Circuits, "no providers configured");
+    let Some(inner) = frame(f, area, &title, focused, theme, empty.as_deref()) else {
         return;
     };
     let _muted = theme.style(Role::Muted);
@@ -58,7 +55,7 @@ pub fn render(
         ),
         Col::fixed("state", state_width(snap.providers.iter(), now_unix_ms), 0),
         Col::fixed("fail/thr", 8, 2),
-        Col::fixed("probe in", 10, 1),
+        Col::fixed("probe in", 11, 1),
         Col::fill("last transition", 16, 3),
     ];
     let keep = fit(&cols, inner.width);
@@ -133,8 +130,9 @@ fn cells<'a>(p: &ProviderView, theme: &Theme, now: u64) -> Vec<Cell<'a>> {
     ]
 }
 
-/// `25s` (OPEN, counting down), `due` (OPEN, the next request probes), `probing` (HALF_OPEN),
-/// `—` otherwise; `×4` appended while the reset timeout is multiplied.
+/// `25s` (OPEN, counting down), `due` (OPEN, the next request probes), `probe ready`
+/// (HALF_OPEN, no probe sent yet: the next request is the probe), `probing` (HALF_OPEN, a
+/// probe in flight, which has a timeout), `—` otherwise; `×4` appended while the reset timeout is multiplied.
 fn probe<'a>(b: &BreakerView, theme: &Theme, now: u64) -> Line<'a> {
     let muted = theme.style(Role::Muted);
     let mut spans = match (b.state.as_str(), b.next_probe_at_unix_ms) {
@@ -142,7 +140,13 @@ fn probe<'a>(b: &BreakerView, theme: &Theme, now: u64) -> Line<'a> {
             Some(left) => Span::styled(left, theme.style(Role::BreakerOpen)),
             None => Span::styled("due", theme.style(Role::BreakerHalfOpen)),
         }],
-        ("half_open", _) => vec![Span::styled("probing", theme.style(Role::BreakerHalfOpen))],
+        ("half_open", None) => vec![Span::styled(
+            "probe ready",
+            theme.style(Role::BreakerHalfOpen),
+        )],
+        ("half_open", Some(_)) => {
+            vec![Span::styled("probing", theme.style(Role::BreakerHalfOpen))]
+        }
         _ => vec![Span::styled("—", muted)],
     };
     if b.multiplier > 1 {

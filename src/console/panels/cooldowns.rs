@@ -53,8 +53,8 @@ pub fn render(
     if !app.marked.is_empty() {
         title = format!("{title} · {} marked", app.marked.len());
     }
-    let empty = (connection_rows(snap).next().is_none()).then_some("no connections configured");
-    let Some(inner) = frame(f, area, &title, focused, theme, empty) else {
+    let empty = app.empty_notice(Focus::Cooldowns, "no connections configured");
+    let Some(inner) = frame(f, area, &title, focused, theme, empty.as_deref()) else {
         return;
     };
     let _muted = theme.style(Role::Muted);

@@ -13,6 +13,9 @@ use crate::core::snapshot::Snapshot;
 /// Rows the header needs.
 pub const HEIGHT: u16 = 2;
 
+/// The sparkline's label, drawn right-aligned above it (fits [`MIN_SPARK`]).
+pub const SPARK_LABEL: &str = "req/s, 60s";
+
 /// Narrowest sparkline worth drawing, in columns.
 const MIN_SPARK: u16 = 10;
 
@@ -40,10 +43,28 @@ pub fn render(f: &mut Frame, area: Rect, snap: &Snapshot, theme: &Theme, now_uni
         Span::raw(uptime),
     ]);
     let w = &snap.last_minute;
-    let ratio_role = if w.success_ratio >= 0.95 {
-        Role::Ok
+    // Nothing finished in the window: no ratio or latency to show, so `—`, not `ok 100.0%`.
+    let idle = w.req_per_s <= 0.0 && w.sparkline.iter().all(|&n| n == 0);
+    let (ratio, p50, p99) = if idle {
+        (
+            Span::styled("—", muted),
+            Span::styled("—", muted),
+            Span::styled("—", muted),
+        )
     } else {
-        Role::Error
+        let role = if w.success_ratio >= 0.95 {
+            Role::Ok
+        } else {
+            Role::Error
+        };
+        (
+            Span::styled(
+                format!("{:.1}%", w.success_ratio * 100.0),
+                theme.style(role),
+            ),
+            Span::raw(fmt_ms(w.p50_ms)),
+            Span::raw(fmt_ms(w.p99_ms)),
+        )
     };
     let second = vec![
         Span::styled("req/s ", muted),
@@ -51,14 +72,11 @@ pub fn render(f: &mut Frame, area: Rect, snap: &Snapshot, theme: &Theme, now_uni
         Span::styled("  in-flight ", muted),
         Span::raw(snap.totals.in_flight.to_string()),
         Span::styled("  ok ", muted),
-        Span::styled(
-            format!("{:.1}%", w.success_ratio * 100.0),
-            theme.style(ratio_role),
-        ),
+        ratio,
         Span::styled("  p50 ", muted),
-        Span::raw(fmt_ms(w.p50_ms)),
+        p50,
         Span::styled("  p99 ", muted),
-        Span::raw(fmt_ms(w.p99_ms)),
+        p99,
         Span::styled("  (1m)", muted),
     ];
     let (first, second) = (Line::from(first), Line::from(second));
@@ -76,6 +94,13 @@ pub fn render(f: &mut Frame, area: Rect, snap: &Snapshot, theme: &Theme, now_uni
     };
     f.render_widget(Paragraph::new(vec![first, second]), text_area);
     if !spark_area.is_empty() {
+        // Row one labels the bars on row two (requests finished per second, last minute).
+        let [label_area, spark_area] =
+            Layout::vertical([Constraint::Length(1), Constraint::Min(0)]).areas(spark_area);
+        f.render_widget(
+            Paragraph::new(Span::styled(SPARK_LABEL, muted)).right_aligned(),
+            label_area,
+        );
         let data = &w.sparkline;
         let tail = data
             .get(data.len().saturating_sub(usize::from(spark_area.width))..)

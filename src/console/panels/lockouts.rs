@@ -32,8 +32,8 @@ pub fn render(
         None if snap.lockouts.is_empty() => "Model lockouts".to_owned(),
         None => format!("Model lockouts ({})", snap.lockouts.len()),
     };
-    let empty = (snap.lockouts.is_empty()).then_some("no model lockouts");
-    let Some(inner) = frame(f, area, &title, focused, theme, empty) else {
+    let empty = app.empty_notice(Focus::Lockouts, "no model lockouts");
+    let Some(inner) = frame(f, area, &title, focused, theme, empty.as_deref()) else {
         return;
     };
     let _muted = theme.style(Role::Muted);

@@ -92,7 +92,10 @@ pub fn frame(
     }
     if let Some(message) = empty {
         let text = Span::styled(message.to_owned(), theme.style(Role::Muted));
-        f.render_widget(ratatui::widgets::Paragraph::new(text), inner);
+        f.render_widget(
+            ratatui::widgets::Paragraph::new(text).wrap(ratatui::widgets::Wrap { trim: true }),
+            inner,
+        );
         return None;
     }
     Some(inner)
@@ -227,6 +230,38 @@ pub fn pick<'a>(cells: Vec<Cell<'a>>, keep: &[usize]) -> Row<'a> {
     )
 }
 
+/// Width in cells left for the fill column of `cols` (when kept) in a panel `width` wide:
+/// `width` minus the kept fixed columns and the one-cell gaps between kept columns.
+pub fn fill_width(cols: &[Col], keep: &[usize], width: u16) -> u16 {
+    let kept = || keep.iter().filter_map(|&i| cols.get(i));
+    let fixed: u32 = kept().filter(|c| !c.fill).map(|c| u32::from(c.width)).sum();
+    let gaps = u32::try_from(keep.len().saturating_sub(1)).unwrap_or(u32::MAX);
+    u16::try_from(u32::from(width).saturating_sub(fixed.saturating_add(gaps))).unwrap_or(0)
+}
+
+/// `text` cut to at most `width` terminal cells, ending in `…` when anything was cut.
+pub fn ellipsize(text: &str, width: u16) -> String {
+    let width = usize::from(width);
+    if Span::raw(text).width() <= width {
+        return text.to_owned();
+    }
+    if width == 0 {
+        return String::new();
+    }
+    let mut out = String::new();
+    let mut used = 0;
+    for ch in text.chars() {
+        let w = Span::raw(ch.to_string()).width();
+        if used + w > width - 1 {
+            break;
+        }
+        out.push(ch);
+        used += w;
+    }
+    out.push('…');
+    out
+}
+
 /// Width of the widest of `names` (in chars), clamped to `min..=max`.
 pub fn name_width<'a>(names: impl Iterator<Item = &'a str>, min: u16, max: u16) -> u16 {
     let w = names.map(|n| n.chars().count()).max().unwrap_or(0);
@@ -311,6 +346,34 @@ mod tests {
         assert_eq!(fit(&cols, 21), vec![0, 2]);
         assert_eq!(fit(&cols, 5), vec![0]);
         assert_eq!(fit(&cols, 0), vec![0]);
+    }
+
+    #[test]
+    fn ellipsize_cuts_to_width_with_an_ellipsis() {
+        assert_eq!(
+            ellipsize("fast → anthropic:mine", 30),
+            "fast → anthropic:mine"
+        );
+        assert_eq!(ellipsize("fast → anthropic:mine", 10), "fast → an…");
+        assert_eq!(
+            Span::raw(ellipsize("fast → anthropic:mine", 10)).width(),
+            10
+        );
+        assert_eq!(ellipsize("abc", 1), "…");
+        assert_eq!(ellipsize("abc", 0), "");
+        assert_eq!(ellipsize("模型名字", 5), "模型…");
+    }
+
+    #[test]
+    fn fill_width_is_what_the_fixed_columns_leave() {
+        let cols = [
+            Col::fixed("a", 8, 0),
+            Col::fill("b", 10, 0),
+            Col::fixed("c", 3, 0),
+        ];
+        assert_eq!(fill_width(&cols, &[0, 1, 2], 40), 40 - 8 - 3 - 2);
+        assert_eq!(fill_width(&cols, &[1, 2], 40), 36);
+        assert_eq!(fill_width(&cols, &[0, 1, 2], 5), 0);
     }
 
     #[test]

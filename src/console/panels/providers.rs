@@ -12,13 +12,15 @@ use crate::console::theme::{Role, Theme};
 use crate::core::snapshot::{ProviderView, Snapshot};
 
 /// Columns after the first (provider/connection, sized to the names): dialect/auth, profile,
-/// attempts, failures, in-flight, last status, last latency. Narrow panels drop the
+/// attempts, errors (`err`: attempts answered with a 5xx or not at all — transport error or
+/// timeout — exactly what the snapshot's `failures` counts; a 429 or 401 that moved on is not
+/// one), in-flight, last status, last latency. Narrow panels drop the
 /// highest `drop` ranks first.
 const COLS: [Col; 7] = [
     Col::fixed("dialect / auth", 24, 4),
     Col::fixed("profile", 8, 5),
     Col::fixed("att", 6, 3),
-    Col::fixed("fail", 5, 2),
+    Col::fixed("err", 5, 2),
     Col::fixed("infl", 5, 1),
     Col::fixed("last", 4, 0),
     Col::fixed("lat", 7, 6),
@@ -102,11 +104,8 @@ pub fn render(f: &mut Frame, area: Rect, app: &App, theme: &Theme, focused: bool
             rows.push(pick(cells, &keep));
         }
     }
-    if rows.is_empty() {
-        f.render_widget(
-            Paragraph::new(Span::styled("no providers configured", muted)),
-            table_area,
-        );
+    if let Some(notice) = app.empty_notice(Focus::Providers, "no providers configured") {
+        f.render_widget(Paragraph::new(Span::styled(notice, muted)), table_area);
     } else {
         let table = Table::new(rows, widths)
             .flex(Flex::Start)

@@ -50,9 +50,11 @@ pub fn render(f: &mut Frame, area: Rect, app: &App, theme: &Theme, focused: bool
     if full > 0 {
         title = format!("{title} · {full} full");
     }
-    let empty =
-        (gates.is_empty()).then_some("no capped gates (set max_concurrent or model_concurrency)");
-    let Some(inner) = frame(f, area, &title, focused, theme, empty) else {
+    let empty = app.empty_notice(
+        Focus::Queues,
+        "no capped gates (set max_concurrent or model_concurrency)",
+    );
+    let Some(inner) = frame(f, area, &title, focused, theme, empty.as_deref()) else {
         return;
     };
     let _muted = theme.style(Role::Muted);

@@ -5,7 +5,10 @@ use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Cell, Table, TableState};
 
-use super::{Col, fit, fmt_clock_utc, fmt_ms, fmt_status, frame, pick, status_style, table_frame};
+use super::{
+    Col, ellipsize, fill_width, fit, fmt_clock_utc, fmt_ms, fmt_status, frame, pick, status_style,
+    table_frame,
+};
 use crate::console::app::{App, Focus};
 use crate::console::theme::{Role, Theme};
 use crate::core::snapshot::RequestView;
@@ -25,14 +28,18 @@ const COLS: [Col; 6] = [
 pub fn render(f: &mut Frame, area: Rect, app: &App, theme: &Theme, focused: bool) {
     let snap = &app.snapshot;
     let title = app.counted_title("Requests", Focus::Requests);
-    let empty = (snap.recent.is_empty()).then_some("no requests yet");
-    let Some(inner) = frame(f, area, &title, focused, theme, empty) else {
+    let empty = app.empty_notice(Focus::Requests, "no requests yet");
+    let Some(inner) = frame(f, area, &title, focused, theme, empty.as_deref()) else {
         return;
     };
     let muted = theme.style(Role::Muted);
     let keep = fit(&COLS, inner.width);
+    let route_w = fill_width(&COLS, &keep, inner.width);
     let (header, widths) = table_frame(&COLS, &keep, muted);
-    let rows = snap.recent.iter().map(|r| pick(cells(r, theme), &keep));
+    let rows = snap
+        .recent
+        .iter()
+        .map(|r| pick(cells(r, theme, route_w), &keep));
     let table = Table::new(rows, widths)
         .header(header)
         .row_highlight_style(if focused {
@@ -59,7 +66,10 @@ pub fn route_label(r: &RequestView) -> String {
     format!("{model} → {target}")
 }
 
-fn cells<'a>(r: &RequestView, theme: &Theme) -> Vec<Cell<'a>> {
+/// The row's cells; the route is cut to `route_w` cells and the outcome to its column, each
+/// with `…` when cut.
+fn cells<'a>(r: &RequestView, theme: &Theme, route_w: u16) -> Vec<Cell<'a>> {
+    let outcome_w = COLS[5].width;
     let outcome_role = if r.outcome == "ok" {
         Role::Ok
     } else {
@@ -70,13 +80,16 @@ fn cells<'a>(r: &RequestView, theme: &Theme) -> Vec<Cell<'a>> {
             fmt_clock_utc(r.at_unix_ms),
             theme.style(Role::Muted),
         )),
-        Cell::from(route_label(r)),
+        Cell::from(ellipsize(&route_label(r), route_w)),
         Cell::from(Span::styled(
             fmt_status(r.status),
             status_style(r.status, theme),
         )),
         Cell::from(Line::from(fmt_ms(r.latency_ms)).right_aligned()),
         Cell::from(Line::from(r.attempts.to_string()).right_aligned()),
-        Cell::from(Span::styled(r.outcome.clone(), theme.style(outcome_role))),
+        Cell::from(Span::styled(
+            ellipsize(&r.outcome, outcome_w),
+            theme.style(outcome_role),
+        )),
     ]
 }

@@ -51,7 +51,7 @@ pub fn render(f: &mut Frame, area: Rect, app: &App, theme: &Theme, now_unix_ms: 
             km.first_key(Cmd::Up)
         )
     } else {
-        km.hints(&app.hint_scopes())
+        km.hints_for(&app.hint_scopes(), app.readonly)
     };
     spans.push(Span::styled(hints, muted));
     f.render_widget(Paragraph::new(Line::from(spans)), area);

@@ -1,8 +1,10 @@
 //! Text formats behind retry hints: decimals, Go-style durations, HTTP-dates and RFC 3339.
 //!
-//! Hand-written because each upstream bends the formats slightly and every parser here must
-//! reject garbage (`abc`, `-5`, `1e309`, `NaN`, overflow) by returning `None`, never by
-//! panicking or by clamping to zero (resilience-spec §2, cases.md vector 16).
+//! HTTP-dates come from the `httpdate` crate and RFC 3339 timestamps from `time`; decimals
+//! and Go-style durations are hand-written because upstreams bend them slightly. Every
+//! parser here rejects garbage (`abc`, `-5`, `1e309`, `NaN`, overflow) by returning `None`,
+//! never by panicking or by clamping to zero; the vector tables below and in `tests.rs` are
+//! the safety net for both.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -110,188 +112,31 @@ pub(super) fn wall_nanos(t: SystemTime) -> i128 {
     }
 }
 
-/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
-fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let m = i64::from(m);
-    let mp = if m > 2 { m - 3 } else { m + 9 };
-    let doy = (153 * mp + 2) / 5 + i64::from(d) - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-fn is_leap(y: i64) -> bool {
-    (y % 4 == 0 && y % 100 != 0) || y % 400 == 0
-}
-
-fn days_in_month(y: i64, m: u32) -> u32 {
-    match m {
-        2 if is_leap(y) => 29,
-        2 => 28,
-        4 | 6 | 9 | 11 => 30,
-        _ => 31,
-    }
-}
-
-/// Validated calendar fields → signed nanoseconds since the epoch (UTC).
-fn civil_nanos(y: i64, mo: u32, d: u32, h: u32, mi: u32, s: u32, nanos: u32) -> Option<i128> {
-    if !(1..=12).contains(&mo) || d == 0 || d > days_in_month(y, mo) {
-        return None;
-    }
-    if h > 23 || mi > 59 || s > 60 || !(0..=9999).contains(&y) {
-        return None;
-    }
-    let secs = days_from_civil(y, mo, d) * 86_400
-        + i64::from(h) * 3_600
-        + i64::from(mi) * 60
-        + i64::from(s);
-    Some(i128::from(secs) * NANOS_PER_SEC as i128 + i128::from(nanos))
-}
-
-fn month_number(name: &str) -> Option<u32> {
-    const MONTHS: [&str; 12] = [
-        "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
-    ];
-    let lower = name.to_ascii_lowercase();
-    MONTHS
-        .iter()
-        .position(|m| *m == lower)
-        .and_then(|i| u32::try_from(i + 1).ok())
-}
-
-fn digits<T: std::str::FromStr>(s: &str) -> Option<T> {
-    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    s.parse().ok()
-}
-
-fn hms(s: &str) -> Option<(u32, u32, u32)> {
-    let mut it = s.split(':');
-    let h = digits(it.next()?)?;
-    let m = digits(it.next()?)?;
-    let sec = digits(it.next()?)?;
-    if it.next().is_some() {
-        return None;
-    }
-    Some((h, m, sec))
-}
-
-/// Parses an HTTP-date (RFC 9110 §5.6.7): IMF-fixdate `Wed, 21 Oct 2015 07:28:00 GMT`, the
-/// obsolete RFC 850 form `Wednesday, 21-Oct-15 07:28:00 GMT` and asctime
-/// `Wed Oct 21 07:28:00 2015`. Returns signed nanoseconds since the Unix epoch.
+/// Parses an HTTP-date (RFC 9110 §5.6.7) with the `httpdate` crate: IMF-fixdate
+/// `Wed, 21 Oct 2015 07:28:00 GMT`, the obsolete RFC 850 form
+/// `Wednesday, 21-Oct-15 07:28:00 GMT` and asctime `Wed Oct 21 07:28:00 2015`. Returns signed
+/// nanoseconds since the Unix epoch; `None` for anything else (an impossible date included).
 pub(super) fn parse_http_date(s: &str) -> Option<i128> {
-    let parts: Vec<&str> = s.split_whitespace().collect();
-    match parts.as_slice() {
-        // IMF-fixdate.
-        [wd, day, mon, year, time, zone] if wd.ends_with(',') => {
-            if !zone.eq_ignore_ascii_case("GMT") && !zone.eq_ignore_ascii_case("UTC") {
-                return None;
-            }
-            let (h, mi, sec) = hms(time)?;
-            civil_nanos(
-                digits(year)?,
-                month_number(mon)?,
-                digits(day)?,
-                h,
-                mi,
-                sec,
-                0,
-            )
-        }
-        // RFC 850.
-        [wd, date, time, zone] if wd.ends_with(',') => {
-            if !zone.eq_ignore_ascii_case("GMT") {
-                return None;
-            }
-            let mut it = date.split('-');
-            let day = digits(it.next()?)?;
-            let mon = month_number(it.next()?)?;
-            let yy_text = it.next()?;
-            let yy: i64 = digits(yy_text)?;
-            let year = match yy_text.len() {
-                2 if yy < 70 => 2000 + yy,
-                2 => 1900 + yy,
-                _ => yy,
-            };
-            let (h, mi, sec) = hms(time)?;
-            civil_nanos(year, mon, day, h, mi, sec, 0)
-        }
-        // asctime.
-        [_wd, mon, day, time, year] => {
-            let (h, mi, sec) = hms(time)?;
-            civil_nanos(
-                digits(year)?,
-                month_number(mon)?,
-                digits(day)?,
-                h,
-                mi,
-                sec,
-                0,
-            )
-        }
-        _ => None,
-    }
+    httpdate::parse_http_date(s.trim()).ok().map(wall_nanos)
 }
 
-/// Parses an RFC 3339 timestamp such as `2030-01-01T00:00:01Z`, `2030-01-01T00:00:01.5+02:00`
-/// or `2030-01-01 00:00:01z`. Returns signed nanoseconds since the Unix epoch (UTC).
+/// Parses an RFC 3339 timestamp with the `time` crate, such as `2030-01-01T00:00:01Z`,
+/// `2030-01-01T00:00:01.5+02:00` or (RFC 3339 §5.6 allows a space and lower case)
+/// `2030-01-01 00:00:01z`. Returns signed nanoseconds since the Unix epoch (UTC).
 pub(super) fn parse_rfc3339(s: &str) -> Option<i128> {
+    use time::format_description::well_known::Rfc3339;
     let s = s.trim();
-    let b = s.as_bytes();
-    if b.len() < 20 || !s.is_ascii() {
-        return None;
-    }
-    if b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't' | b' ') {
-        return None;
-    }
-    if b[13] != b':' || b[16] != b':' {
-        return None;
-    }
-    let year: i64 = digits(&s[0..4])?;
-    let mon: u32 = digits(&s[5..7])?;
-    let day: u32 = digits(&s[8..10])?;
-    let h: u32 = digits(&s[11..13])?;
-    let mi: u32 = digits(&s[14..16])?;
-    let sec: u32 = digits(&s[17..19])?;
-    let mut rest = &s[19..];
-    let mut nanos: u32 = 0;
-    if let Some(frac_and_zone) = rest.strip_prefix('.') {
-        let len = frac_and_zone
-            .find(|c: char| !c.is_ascii_digit())
-            .unwrap_or(frac_and_zone.len());
-        if len == 0 {
-            return None;
+    // The `time` parser wants `T` between date and time; RFC 3339 also permits a space.
+    let normalized;
+    let s = match s.as_bytes().get(10) {
+        Some(b' ') if s.is_ascii() => {
+            normalized = format!("{}T{}", &s[..10], &s[11..]);
+            normalized.as_str()
         }
-        let (frac, zone) = frac_and_zone.split_at(len);
-        let scaled = scaled_decimal(&format!("0.{frac}"), NANOS_PER_SEC)?;
-        nanos = u32::try_from(scaled).ok()?;
-        rest = zone;
-    }
-    let offset_secs: i64 = match rest {
-        "Z" | "z" => 0,
-        _ => {
-            let (sign, hhmm) = match rest.split_at_checked(1)? {
-                ("+", t) => (1, t),
-                ("-", t) => (-1, t),
-                _ => return None,
-            };
-            let (oh, om) = hhmm.split_once(':')?;
-            if oh.len() != 2 || om.len() != 2 {
-                return None;
-            }
-            let oh: i64 = digits(oh)?;
-            let om: i64 = digits(om)?;
-            if oh > 23 || om > 59 {
-                return None;
-            }
-            sign * (oh * 3_600 + om * 60)
-        }
+        _ => s,
     };
-    let local = civil_nanos(year, mon, day, h, mi, sec, nanos)?;
-    Some(local - i128::from(offset_secs) * NANOS_PER_SEC as i128)
+    let t = time::OffsetDateTime::parse(s, &Rfc3339).ok()?;
+    Some(t.unix_timestamp_nanos())
 }
 
 /// `target - reference` as a `Duration`; `Some(ZERO)` when the target is not in the future
@@ -361,5 +206,29 @@ mod tests {
         assert_eq!(parse_rfc3339("2030-01-01T00:00:01"), None);
         assert_eq!(parse_rfc3339("2030-13-01T00:00:01Z"), None);
         assert_eq!(parse_rfc3339("２０３０-01-01T00:00:01Z"), None);
+        assert_eq!(
+            parse_rfc3339("2030-01-01 00:00:01z"),
+            z,
+            "space and lower-case z"
+        );
+        assert_eq!(parse_rfc3339("2030-01-01t00:00:01Z"), z);
+        assert_eq!(parse_rfc3339("  2030-01-01T00:00:01Z "), z);
+        assert_eq!(parse_rfc3339("2029-12-31T19:00:01-05:00"), z);
+        assert_eq!(
+            parse_rfc3339("2030-02-29T00:00:00Z"),
+            None,
+            "not a leap year"
+        );
+        assert_eq!(parse_rfc3339("2030-01-01T00:00:01+24:00"), None);
+        assert_eq!(parse_rfc3339("2030-01-01T00:00:01.Z"), None);
+        assert_eq!(parse_rfc3339(""), None);
+        assert_eq!(
+            parse_http_date("Wed, 21 Oct 2015 07:28:00"),
+            None,
+            "no zone"
+        );
+        assert_eq!(parse_http_date("Wed, 21 Oct 2015 07:28:00 PST"), None);
+        assert!(parse_http_date("Thu, 29 Feb 2024 00:00:00 GMT").is_some());
+        assert_eq!(parse_http_date(" Wed, 21 Oct 2015 07:28:00 GMT "), fixdate);
     }
 }
