@@ -85,6 +85,10 @@ impl ChatDecoder {
             let message = s(e, "message").or(e.as_str()).unwrap_or("upstream error");
             return out.push(error(anthropic_type(code), message));
         }
+        let is_chunk = v.get("choices").is_some() || v.get("usage").is_some_and(Value::is_object);
+        if !is_chunk {
+            return; // not a chunk (an unknown event): ignored
+        }
         if !self.started {
             self.started = true;
             out.push(Ev::Start {
