@@ -18,6 +18,7 @@ const HANDLED: &[&str] = &[
     "max_tokens",
     "temperature",
     "top_p",
+    "top_k",
     "stop_sequences",
     "stream",
     "metadata",

@@ -92,7 +92,9 @@ pub fn to_anthropic(
     scalars(&v, opts, require_max, &mut d);
     if let Some(obj) = v.as_object() {
         for k in obj.keys().filter(|k| !HANDLED.contains(&k.as_str())) {
-            d.warn(format!("dropped '{k}' (no Anthropic Messages counterpart)"));
+            d.warn(format!(
+                "dropped '{k}' (no counterpart outside the Responses API)"
+            ));
         }
     }
     Ok(d)

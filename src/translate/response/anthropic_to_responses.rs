@@ -54,10 +54,8 @@ pub fn translate(m: &Value, ctx: &ResponseContext) -> Value {
 /// The id suffix shared by the response and its items (the upstream message id without a
 /// `msg_` / `chatcmpl-` prefix).
 pub(crate) fn base_id(id: &str) -> String {
-    let b = id
-        .strip_prefix("msg_")
-        .or_else(|| id.strip_prefix("chatcmpl-"))
-        .unwrap_or(id);
+    let b = id.strip_prefix("msg_").unwrap_or(id);
+    let b = b.strip_prefix("chatcmpl-").unwrap_or(b);
     if b.is_empty() {
         "translated".into()
     } else {

@@ -41,7 +41,7 @@ pub fn translate(v: &Value, ctx: &ResponseContext) -> Result<Value, TranslateErr
     let (stop_reason, stop_sequence) = stop_of(choice, !calls.is_empty(), ctx);
     let usage = v.get("usage").map(Usage::from_chat).unwrap_or_default();
     Ok(json!({
-        "id": s(v, "id").unwrap_or("msg_translated"),
+        "id": message_id(s(v, "id").unwrap_or_default()),
         "type": "message",
         "role": "assistant",
         "model": model(v, ctx),
@@ -50,6 +50,15 @@ pub fn translate(v: &Value, ctx: &ResponseContext) -> Result<Value, TranslateErr
         "stop_sequence": stop_sequence,
         "usage": usage.anthropic(),
     }))
+}
+
+/// An Anthropic message id for an upstream id: `msg_` prefixed when it lacks the prefix.
+pub(crate) fn message_id(id: &str) -> String {
+    match id {
+        "" => "msg_translated".into(),
+        i if i.starts_with("msg_") => i.into(),
+        i => format!("msg_{i}"),
+    }
 }
 
 /// The reasoning text some servers add (`reasoning_content`, or `reasoning` as a string).

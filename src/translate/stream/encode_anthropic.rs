@@ -4,6 +4,7 @@ use serde_json::json;
 
 use super::{Block, Delta, Ev, merge_usage, sse};
 use crate::translate::ResponseContext;
+use crate::translate::response::chat_to_anthropic::message_id;
 use crate::translate::response::stop::Usage;
 
 /// Encoder state: the start's usage (message_delta reports the merged total).
@@ -29,11 +30,7 @@ impl AnthropicEncoder {
                 } else {
                     self.ctx.client_model.clone()
                 };
-                let id = if id.is_empty() {
-                    "msg_translated".to_string()
-                } else {
-                    id
-                };
+                let id = message_id(&id);
                 let mut u = usage.anthropic();
                 u["output_tokens"] = json!(0);
                 (

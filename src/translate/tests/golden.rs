@@ -24,7 +24,8 @@ fn run_cases(path: &std::path::Path, run: impl Fn(&Value) -> Value) {
                 "{} / {}:\n  want {}\n  got  {}",
                 path.display(),
                 case["row"],
-                want.map(Value::to_string).unwrap_or_else(|| "<missing>".into()),
+                want.map(Value::to_string)
+                    .unwrap_or_else(|| "<missing>".into()),
                 got
             )),
         }
@@ -54,10 +55,20 @@ fn request_rows_translate_as_golden() {
         let (from, to) = stem.split_once("_to_").unwrap();
         run_cases(&path, |case| {
             let body = serde_json::to_vec(&case["input"]).unwrap();
-            let model = case.get("model").and_then(Value::as_str).unwrap_or("upstream-model");
-            match translate_request(client(from), dialect(to), &body, model, &options(case.get("options"))) {
+            let model = case
+                .get("model")
+                .and_then(Value::as_str)
+                .unwrap_or("upstream-model");
+            match translate_request(
+                client(from),
+                dialect(to),
+                &body,
+                model,
+                &options(case.get("options")),
+            ) {
                 Ok(t) => {
-                    let mut out = json!({"body": serde_json::from_slice::<Value>(&t.body).unwrap()});
+                    let mut out =
+                        json!({"body": serde_json::from_slice::<Value>(&t.body).unwrap()});
                     let c = &t.context;
                     out["context"] = json!({"thinking": c.thinking, "include_usage": c.include_usage,
                         "stop_sequences": c.stop_sequences, "client_model": c.client_model});
@@ -66,7 +77,9 @@ fn request_rows_translate_as_golden() {
                     }
                     out
                 }
-                Err(e) => json!({"error": {"field": e.field(), "status": e.status(), "message": e.to_string()}}),
+                Err(e) => {
+                    json!({"error": {"field": e.field(), "status": e.status(), "message": e.to_string()}})
+                }
             }
         });
     }
@@ -91,7 +104,10 @@ fn response_rows_translate_as_golden() {
 
 /// Runs a stream case unsplit: the whole input in one `feed`, then `finish`.
 pub(super) fn run_stream(case: &Value, input: &[u8], chunks: &[&[u8]]) -> Vec<u8> {
-    let ctx = context(client(case["client"].as_str().unwrap()), case.get("context"));
+    let ctx = context(
+        client(case["client"].as_str().unwrap()),
+        case.get("context"),
+    );
     let mut t = StreamTranslator::new(dialect(case["upstream"].as_str().unwrap()), &ctx).unwrap();
     let mut out = Vec::new();
     if chunks.is_empty() {
@@ -126,9 +142,17 @@ fn stream_rows_translate_as_golden() {
         match std::fs::read(&path) {
             Ok(want) if want == got => {}
             Err(_) if bless() => std::fs::write(&path, &got).unwrap(),
-            _ => failures.push(format!("{}:\n{}", path.display(), String::from_utf8_lossy(&got))),
+            _ => failures.push(format!(
+                "{}:\n{}",
+                path.display(),
+                String::from_utf8_lossy(&got)
+            )),
         }
-        assert_eq!(terminal_count(&got, case["client"].as_str().unwrap()), 1, "{case}");
+        assert_eq!(
+            terminal_count(&got, case["client"].as_str().unwrap()),
+            1,
+            "{case}"
+        );
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
@@ -137,7 +161,9 @@ fn stream_rows_translate_as_golden() {
 pub(super) fn terminal_count(sse: &[u8], client: &str) -> usize {
     let s = String::from_utf8_lossy(sse);
     match client {
-        "anthropic" => s.matches("event: message_stop\n").count() + s.matches("event: error\n").count(),
+        "anthropic" => {
+            s.matches("event: message_stop\n").count() + s.matches("event: error\n").count()
+        }
         "chat" => s.matches("data: [DONE]\n").count(),
         _ => {
             s.matches("event: response.completed\n").count()

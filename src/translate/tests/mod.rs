@@ -15,7 +15,9 @@ use super::{ClientFormat, ResponseContext, TargetOptions};
 use crate::config::Dialect;
 
 pub(super) fn fixture_dir(sub: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/translation").join(sub)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/translation")
+        .join(sub)
 }
 
 pub(super) fn bless() -> bool {
@@ -44,13 +46,24 @@ pub(super) fn context(client_fmt: ClientFormat, v: Option<&Value>) -> ResponseCo
     let v = v.cloned().unwrap_or(Value::Null);
     ResponseContext {
         client: client_fmt,
-        client_model: v.get("client_model").and_then(Value::as_str).unwrap_or("client-model").into(),
+        client_model: v
+            .get("client_model")
+            .and_then(Value::as_str)
+            .unwrap_or("client-model")
+            .into(),
         thinking: v.get("thinking").and_then(Value::as_bool).unwrap_or(false),
-        include_usage: v.get("include_usage").and_then(Value::as_bool).unwrap_or(false),
+        include_usage: v
+            .get("include_usage")
+            .and_then(Value::as_bool)
+            .unwrap_or(false),
         stop_sequences: v
             .get("stop_sequences")
             .and_then(Value::as_array)
-            .map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|x| x.as_str().map(String::from))
+                    .collect()
+            })
             .unwrap_or_default(),
         created: 1_764_460_800,
     }
@@ -62,9 +75,19 @@ pub(super) fn options(v: Option<&Value>) -> TargetOptions {
         drop_fields: v
             .get("drop_fields")
             .and_then(Value::as_array)
-            .map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|x| x.as_str().map(String::from))
+                    .collect()
+            })
             .unwrap_or_default(),
-        default_max_tokens: v.get("default_max_tokens").and_then(Value::as_u64).map(|n| n as u32),
-        reasoning_effort: v.get("reasoning_effort").and_then(Value::as_bool).unwrap_or(true),
+        default_max_tokens: v
+            .get("default_max_tokens")
+            .and_then(Value::as_u64)
+            .map(|n| n as u32),
+        reasoning_effort: v
+            .get("reasoning_effort")
+            .and_then(Value::as_bool)
+            .unwrap_or(true),
     }
 }
