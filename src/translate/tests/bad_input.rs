@@ -258,3 +258,57 @@ fn non_json_and_same_dialect_requests_are_typed_errors() {
         );
     }
 }
+
+#[test]
+fn tool_call_fragments_across_many_chunks_reassemble_exactly() {
+    // Two calls, the second interleaved with the first, each argument split into 1-3 byte
+    // fragments.
+    let a = r#"{"command": "echo \"hi\" ☃", "timeout": 5}"#;
+    let b = r#"{"file_path": "/tmp/日本語.txt"}"#;
+    let frags = |s: &str| -> Vec<String> {
+        let chars: Vec<char> = s.chars().collect();
+        chars.chunks(2).map(|c| c.iter().collect()).collect()
+    };
+    let mut input = chunk(
+        json!({"tool_calls": [{"index": 0, "id": "call_a", "function": {"name": "Bash", "arguments": ""}}]}),
+        None,
+    );
+    input += &chunk(
+        json!({"tool_calls": [{"index": 1, "id": "call_b", "function": {"name": "Read", "arguments": ""}}]}),
+        None,
+    );
+    let (fa, fb) = (frags(a), frags(b));
+    for i in 0..fa.len().max(fb.len()) {
+        for (idx, f) in [(0, fa.get(i)), (1, fb.get(i))] {
+            if let Some(f) = f {
+                input += &chunk(
+                    json!({"tool_calls": [{"index": idx, "function": {"arguments": f}}]}),
+                    None,
+                );
+            }
+        }
+    }
+    input += &chunk(json!({}), Some("tool_calls"));
+    input += "data: [DONE]\n\n";
+    let out = stream(Dialect::OpenAi, ClientFormat::Anthropic, input.as_bytes());
+    well_formed("anthropic", &out).unwrap();
+    let mut args: std::collections::BTreeMap<u64, String> = Default::default();
+    let mut ids = Vec::new();
+    for line in String::from_utf8(out).unwrap().lines() {
+        let Some(d) = line.strip_prefix("data: ") else {
+            continue;
+        };
+        let v: Value = serde_json::from_str(d).unwrap();
+        if v["type"] == "content_block_start" {
+            ids.push(v["content_block"]["id"].as_str().unwrap().to_string());
+        }
+        if let Some(p) = v["delta"]["partial_json"].as_str() {
+            args.entry(v["index"].as_u64().unwrap())
+                .or_default()
+                .push_str(p);
+        }
+    }
+    assert_eq!(ids, ["call_a", "call_b"]);
+    assert_eq!(args[&0], a);
+    assert_eq!(args[&1], b);
+}
