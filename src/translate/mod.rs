@@ -27,6 +27,29 @@
 //!
 //! `count_tokens` for a translated target is answered locally: [`count_tokens_body`].
 //!
+//! ```
+//! use sluice::config::Dialect;
+//! use sluice::translate::{ClientFormat, StreamTranslator, TargetOptions, translate_request};
+//!
+//! // Seam 1: Claude Code's request, routed to an OpenAI-compatible target.
+//! let body = br#"{"model":"sonnet","max_tokens":512,"stream":true,"messages":[{"role":"user","content":"hi"}]}"#;
+//! let opts = TargetOptions { drop_fields: vec!["stream_options".into()], ..Default::default() };
+//! let t = translate_request(ClientFormat::Anthropic, Dialect::OpenAi, body, "deepseek-chat", &opts)?;
+//! assert!(t.stream && !t.body.is_empty());
+//!
+//! // Seam 2: the upstream's chat chunks, relayed as Anthropic events.
+//! let mut ctx = t.context;
+//! ctx.created = 1_764_460_800; // the caller's wall clock, Unix seconds
+//! let mut s = StreamTranslator::new(Dialect::OpenAi, &ctx)?;
+//! let mut out = s.feed(b"data: {\"id\":\"c1\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hel");
+//! assert!(out.is_empty()); // nothing complete yet
+//! out = s.feed(b"lo\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n");
+//! assert!(out.starts_with(b"event: message_start\n"));
+//! assert!(out.ends_with(b"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"));
+//! assert!(s.finish().is_empty()); // already ended with its terminal event
+//! # Ok::<(), sluice::translate::TranslateError>(())
+//! ```
+//!
 //! # Shape
 //!
 //! Requests translate directly (`request/`), except Responses → Chat, which goes through the
