@@ -8,6 +8,7 @@
 //! - **admin**: the loopback admin API: [`admin`].
 //! - **store**: SQLite write-behind persistence on one thread: [`store`].
 //! - **console**: the ratatui operator console: [`console`].
+//! - **translate**: pure dialect translation (requests, responses, streams, errors): [`translate`].
 //! - support: [`config`], [`clock`], [`telemetry`], [`app`] (wires everything together).
 
 pub mod admin;
@@ -25,3 +26,4 @@ pub mod proxy;
 pub mod status;
 pub mod store;
 pub mod telemetry;
+pub mod translate;

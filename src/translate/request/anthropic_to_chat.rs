@@ -1,0 +1,311 @@
+//! Anthropic Messages request → OpenAI Chat Completions request.
+
+use std::collections::HashSet;
+
+use serde_json::{Value, json};
+
+use super::{Draft, client_model, stop_list};
+use crate::translate::util::{Obj, arr, effort_for_budget, image_source_to_url, join_text, s, u};
+use crate::translate::{TargetOptions, TranslateError};
+
+/// Top-level fields this direction reads; any other is dropped with a warning.
+const HANDLED: &[&str] = &[
+    "model",
+    "system",
+    "messages",
+    "tools",
+    "tool_choice",
+    "max_tokens",
+    "temperature",
+    "top_p",
+    "top_k",
+    "stop_sequences",
+    "stream",
+    "metadata",
+    "thinking",
+    "output_config",
+];
+
+/// Translates the parsed Anthropic body.
+///
+/// # Errors
+/// `document` blocks, unknown content blocks, a `tool_result` whose id no earlier
+/// `tool_use` produced, and a `tool_choice` that forces a dropped server tool.
+pub fn translate(v: Obj, opts: &TargetOptions) -> Result<Draft, TranslateError> {
+    let mut d = Draft::default();
+    d.context.client_model = client_model(&v);
+    let v = Value::Object(v);
+    let mut messages = Vec::new();
+    if let Some(sys) = v.get("system") {
+        let text = join_text(sys, "\n\n");
+        if !text.is_empty() {
+            messages.push(json!({"role": "system", "content": text}));
+        }
+    }
+    let mut calls = HashSet::new();
+    for (i, m) in arr(&v, "messages").iter().enumerate() {
+        message(i, m, &mut calls, &mut messages, &mut d)?;
+    }
+    d.body.insert("messages".into(), Value::Array(messages));
+    tools(&v, &mut d)?;
+    scalars(&v, opts, &mut d);
+    thinking(&v, opts, &mut d);
+    if let Some(obj) = v.as_object() {
+        for k in obj.keys().filter(|k| !HANDLED.contains(&k.as_str())) {
+            d.warn(format!("dropped '{k}' (no Chat Completions counterpart)"));
+        }
+    }
+    Ok(d)
+}
+
+/// One Anthropic message → one or more chat messages (tool results become `tool` messages
+/// placed first, before the user's own text of that turn).
+fn message(
+    i: usize,
+    m: &Value,
+    calls: &mut HashSet<String>,
+    out: &mut Vec<Value>,
+    d: &mut Draft,
+) -> Result<(), TranslateError> {
+    let role = s(m, "role").unwrap_or_default();
+    if role != "user" && role != "assistant" {
+        return Err(TranslateError::invalid(
+            format!("messages[{i}].role"),
+            "must be 'user' or 'assistant'",
+        ));
+    }
+    match m.get("content") {
+        Some(Value::String(t)) => {
+            out.push(json!({"role": role, "content": t}));
+            Ok(())
+        }
+        Some(Value::Array(blocks)) if role == "assistant" => {
+            out.push(assistant(i, blocks, calls, d)?);
+            Ok(())
+        }
+        Some(Value::Array(blocks)) => user(i, blocks, calls, out),
+        _ => Err(TranslateError::invalid(
+            format!("messages[{i}].content"),
+            "must be a string or an array of content blocks",
+        )),
+    }
+}
+
+fn user(
+    i: usize,
+    blocks: &[Value],
+    calls: &HashSet<String>,
+    out: &mut Vec<Value>,
+) -> Result<(), TranslateError> {
+    let mut parts = Vec::new();
+    let mut tool_images = Vec::new();
+    for (j, b) in blocks.iter().enumerate() {
+        let field = || format!("messages[{i}].content[{j}]");
+        match s(b, "type") {
+            Some("text") => {
+                parts.push(json!({"type": "text", "text": s(b, "text").unwrap_or_default()}))
+            }
+            Some("image") => parts.push(image_part(b, &field())?),
+            Some("tool_result") => {
+                let id = s(b, "tool_use_id").unwrap_or_default();
+                if !calls.contains(id) {
+                    return Err(TranslateError::invalid(
+                        format!("{}.tool_use_id", field()),
+                        format!("no earlier tool_use has id '{id}'"),
+                    ));
+                }
+                let content = b.get("content").cloned().unwrap_or(Value::Null);
+                let mut text = join_text(&content, "\n");
+                if b.get("is_error") == Some(&Value::Bool(true)) {
+                    text = format!("Error: {text}");
+                }
+                for (k, img) in arr(b, "content").iter().enumerate() {
+                    if s(img, "type") == Some("image") {
+                        tool_images.push(image_part(img, &format!("{}.content[{k}]", field()))?);
+                    }
+                }
+                out.push(json!({"role": "tool", "tool_call_id": id, "content": text}));
+            }
+            Some("thinking" | "redacted_thinking") => {}
+            Some(t) => {
+                return Err(TranslateError::unsupported(
+                    format!("{}.type={t}", field()),
+                    "this content block has no Chat Completions counterpart",
+                ));
+            }
+            None => {
+                return Err(TranslateError::invalid(
+                    format!("{}.type", field()),
+                    "missing",
+                ));
+            }
+        }
+    }
+    tool_images.extend(parts);
+    let parts = tool_images;
+    match parts.as_slice() {
+        [] => {}
+        [one] if s(one, "type") == Some("text") => {
+            out.push(json!({"role": "user", "content": one["text"]}));
+        }
+        _ => out.push(json!({"role": "user", "content": parts})),
+    }
+    Ok(())
+}
+
+fn image_part(b: &Value, field: &str) -> Result<Value, TranslateError> {
+    let url = b
+        .get("source")
+        .and_then(image_source_to_url)
+        .ok_or_else(|| {
+            TranslateError::unsupported(
+                format!("{field}.source"),
+                "only base64 and url image sources translate",
+            )
+        })?;
+    Ok(json!({"type": "image_url", "image_url": {"url": url}}))
+}
+
+fn assistant(
+    i: usize,
+    blocks: &[Value],
+    calls: &mut HashSet<String>,
+    d: &mut Draft,
+) -> Result<Value, TranslateError> {
+    let mut text = Vec::new();
+    let mut tool_calls = Vec::new();
+    for (j, b) in blocks.iter().enumerate() {
+        match s(b, "type") {
+            Some("text") => text.push(s(b, "text").unwrap_or_default()),
+            Some("tool_use") => {
+                let id = s(b, "id").unwrap_or_default();
+                calls.insert(id.to_string());
+                let input = b.get("input").cloned().unwrap_or_else(|| json!({}));
+                tool_calls.push(json!({"id": id, "type": "function", "function": {
+                    "name": s(b, "name").unwrap_or_default(), "arguments": input.to_string()}}));
+            }
+            Some("thinking" | "redacted_thinking") => {
+                d.warn(format!(
+                    "dropped messages[{i}].content[{j}] (thinking is not sent to other providers)"
+                ));
+            }
+            t => {
+                return Err(TranslateError::unsupported(
+                    format!("messages[{i}].content[{j}].type={}", t.unwrap_or("")),
+                    "this assistant block has no Chat Completions counterpart",
+                ));
+            }
+        }
+    }
+    let content = if text.is_empty() {
+        Value::Null
+    } else {
+        Value::String(text.join("\n\n"))
+    };
+    let mut m = json!({"role": "assistant", "content": content});
+    if !tool_calls.is_empty() {
+        m["tool_calls"] = Value::Array(tool_calls);
+    }
+    Ok(m)
+}
+
+/// `tools` and `tool_choice`. Server tools (no `input_schema`) are dropped with a warning; a
+/// `tool_choice` forcing one is refused.
+fn tools(v: &Value, d: &mut Draft) -> Result<(), TranslateError> {
+    let mut out = Vec::new();
+    let mut dropped = HashSet::new();
+    for (i, t) in arr(v, "tools").iter().enumerate() {
+        let name = s(t, "name").unwrap_or_default();
+        match t.get("input_schema") {
+            Some(schema) if matches!(s(t, "type"), None | Some("custom")) => {
+                let mut f = json!({"name": name, "parameters": schema});
+                if let Some(desc) = t.get("description") {
+                    f["description"] = desc.clone();
+                }
+                out.push(json!({"type": "function", "function": f}));
+            }
+            _ => {
+                d.warn(format!("dropped tools[{i}] '{name}' (a server tool has no Chat Completions counterpart)"));
+                dropped.insert(name.to_string());
+            }
+        }
+    }
+    let choice = v.get("tool_choice");
+    if let Some(c) = choice {
+        if s(c, "type") == Some("tool") && dropped.contains(s(c, "name").unwrap_or_default()) {
+            return Err(TranslateError::unsupported(
+                "tool_choice.name",
+                "the forced tool is a server tool, which has no Chat Completions counterpart",
+            ));
+        }
+    }
+    if out.is_empty() {
+        return Ok(());
+    }
+    d.body.insert("tools".into(), Value::Array(out));
+    if let Some(c) = choice {
+        let mapped = match s(c, "type") {
+            Some("any") => json!("required"),
+            Some("none") => json!("none"),
+            Some("tool") => {
+                json!({"type": "function", "function": {"name": s(c, "name").unwrap_or_default()}})
+            }
+            _ => json!("auto"),
+        };
+        d.body.insert("tool_choice".into(), mapped);
+        if c.get("disable_parallel_tool_use") == Some(&Value::Bool(true)) {
+            d.body
+                .insert("parallel_tool_calls".into(), Value::Bool(false));
+        }
+    }
+    Ok(())
+}
+
+fn scalars(v: &Value, opts: &TargetOptions, d: &mut Draft) {
+    let max = u(v, "max_tokens").or(opts.default_max_tokens.map(u64::from));
+    if let Some(n) = max {
+        d.body.insert("max_tokens".into(), json!(n));
+    }
+    for k in ["temperature", "top_p"] {
+        if let Some(x) = v.get(k) {
+            d.body.insert(k.into(), x.clone());
+        }
+    }
+    if v.get("top_k").is_some() {
+        d.warn("dropped 'top_k' (no Chat Completions counterpart)");
+    }
+    let stops = stop_list(v.get("stop_sequences"));
+    if !stops.is_empty() {
+        d.body.insert("stop".into(), json!(stops));
+    }
+    d.context.stop_sequences = stops;
+    if v.get("stream") == Some(&Value::Bool(true)) {
+        d.body.insert("stream".into(), Value::Bool(true));
+        d.body
+            .insert("stream_options".into(), json!({"include_usage": true}));
+    }
+    if let Some(user) = v.get("metadata").and_then(|m| s(m, "user_id")) {
+        d.body.insert("user".into(), json!(user));
+    }
+}
+
+/// `thinking` (and Claude Code's `output_config.effort` for adaptive thinking) →
+/// `reasoning_effort` where the target takes it.
+fn thinking(v: &Value, opts: &TargetOptions, d: &mut Draft) {
+    let Some(t) = v.get("thinking") else { return };
+    let effort = match s(t, "type") {
+        Some("enabled") => effort_for_budget(u(t, "budget_tokens").unwrap_or(0)),
+        Some("adaptive") => match v.get("output_config").and_then(|c| s(c, "effort")) {
+            Some("low") => "low",
+            Some("high" | "max") => "high",
+            _ => "medium",
+        },
+        _ => return,
+    };
+    d.context.thinking = s(t, "display") != Some("omitted");
+    if opts.reasoning_effort {
+        d.body.insert("reasoning_effort".into(), json!(effort));
+    } else {
+        d.warn("dropped 'thinking' (this provider does not take reasoning_effort)");
+    }
+}

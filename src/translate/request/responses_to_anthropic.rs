@@ -1,0 +1,360 @@
+//! OpenAI Responses request → Anthropic Messages request (what Codex CLI sends, for a Claude
+//! target).
+
+use std::collections::HashSet;
+
+use serde_json::{Value, json};
+
+use super::chat_to_anthropic::thinking_budget;
+use super::turns::Turns;
+use super::{Draft, client_model};
+use crate::translate::options::DEFAULT_MAX_TOKENS;
+use crate::translate::util::{Obj, arr, budget_for_effort, join_text, s, u, url_to_image_source};
+use crate::translate::{TargetOptions, TranslateError};
+
+/// Top-level fields this direction reads; any other is dropped with a warning.
+const HANDLED: &[&str] = &[
+    "model",
+    "instructions",
+    "input",
+    "tools",
+    "tool_choice",
+    "max_output_tokens",
+    "reasoning",
+    "temperature",
+    "top_p",
+    "stream",
+    "previous_response_id",
+    "parallel_tool_calls",
+    "user",
+    "text",
+    "background",
+    "conversation",
+];
+
+/// Built-in tool types with no counterpart elsewhere: dropped with a warning (refused when
+/// `tool_choice` forces one).
+const HOSTED: &[&str] = &[
+    "web_search",
+    "web_search_preview",
+    "file_search",
+    "code_interpreter",
+    "computer_use_preview",
+    "image_generation",
+    "mcp",
+    "local_shell",
+];
+
+/// Translates the parsed Responses body, filling `max_tokens` (required by Anthropic).
+///
+/// # Errors
+/// See [`to_anthropic`].
+pub fn translate(v: Obj, opts: &TargetOptions) -> Result<Draft, TranslateError> {
+    to_anthropic(v, opts, true)
+}
+
+/// Translates the parsed Responses body into an Anthropic body; `require_max` fills
+/// `max_tokens` from the options (or [`DEFAULT_MAX_TOKENS`]) when the client gave none.
+///
+/// # Errors
+/// `previous_response_id` / `conversation` (server-side state), `background`, structured
+/// `text.format`, `custom` tools, a forced built-in tool, input items other than messages,
+/// function calls, their outputs and reasoning, `arguments` that are not a JSON object, and a
+/// `function_call_output` whose `call_id` no earlier call produced.
+pub fn to_anthropic(
+    v: Obj,
+    opts: &TargetOptions,
+    require_max: bool,
+) -> Result<Draft, TranslateError> {
+    let mut d = Draft::default();
+    d.context.client_model = client_model(&v);
+    let v = Value::Object(v);
+    refuse(&v)?;
+    let mut turns = Turns::default();
+    if let Some(t) = s(&v, "instructions").filter(|t| !t.is_empty()) {
+        turns.system.push(t.to_string());
+    }
+    match v.get("input") {
+        Some(Value::String(t)) => turns.push("user", vec![json!({"type": "text", "text": t})]),
+        Some(Value::Array(items)) => {
+            for (i, it) in items.iter().enumerate() {
+                item(i, it, &mut turns, &mut d)?;
+            }
+        }
+        _ => {}
+    }
+    if !turns.system.is_empty() {
+        d.body
+            .insert("system".into(), json!(turns.system.join("\n\n")));
+    }
+    d.body.insert("messages".into(), turns.messages());
+    tools(&v, &mut d)?;
+    scalars(&v, opts, require_max, &mut d);
+    if let Some(obj) = v.as_object() {
+        for k in obj.keys().filter(|k| !HANDLED.contains(&k.as_str())) {
+            d.warn(format!(
+                "dropped '{k}' (no counterpart outside the Responses API)"
+            ));
+        }
+    }
+    Ok(d)
+}
+
+fn refuse(v: &Value) -> Result<(), TranslateError> {
+    for k in ["previous_response_id", "conversation"] {
+        if v.get(k).is_some_and(|x| !x.is_null()) {
+            return Err(TranslateError::unsupported(
+                k,
+                "sluice does not store responses; send the whole conversation in 'input' (store=false)",
+            ));
+        }
+    }
+    if v.get("background") == Some(&Value::Bool(true)) {
+        return Err(TranslateError::unsupported(
+            "background",
+            "background responses need server-side state",
+        ));
+    }
+    if let Some(f) = v
+        .get("text")
+        .and_then(|t| t.get("format"))
+        .and_then(|f| s(f, "type"))
+        .filter(|t| *t != "text")
+    {
+        return Err(TranslateError::unsupported(
+            format!("text.format.type={f}"),
+            "structured output has no Anthropic Messages counterpart",
+        ));
+    }
+    Ok(())
+}
+
+/// One input item.
+fn item(i: usize, it: &Value, turns: &mut Turns, d: &mut Draft) -> Result<(), TranslateError> {
+    let field = format!("input[{i}]");
+    let kind = s(it, "type").unwrap_or(if it.get("role").is_some() {
+        "message"
+    } else {
+        ""
+    });
+    match kind {
+        "message" => message(&field, it, turns),
+        "function_call" => {
+            let raw = s(it, "arguments").unwrap_or_default();
+            let input = parse_arguments(raw, &format!("{field}.arguments"))?;
+            let id = s(it, "call_id").unwrap_or_default();
+            turns.calls.insert(id.to_string());
+            let name = s(it, "name").unwrap_or_default();
+            turns.push(
+                "assistant",
+                vec![json!({"type": "tool_use", "id": id, "name": name, "input": input})],
+            );
+            Ok(())
+        }
+        "function_call_output" => {
+            let id = s(it, "call_id").unwrap_or_default();
+            if !turns.calls.contains(id) {
+                return Err(TranslateError::invalid(
+                    format!("{field}.call_id"),
+                    format!("no earlier function_call has call_id '{id}'"),
+                ));
+            }
+            let text = join_text(it.get("output").unwrap_or(&Value::Null), "\n");
+            turns.push(
+                "user",
+                vec![json!({"type": "tool_result", "tool_use_id": id, "content": text})],
+            );
+            Ok(())
+        }
+        "reasoning" => {
+            d.warn(format!(
+                "dropped {field} (reasoning items are not sent to other providers)"
+            ));
+            Ok(())
+        }
+        t => Err(TranslateError::unsupported(
+            format!("{field}.type={t}"),
+            "only message, function_call, function_call_output and reasoning items translate",
+        )),
+    }
+}
+
+fn parse_arguments(raw: &str, field: &str) -> Result<Value, TranslateError> {
+    if raw.trim().is_empty() {
+        return Ok(json!({}));
+    }
+    match serde_json::from_str::<Value>(raw) {
+        Ok(o @ Value::Object(_)) => Ok(o),
+        Ok(_) => Err(TranslateError::invalid(field, "must be a JSON object")),
+        Err(e) => Err(TranslateError::invalid(
+            field,
+            format!("not valid JSON: {e}"),
+        )),
+    }
+}
+
+fn message(field: &str, it: &Value, turns: &mut Turns) -> Result<(), TranslateError> {
+    let role = s(it, "role").unwrap_or_default();
+    let content = it.get("content").unwrap_or(&Value::Null);
+    if matches!(role, "system" | "developer") {
+        let t = join_text(content, "\n\n");
+        if !t.is_empty() {
+            turns.system.push(t);
+        }
+        return Ok(());
+    }
+    if role != "user" && role != "assistant" {
+        return Err(TranslateError::invalid(
+            format!("{field}.role"),
+            format!("unknown role '{role}'"),
+        ));
+    }
+    let mut blocks = Vec::new();
+    match content {
+        Value::String(t) if !t.is_empty() => blocks.push(json!({"type": "text", "text": t})),
+        Value::Array(parts) => {
+            for (j, p) in parts.iter().enumerate() {
+                if let Some(b) = part(&format!("{field}.content[{j}]"), p)? {
+                    blocks.push(b);
+                }
+            }
+        }
+        _ => {}
+    }
+    turns.push(role, blocks);
+    Ok(())
+}
+
+fn part(field: &str, p: &Value) -> Result<Option<Value>, TranslateError> {
+    match s(p, "type") {
+        Some("input_text" | "output_text" | "text") => Ok(s(p, "text")
+            .filter(|t| !t.is_empty())
+            .map(|t| json!({"type": "text", "text": t}))),
+        Some("refusal") => Ok(s(p, "refusal").map(|t| json!({"type": "text", "text": t}))),
+        Some("input_image") => {
+            let url = p
+                .get("image_url")
+                .and_then(|x| x.as_str().or_else(|| s(x, "url")))
+                .unwrap_or_default();
+            let source = url_to_image_source(url).ok_or_else(|| {
+                TranslateError::unsupported(
+                    format!("{field}.image_url"),
+                    "only data: and http(s) image URLs translate (not file_id)",
+                )
+            })?;
+            Ok(Some(json!({"type": "image", "source": source})))
+        }
+        t => Err(TranslateError::unsupported(
+            format!("{field}.type={}", t.unwrap_or("")),
+            "only text and image parts translate",
+        )),
+    }
+}
+
+fn tools(v: &Value, d: &mut Draft) -> Result<(), TranslateError> {
+    let mut out = Vec::new();
+    let mut dropped = HashSet::new();
+    for (i, t) in arr(v, "tools").iter().enumerate() {
+        match s(t, "type").unwrap_or_default() {
+            "function" => {
+                let schema = t
+                    .get("parameters")
+                    .cloned()
+                    .unwrap_or_else(|| json!({"type": "object", "properties": {}}));
+                let mut tool =
+                    json!({"name": s(t, "name").unwrap_or_default(), "input_schema": schema});
+                if let Some(desc) = t.get("description") {
+                    tool["description"] = desc.clone();
+                }
+                out.push(tool);
+            }
+            k if HOSTED.contains(&k) => {
+                d.warn(format!(
+                    "dropped tools[{i}] '{k}' (a built-in tool has no counterpart)"
+                ));
+                dropped.insert(k.to_string());
+            }
+            k => {
+                return Err(TranslateError::unsupported(
+                    format!("tools[{i}].type={k}"),
+                    "only function tools translate",
+                ));
+            }
+        }
+    }
+    let choice = match v.get("tool_choice") {
+        Some(Value::String(c)) if c == "required" => Some(json!({"type": "any"})),
+        Some(Value::String(c)) if c == "none" => Some(json!({"type": "none"})),
+        Some(c @ Value::Object(_)) => match s(c, "type") {
+            Some("function") => {
+                Some(json!({"type": "tool", "name": s(c, "name").unwrap_or_default()}))
+            }
+            Some(k) if dropped.contains(k) || HOSTED.contains(&k) => {
+                return Err(TranslateError::unsupported(
+                    "tool_choice.type",
+                    format!("the forced tool '{k}' is a built-in tool with no counterpart"),
+                ));
+            }
+            _ => Some(json!({"type": "auto"})),
+        },
+        Some(Value::String(_)) => Some(json!({"type": "auto"})),
+        _ => None,
+    };
+    if out.is_empty() {
+        return Ok(());
+    }
+    d.body.insert("tools".into(), Value::Array(out));
+    let no_parallel = v.get("parallel_tool_calls") == Some(&Value::Bool(false));
+    let mut choice = choice;
+    if no_parallel {
+        let c = choice.get_or_insert_with(|| json!({"type": "auto"}));
+        if s(c, "type") != Some("none") {
+            c["disable_parallel_tool_use"] = Value::Bool(true);
+        }
+    }
+    if let Some(c) = choice {
+        d.body.insert("tool_choice".into(), c);
+    }
+    Ok(())
+}
+
+fn scalars(v: &Value, opts: &TargetOptions, require_max: bool, d: &mut Draft) {
+    let max = u(v, "max_output_tokens").or_else(|| match (opts.default_max_tokens, require_max) {
+        (Some(n), _) => Some(u64::from(n)),
+        (None, true) => Some(u64::from(DEFAULT_MAX_TOKENS)),
+        (None, false) => None,
+    });
+    if let Some(n) = max {
+        d.body.insert("max_tokens".into(), json!(n));
+    }
+    let effort = v
+        .get("reasoning")
+        .and_then(|r| s(r, "effort"))
+        .and_then(budget_for_effort);
+    // Without a max (Responses → Chat), the budget only carries the effort across.
+    let thinking = thinking_budget(effort, max.unwrap_or(u64::MAX), d);
+    if let Some(b) = thinking {
+        d.body.insert(
+            "thinking".into(),
+            json!({"type": "enabled", "budget_tokens": b}),
+        );
+        d.context.thinking = v.get("reasoning").and_then(|r| s(r, "summary")) != Some("none");
+    }
+    for k in ["temperature", "top_p"] {
+        match v.get(k) {
+            Some(_) if thinking.is_some() => d.warn(format!(
+                "dropped '{k}' (Anthropic thinking requires the default)"
+            )),
+            Some(x) if !x.is_null() => {
+                d.body.insert(k.into(), x.clone());
+            }
+            _ => {}
+        }
+    }
+    if v.get("stream") == Some(&Value::Bool(true)) {
+        d.body.insert("stream".into(), Value::Bool(true));
+    }
+    if let Some(user) = s(v, "user") {
+        d.body.insert("metadata".into(), json!({"user_id": user}));
+    }
+}
