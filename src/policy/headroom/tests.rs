@@ -1,0 +1,1 @@
+//! Tests (filled in the next commit).
