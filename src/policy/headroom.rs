@@ -375,15 +375,15 @@ impl Headroom {
                 })
             })
             .collect();
-        let claim = self.live_claim(now_unix_ms);
-        let subscription = match claim {
-            Some(w) => candidates
+        let claimed = self.live_claim(now_unix_ms).and_then(|w| {
+            candidates
                 .iter()
-                .find(|c| c.window == w && c.model.is_none()),
-            None => least(candidates.iter().filter(|c| c.window.is_subscription())),
-        };
+                .find(|c| c.window == w && c.model.is_none())
+        });
+        let by_claim = claimed.is_some();
+        let subscription =
+            claimed.or_else(|| least(candidates.iter().filter(|c| c.window.is_subscription())));
         let bucket = least(candidates.iter().filter(|c| !c.window.is_subscription()));
-        let by_claim = claim.is_some() && subscription.is_some();
         let pick = match (subscription, bucket) {
             (Some(s), Some(b)) if b.remaining < s.remaining => (b, false),
             (Some(s), _) => (s, by_claim),
