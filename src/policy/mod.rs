@@ -14,6 +14,7 @@ pub mod affinity;
 pub mod breaker;
 pub mod classify;
 pub mod cooldown;
+pub mod headroom;
 pub mod lockout;
 pub mod retry_hint;
 pub mod select;
