@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 use crate::core::Core;
 use crate::core::control::{ClearTarget, Control, ControlError, SettingsPatch};
 use crate::core::snapshot::Snapshot;
-use crate::proxy::forward::json_response;
+use crate::proxy::response::json_response;
 use crate::proxy::server::serve_http;
 
 /// Admin request bodies are small JSON documents; larger ones are refused.

@@ -104,6 +104,20 @@ pub struct RequestView {
     pub attempt_log: Vec<AttemptView>,
     /// Candidates left out before dispatch, with why (spec §8 reasons).
     pub skipped: Vec<SkippedView>,
+    /// Every cooldown-aware wait (§4) the request made, in order.
+    pub waits: Vec<WaitView>,
+}
+
+/// One cooldown-aware wait of a request: every candidate was excluded by a short cooldown or
+/// lockout, and the request waited for the earliest to end.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct WaitView {
+    /// The target whose exclusion ended first, `provider:connection/model`.
+    pub target: String,
+    /// `connection_cooldown` or `model_lockout`.
+    pub reason: String,
+    /// How long the request waited, ms.
+    pub waited_ms: u64,
 }
 
 /// One upstream attempt of a request.
