@@ -347,6 +347,10 @@ pub struct ServerConfig {
     pub client_keys_env: Option<String>,
     /// How long shutdown waits for in-flight requests. Default 10s.
     pub drain_timeout: Duration,
+    /// A client connection that has not sent a complete request head this long after it
+    /// connected (or after its previous response) is closed (HTTP/1). Default 10s
+    /// ([`validate::DEFAULT_HEADER_READ_TIMEOUT`]).
+    pub header_read_timeout: Duration,
 }
 
 /// `[admin]`

@@ -49,6 +49,7 @@ pub struct RawServer {
     pub max_body: Option<String>,
     pub client_keys_env: Option<String>,
     pub drain_timeout: Option<String>,
+    pub header_read_timeout: Option<String>,
 }
 
 /// `[admin]`

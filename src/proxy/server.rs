@@ -16,26 +16,56 @@ use tokio_util::sync::CancellationToken;
 
 use super::Shared;
 use super::routes::{self, ProxyBody};
+use crate::config::validate::DEFAULT_HEADER_READ_TIMEOUT;
 
 /// Serves the inference routes on `listener` until `shutdown`; in-flight requests go on
-/// (their streams end at `hard_stop`).
+/// (their streams end at `hard_stop`). Connections that send no complete request head within
+/// `[server] header_read_timeout` are closed.
 pub async fn serve(
     listener: TcpListener,
     state: Shared,
     shutdown: CancellationToken,
     _hard_stop: CancellationToken,
 ) {
-    serve_http(listener, shutdown, "inference", move |req| {
-        routes::handle(state.clone(), req)
-    })
+    let header_timeout = state.core.config().server.header_read_timeout;
+    serve_http_with(
+        listener,
+        shutdown,
+        "inference",
+        header_timeout,
+        move |req| routes::handle(state.clone(), req),
+    )
     .await;
 }
 
-/// Generic accept loop: spawns one task per connection running `handler` per request.
+/// Generic accept loop: spawns one task per connection running `handler` per request, with
+/// the default header read timeout ([`DEFAULT_HEADER_READ_TIMEOUT`]).
 pub async fn serve_http<F, Fut>(
     listener: TcpListener,
     shutdown: CancellationToken,
     what: &'static str,
+    handler: F,
+) where
+    F: Fn(Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
+    Fut: Future<Output = Response<ProxyBody>> + Send + 'static,
+{
+    serve_http_with(
+        listener,
+        shutdown,
+        what,
+        DEFAULT_HEADER_READ_TIMEOUT,
+        handler,
+    )
+    .await;
+}
+
+/// [`serve_http`] closing connections that send no complete request head within
+/// `header_timeout` (HTTP/1).
+pub async fn serve_http_with<F, Fut>(
+    listener: TcpListener,
+    shutdown: CancellationToken,
+    what: &'static str,
+    header_timeout: Duration,
     handler: F,
 ) where
     F: Fn(Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
@@ -68,7 +98,7 @@ pub async fn serve_http<F, Fut>(
             builder
                 .http1()
                 .timer(TokioTimer::new())
-                .header_read_timeout(Duration::from_secs(30));
+                .header_read_timeout(header_timeout);
             let conn = builder.serve_connection(TokioIo::new(stream), svc);
             tokio::pin!(conn);
             tokio::select! {
