@@ -111,6 +111,10 @@ impl Pending {
         }
         .into();
         view.error = err.to_string();
+        if let Some(w) = view.waits.last() {
+            // Why it took this long: the request waited out a cooldown first.
+            view.error = format!("{} ({} first)", view.error, w.describe());
+        }
         if err.status().as_u16() >= 500 {
             tracing::warn!(route = %view.route, model = %view.client_model, target = %view.target, error = %err, "request failed");
         }

@@ -365,24 +365,13 @@ impl Dispatch<'_> {
         let started = clock.now();
         tokio::time::sleep(w.delay).await;
         let waited = clock.now().saturating_duration_since(started);
-        let what = wait_subject(&w);
-        tracing::info!(model = %self.view.client_model, target = %w.target, reason = w.reason, "waited {:.1} s for {what}", waited.as_secs_f64());
-        self.view.waits.push(WaitView {
+        let view = WaitView {
             target: w.target,
             reason: w.reason.into(),
             waited_ms: u64::try_from(waited.as_millis()).unwrap_or(u64::MAX),
-        });
-    }
-}
-
-/// "key-a's cooldown" or "model-x's lockout on key-a", from a `provider:connection/model`
-/// target.
-pub fn wait_subject(w: &Wait) -> String {
-    let (pc, model) = w.target.split_once('/').unwrap_or((&w.target, ""));
-    let conn = pc.split_once(':').map_or(pc, |(_, c)| c);
-    match w.reason {
-        "model_lockout" => format!("{model}'s lockout on {conn}"),
-        _ => format!("{conn}'s cooldown"),
+        };
+        tracing::info!(model = %self.view.client_model, target = %view.target, reason = w.reason, "{}", view.describe());
+        self.view.waits.push(view);
     }
 }
 

@@ -137,6 +137,24 @@ mod tests {
     }
 
     #[test]
+    fn a_wait_reads_as_the_log_line_says() {
+        use crate::core::snapshot::WaitView;
+        let w = |reason: &str, waited_ms| WaitView {
+            target: "a:key-a/glm-5".into(),
+            reason: reason.into(),
+            waited_ms,
+        };
+        assert_eq!(
+            w("connection_cooldown", 9_950).describe(),
+            "waited 9.9 s for key-a's cooldown"
+        );
+        assert_eq!(
+            w("model_lockout", 300).describe(),
+            "waited 0.3 s for glm-5's lockout on key-a"
+        );
+    }
+
+    #[test]
     fn stops_at_max_attempts_and_budget() {
         let mut w = CooldownWait::new(ComboCooldownWait {
             max_attempts: 2,
