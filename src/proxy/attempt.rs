@@ -115,10 +115,16 @@ pub async fn send_attempt(
     let clock = state.core.clock().clone();
     let guard = state.core.begin_attempt(t.cand.provider, t.cand.connection);
     let started = clock.now();
-    let head_budget = t
-        .provider
-        .timeout
-        .min(deadline.saturating_duration_since(started));
+    let remaining = deadline.saturating_duration_since(started);
+    if remaining.is_zero() {
+        let latency = std::time::Duration::ZERO;
+        return Ok(Attempted {
+            result: AttemptResult::OutOfTime,
+            latency,
+            guard,
+        });
+    }
+    let head_budget = t.provider.timeout.min(remaining);
     let res = tokio::time::timeout(head_budget, client.request(up)).await;
     let latency = clock.now().saturating_duration_since(started);
     let status = res
@@ -130,6 +136,8 @@ pub async fn send_attempt(
         .core
         .attempt_result(t.cand.provider, t.cand.connection, status, latency);
     let result = match res {
+        // The request's own budget ran out first: sluice's limit, not the upstream's fault.
+        Err(_) if remaining < t.provider.timeout => AttemptResult::OutOfTime,
         Err(_) => transport_failed(state, t, timed_out(t.provider, head_budget)),
         Ok(Err(e)) => transport_failed(state, t, unreachable(t, &e)),
         Ok(Ok(resp)) => judge(state, t, route, resp, deadline).await,
