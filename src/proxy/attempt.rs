@@ -181,6 +181,9 @@ fn upstream_request(
     if let Some(allow) = &t.provider.anthropic_beta_allowlist {
         state.filter_betas(up.headers_mut(), &t.provider.id, allow);
     }
+    if len == 0 && req.parts.method == http::Method::GET {
+        up.headers_mut().remove(header::CONTENT_LENGTH);
+    }
     Ok(up)
 }
 

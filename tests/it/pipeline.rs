@@ -390,3 +390,28 @@ async fn a_connection_that_never_finishes_its_head_is_closed_after_header_read_t
     let r = client::post_json(&s.url("/v1/messages"), &body("m", false), &[AV, KEY]).await;
     assert_eq!(r.status, 200, "{}", r.text());
 }
+
+#[tokio::test]
+async fn early_head_with_no_target_left_ends_with_one_error_event() {
+    // The only target is a zombie: the head went out early (heartbeats), so the failure is one
+    // well-formed error event, not an HTTP error and not a hang.
+    let mock = MockUpstream::start().await;
+    mock.on("/v1/messages")
+        .model("model-a")
+        .reply(Reply::sse_chunks(vec![Bytes::from(PING)]).then_stall());
+    let cfg = format!("{PAIR}\n[[combos]]\nname = \"solo\"\ntargets = [\"a/model-a\"]\n");
+    let s = Sluice::start(&fill(&cfg, &mock), &[]).await;
+
+    let mut st = client::open_json(&s.url("/v1/messages"), &body("solo", true), &[AV, KEY]).await;
+    let (got, _) = st.read_to_end(READ).await;
+
+    assert_eq!(st.status, 200);
+    let text = String::from_utf8_lossy(&got);
+    assert!(text.starts_with(PING), "{text}");
+    assert_eq!(count(&got, "event: error"), 1, "{text}");
+    assert_eq!(count(&got, "event: message_start"), 0, "{text}");
+    assert!(text.contains("readiness timeout"), "{text}");
+    let snap = s.wait_requests(1).await;
+    assert_eq!(snap.recent[0].outcome, "upstream_error");
+    assert_eq!(snap.recent[0].status, 200);
+}
