@@ -415,3 +415,96 @@ async fn early_head_with_no_target_left_ends_with_one_error_event() {
     assert_eq!(snap.recent[0].outcome, "upstream_error");
     assert_eq!(snap.recent[0].status, 200);
 }
+
+#[tokio::test(start_paused = true)]
+async fn execution_budget_with_paused_time_cuts_a_stream_at_execution_max_wait() {
+    // Paused tokio time: a stream that keeps sending content every second for an hour is cut
+    // with one error event once the 10-minute execution budget (above the provider's 2-minute
+    // timeout) is spent, and the request is not penalised.
+    let mock = MockUpstream::start().await;
+    let start = Bytes::from_static(b"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],\"model\":\"x\",\"usage\":{\"input_tokens\":1,\"output_tokens\":0}}}\n\nevent: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n");
+    let delta = Bytes::from_static(b"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"la \"}}\n\n");
+    let events = std::iter::once((Duration::ZERO, start))
+        .chain((0..3600).map(|_| (Duration::from_secs(1), delta.clone())))
+        .collect();
+    mock.on("/v1/messages").reply(Reply::sse_timed(events));
+    let cfg = fill(SINGLE, &mock)
+        .replace(
+            "profile = \"api_key\"",
+            "profile = \"api_key\"\ntimeout = \"2m\"",
+        )
+        .replace(
+            "[resilience.stream]",
+            "[resilience.queue]\nexecution_max_wait = \"10m\"\n\n[resilience.stream]",
+        )
+        .replace(
+            "heartbeat_interval = \"40ms\"",
+            "heartbeat_interval = \"15s\"",
+        );
+    let s = Sluice::start(&cfg, &[]).await;
+
+    let mut st = client::open_json(&s.url("/v1/messages"), &body("m", true), &[AV, KEY]).await;
+    let (got, _) = st.read_to_end(Duration::from_secs(7200)).await;
+
+    assert_eq!(st.status, 200);
+    assert_eq!(count(&got, "event: error"), 1);
+    assert!(String::from_utf8_lossy(&got).contains("RATE_LIMIT_EXECUTION_TIMEOUT"));
+    let deltas = count(&got, "text_delta");
+    assert!(
+        (590..=601).contains(&deltas),
+        "cut near 10 minutes of 1/s deltas: {deltas}"
+    );
+    let snap = s.wait_requests(1).await;
+    let c = &snap.providers[0].connections[0];
+    assert_eq!(
+        c.status, "active",
+        "sluice's own budget cools nothing: {c:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn zombie_first_target_falls_back_with_the_default_timers() {
+    // Paused tokio time, shipped defaults (heartbeat 15s, readiness 30s): the zombie is
+    // abandoned at 30s and the second target serves, behind an early head with heartbeats.
+    let mock = MockUpstream::start().await;
+    mock.on("/v1/messages")
+        .model("model-a")
+        .reply(Reply::sse_chunks(vec![Bytes::from(PING)]).then_stall());
+    mock.on("/v1/messages")
+        .model("model-b")
+        .reply(Reply::sse_fixture("anthropic-text"));
+    let cfg = fill(PAIR, &mock).replace(
+        "heartbeat_interval = \"60ms\"\nreadiness_timeout = \"150ms\"\ncontent_stall_timeout = \"2s\"\n",
+        "",
+    );
+    let s = Sluice::start(&cfg, &[]).await;
+    let st_cfg = s.core().settings_snapshot().stream;
+    assert_eq!(
+        (st_cfg.heartbeat_interval, st_cfg.readiness_timeout),
+        (Duration::from_secs(15), Duration::from_secs(30))
+    );
+
+    // The support client gives up on a head after 10 s; the early head comes at 15 s.
+    let req = client::request(
+        http::Method::POST,
+        &s.url("/v1/messages"),
+        &[AV, KEY, ("content-type", "application/json")],
+        client::full(serde_json::to_vec(&body("pair", true)).unwrap()),
+    );
+    let http = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build(hyper_util::client::legacy::connect::HttpConnector::new());
+    let resp = http.request(req).await.unwrap();
+    assert_eq!(resp.status(), 200);
+    let got = http_body_util::BodyExt::collect(resp.into_body())
+        .await
+        .unwrap()
+        .to_bytes();
+
+    let text = String::from_utf8_lossy(&got);
+    let served = String::from_utf8_lossy(&fixture("anthropic-text")).into_owned();
+    assert!(text.starts_with(PING), "{text}");
+    assert!(text.ends_with(&served), "the second target served: {text}");
+    let snap = s.wait_requests(1).await;
+    assert_eq!(snap.recent[0].attempts, 2);
+    assert_eq!(snap.recent[0].attempt_log[0].reason, "zombie_stream");
+}
