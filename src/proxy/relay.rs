@@ -156,7 +156,7 @@ impl RelayBody {
         } else {
             (None, Some(held.bytes))
         };
-        let mut b = Self {
+        Self {
             upstream,
             stop: Box::pin(stop),
             kind,
@@ -177,9 +177,7 @@ impl RelayBody {
                 .throughput
                 .map(|(_, _, w)| Box::pin(tokio::time::sleep_until(now + throughput_tick(w)))),
             deadline: deadline.map(|d| Box::pin(tokio::time::sleep_until(d))),
-        };
-        b.bytes = 0;
-        b
+        }
     }
 
     fn rearm_watchdog(&mut self) {
@@ -328,7 +326,6 @@ impl RelayBody {
                 Poll::Ready(None)
             }
             Some((StreamEnd::Truncated, _)) => {
-                self.ended = false;
                 let msg = "the upstream stream ended before its terminal event";
                 let v = self.verdict_truncated(Some(200), msg);
                 self.end_with_error("truncated", msg, false, v)
