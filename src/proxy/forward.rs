@@ -33,11 +33,11 @@ pub async fn handle(state: Shared, req: Request<Incoming>, route: Route) -> Resp
     pending.view.client_model = req.probe.model.clone();
     pending.view.stream = req.probe.stream;
     let streaming = req.probe.stream && route.kind != RouteKind::CountTokens;
-    let mut serving: Serving = Box::pin(serve(state.clone(), req, route, pending));
     if !streaming {
-        let (result, pending) = serving.await;
+        let (result, pending) = serve(state.clone(), req, route, pending).await;
         return respond(route, result, pending);
     }
+    let mut serving: Serving = Box::pin(serve(state.clone(), req, route, pending));
     let heartbeat = state.core.settings_snapshot().stream.heartbeat_interval;
     match tokio::time::timeout(heartbeat, serving.as_mut()).await {
         Ok((result, pending)) => respond(route, result, pending),
