@@ -143,7 +143,7 @@ async fn lifecycle_frames_are_held_and_heartbeats_keep_the_client_alive() {
     let text = String::from_utf8_lossy(&got).into_owned();
     let start = text
         .find("event: message_start")
-        .expect("message_start relayed");
+        .unwrap_or_else(|| panic!("message_start relayed: {text}"));
     let before = &text[..start];
     assert!(
         before.matches(PING).count() >= 1,
