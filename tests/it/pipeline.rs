@@ -508,3 +508,40 @@ async fn zombie_first_target_falls_back_with_the_default_timers() {
     assert_eq!(snap.recent[0].attempts, 2);
     assert_eq!(snap.recent[0].attempt_log[0].reason, "zombie_stream");
 }
+
+#[tokio::test]
+async fn an_auth_cooled_connection_is_never_waited_on() {
+    // A 401 cools the connection; waiting cannot fix a bad key, so the next request is
+    // answered at once (no wait recorded) instead of sleeping through the cooldown.
+    let mock = MockUpstream::start().await;
+    mock.on("/v1/messages").reply(Reply::anthropic_error(
+        401,
+        "authentication_error",
+        "invalid x-api-key",
+    ));
+    let cfg = fill(TWO_CONNECTIONS, &mock).replace(
+        "  [[providers.connections]]\n  id = \"k2\"\n  auth = { env = \"K2\" }\n",
+        "",
+    );
+    let s = Sluice::start(&cfg, &[("K1", "key-one")]).await;
+    let first = client::post_json(&s.url("/v1/messages"), &body("m", false), &[AV]).await;
+    assert_eq!(first.status, 401, "{}", first.text());
+    let snap = s.snapshot();
+    let k1 = &snap.providers[0].connections[0];
+    assert_eq!(
+        (k1.status.as_str(), k1.last_error_kind.as_str()),
+        ("cooling", "auth"),
+        "{k1:?}"
+    );
+
+    let second = client::post_json(&s.url("/v1/messages"), &body("m", false), &[AV]).await;
+
+    assert_ne!(second.status, 200, "{}", second.text());
+    let snap = s.wait_requests(2).await;
+    assert!(
+        snap.recent[0].waits.is_empty(),
+        "{:?}",
+        snap.recent[0].waits
+    );
+    assert_eq!(snap.recent[0].skipped[0].reason, "connection_cooldown");
+}
