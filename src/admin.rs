@@ -19,16 +19,16 @@ use tokio_util::sync::CancellationToken;
 use crate::core::Core;
 use crate::core::control::{ClearTarget, Control, ControlError, SettingsPatch};
 use crate::core::snapshot::Snapshot;
-use crate::proxy::forward::json_response;
-use crate::proxy::server::serve_http;
+use crate::proxy::response::json_response;
+use crate::proxy::server::{Limits, serve_http};
 
 /// Admin request bodies are small JSON documents; larger ones are refused.
 const MAX_ADMIN_BODY: usize = 64 * 1024;
 
 /// Serves the admin API until `stop` (it outlives the drain, so `/readyz` can say 503).
 pub async fn serve(listener: TcpListener, control: Control, stop: CancellationToken) {
-    let max_connections = control.core().config().server.max_connections;
-    serve_http(listener, stop, "admin", max_connections, move |req| {
+    let limits = Limits::admin(&control.core().config().server);
+    serve_http(listener, stop, "admin", limits, move |req| {
         let control = control.clone();
         async move { handle(&control, req).await.map(Either::Left) }
     })

@@ -351,6 +351,10 @@ pub struct ServerConfig {
     /// Client connections each listener serves at once; further ones wait in the OS backlog
     /// until one closes. Default 1024 (`DEFAULT_MAX_CONNECTIONS`).
     pub max_connections: u32,
+    /// A client connection that has not sent a complete request head this long after it
+    /// connected (or after its previous response) is closed (HTTP/1). Default 10s
+    /// ([`validate::DEFAULT_HEADER_READ_TIMEOUT`]).
+    pub header_read_timeout: Duration,
 }
 
 /// `[admin]`

@@ -50,6 +50,7 @@ pub struct RawServer {
     pub client_keys_env: Option<String>,
     pub drain_timeout: Option<String>,
     pub max_connections: Option<i64>,
+    pub header_read_timeout: Option<String>,
 }
 
 /// `[admin]`

@@ -26,6 +26,8 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 pub const DEFAULT_MAX_CONNECTIONS: u32 = 1024;
 /// Shutdown drain deadline default.
 pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+/// Default `[server] header_read_timeout`.
+pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// `request_log` row cap default.
 pub const DEFAULT_REQUEST_LOG_MAX_ROWS: u64 = 10_000;
 /// `request_log` age cap default, 7 days.
@@ -482,6 +484,25 @@ impl<'e, 'a> Validator<'e, 'a> {
             1,
             1_000_000,
         );
+        let header_read_timeout = self.duration(
+            "server.header_read_timeout",
+            raw.header_read_timeout.as_ref(),
+            DEFAULT_HEADER_READ_TIMEOUT,
+        );
+        let header_read_timeout =
+            if header_read_timeout.is_zero() || header_read_timeout > Duration::from_secs(3600) {
+                self.bad(
+                    "server.header_read_timeout",
+                    format!(
+                        "'{}' is out of range",
+                        humantime::format_duration(header_read_timeout)
+                    ),
+                    "use a duration from 1ms to 1h, like \"10s\"",
+                );
+                DEFAULT_HEADER_READ_TIMEOUT
+            } else {
+                header_read_timeout
+            };
         ServerConfig {
             listen,
             max_body,
@@ -489,6 +510,7 @@ impl<'e, 'a> Validator<'e, 'a> {
             client_keys_env: raw.client_keys_env.clone(),
             drain_timeout,
             max_connections,
+            header_read_timeout,
         }
     }
 

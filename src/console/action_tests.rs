@@ -61,8 +61,17 @@ fn fail(control: &Control, conn: usize, status: u16, body: &str) {
     let ticket = core
         .admit_candidate(&cand, core.clock().now())
         .expect("admitted");
-    let classified = core.classify(0, Some(status), None, body.as_bytes(), None, false);
+    let end = sluice_end(status, body.as_bytes());
+    let classified = core.classify(0, &end);
     core.report(ticket, &classified);
+}
+
+fn sluice_end(status: u16, body: &[u8]) -> crate::core::resilience::AttemptEnd<'_> {
+    crate::core::resilience::AttemptEnd {
+        status: Some(status),
+        body,
+        ..Default::default()
+    }
 }
 
 fn status_of(control: &Control, id: &str) -> String {

@@ -77,6 +77,7 @@ pub(super) fn snapshot() -> Snapshot {
                     target: "openrouter:key-b/anthropic/claude-sonnet-4".into(),
                     reason: "terminal".into(),
                 }],
+                waits: Vec::new(),
             },
             RequestView {
                 id: 40,
@@ -99,6 +100,7 @@ pub(super) fn snapshot() -> Snapshot {
                     latency_ms: 240,
                 }],
                 skipped: Vec::new(),
+                waits: Vec::new(),
             },
         ],
         providers: vec![

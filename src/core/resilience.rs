@@ -150,6 +150,98 @@ pub struct ReportEffect {
     pub lockout: Option<String>,
 }
 
+/// How an attempt ended, beyond what the upstream said: a plain response or transport end,
+/// or one of the §6 stream guards that abandoned it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum EndKind {
+    /// The upstream's own answer (status, headers, body) or a transport failure: the rules
+    /// decide.
+    #[default]
+    Upstream,
+    /// A 200 stream with no useful event within the readiness timeout (`zombie_stream`,
+    /// transient).
+    Zombie,
+    /// No model output within the content-stall timeout (`stream_stall`).
+    Stall,
+    /// Text arrived below the throughput watchdog's minimum (`throughput_too_low`).
+    SlowThroughput,
+}
+
+impl EndKind {
+    /// The class and reason a guard end forces, `None` for [`EndKind::Upstream`].
+    pub fn guard(self) -> Option<(OutcomeClass, &'static str)> {
+        match self {
+            Self::Upstream => None,
+            Self::Zombie => Some((OutcomeClass::Transient, "zombie_stream")),
+            Self::Stall => Some((OutcomeClass::StreamStall, "stream_stall")),
+            Self::SlowThroughput => Some((OutcomeClass::StreamStall, "throughput_too_low")),
+        }
+    }
+}
+
+/// One attempt's end, as [`Core::classify`](super::Core::classify) takes it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AttemptEnd<'a> {
+    /// HTTP status of the response head; `None` when none arrived (transport error, or a
+    /// stream that broke).
+    pub status: Option<u16>,
+    /// Response headers, when the head carried hints (`retry-after`, rate-limit headers).
+    pub headers: Option<&'a http::HeaderMap>,
+    /// Error body or in-stream error JSON (empty for a transport error).
+    pub body: &'a [u8],
+    /// The `type` of an error event inside a 200 stream.
+    pub in_stream_error: Option<&'a str>,
+    /// The body ended or broke before it was complete.
+    pub truncated: bool,
+    /// Which rule ended it.
+    pub kind: EndKind,
+}
+
+impl<'a> AttemptEnd<'a> {
+    /// A transport failure before the response head.
+    pub fn transport() -> Self {
+        Self::default()
+    }
+
+    /// An upstream answer: `status`, its `headers` and (error) `body`.
+    pub fn response(status: u16, headers: &'a http::HeaderMap, body: &'a [u8]) -> Self {
+        Self {
+            status: Some(status),
+            headers: Some(headers),
+            body,
+            ..Self::default()
+        }
+    }
+
+    /// A body that broke or ended short after a `status` head (`None` when the break is
+    /// all that is known); `message` says how.
+    pub fn truncated(status: Option<u16>, message: &'a str) -> Self {
+        Self {
+            status,
+            body: message.as_bytes(),
+            truncated: true,
+            ..Self::default()
+        }
+    }
+
+    /// An error event of type `error_type` with JSON `body` inside a 200 stream (case A14).
+    pub fn in_stream(error_type: &'a str, body: &'a [u8]) -> Self {
+        Self {
+            in_stream_error: Some(error_type),
+            body,
+            ..Self::default()
+        }
+    }
+
+    /// A stream guard abandoned a 200 stream; `message` says why.
+    pub fn guard(kind: EndKind, message: &'a str) -> Self {
+        Self {
+            kind,
+            ..Self::truncated(Some(200), message)
+        }
+    }
+}
+
 impl super::Core {
     /// Checks one candidate at `now` and, if eligible, admits it (taking the breaker's probe
     /// permit when HALF_OPEN). Order: connection (terminal, quota wait, cooling) → model
@@ -224,17 +316,10 @@ impl super::Core {
         }
     }
 
-    /// Classifies one attempt's outcome with the live rules (§7 restatement first, then the
-    /// provider error rules, then the §0 table).
-    pub fn classify(
-        &self,
-        provider: usize,
-        input_status: Option<u16>,
-        headers: Option<&http::HeaderMap>,
-        body: &[u8],
-        in_stream_error_type: Option<&str>,
-        truncated: bool,
-    ) -> Classified {
+    /// Classifies one attempt's end with the live rules (§7 restatement first, then the
+    /// provider error rules, then the §0 table); a stream-guard end ([`EndKind`]) keeps the
+    /// rules' retry hint and status but takes the guard's class and reason.
+    pub fn classify(&self, provider: usize, end: &AttemptEnd<'_>) -> Classified {
         let cfg = self.config().clone();
         let pid = cfg
             .providers
@@ -256,14 +341,59 @@ impl super::Core {
         let input = Input {
             provider: pid,
             dialect,
-            status: input_status,
-            headers,
-            body,
-            in_stream_error_type,
+            status: end.status,
+            headers: end.headers,
+            body: end.body,
+            in_stream_error_type: end.in_stream_error,
             client_gone: false,
-            truncated,
+            truncated: end.truncated,
         };
-        classify::classify(&input, &rules, self.clock().wall())
+        let mut c = classify::classify(&input, &rules, self.clock().wall());
+        if let Some((class, reason)) = end.kind.guard() {
+            c.class = class;
+            c.reason = reason.to_string();
+            c.scope = Scope::Triple;
+        }
+        c
+    }
+
+    /// The failure behind `cand`'s exclusion for `reason`: the class of the connection's last
+    /// failure for a connection cooldown (e.g. `auth`, `rate_limited`), the lockout's reason
+    /// word for a model lockout (e.g. `not_found`); empty otherwise. The §4 wait uses it to
+    /// never wait on failures that time does not heal.
+    pub fn exclusion_cause(&self, cand: &Candidate, reason: ExclusionReason) -> String {
+        let now = self.clock().now();
+        let cfg = self.config().clone();
+        let r = self.res();
+        match reason {
+            ExclusionReason::ConnectionCooldown => r
+                .providers
+                .get(cand.provider)
+                .and_then(|p| p.connections.get(cand.connection))
+                .map(|cd| cd.view(now).last_error_kind)
+                .unwrap_or_default(),
+            ExclusionReason::ModelLockout => {
+                let (Some(p), Some(c)) = (
+                    cfg.providers.get(cand.provider),
+                    cfg.providers
+                        .get(cand.provider)
+                        .and_then(|p| p.connections.get(cand.connection)),
+                ) else {
+                    return String::new();
+                };
+                let at = LockTarget {
+                    provider: &p.id,
+                    connection: &c.id,
+                    model: &cand.model,
+                    quota_groups: &p.quota_groups,
+                };
+                r.lockouts
+                    .locked(at, now)
+                    .map(|l| l.reason)
+                    .unwrap_or_default()
+            }
+            _ => String::new(),
+        }
     }
 
     /// The single choke point every attempt's outcome goes through (spec §0): updates the

@@ -104,6 +104,35 @@ pub struct RequestView {
     pub attempt_log: Vec<AttemptView>,
     /// Candidates left out before dispatch, with why (spec §8 reasons).
     pub skipped: Vec<SkippedView>,
+    /// Every cooldown-aware wait (§4) the request made, in order.
+    pub waits: Vec<WaitView>,
+}
+
+impl WaitView {
+    /// "waited 9.9 s for key-a's cooldown" (or "… for model-x's lockout on key-a").
+    pub fn describe(&self) -> String {
+        let (pc, model) = self.target.split_once('/').unwrap_or((&self.target, ""));
+        let conn = pc.split_once(':').map_or(pc, |(_, c)| c);
+        let what = match self.reason.as_str() {
+            "model_lockout" => format!("{model}'s lockout on {conn}"),
+            _ => format!("{conn}'s cooldown"),
+        };
+        // Tenths of a second, rounded down: 9_950 ms reads "9.9 s".
+        let tenths = self.waited_ms / 100;
+        format!("waited {}.{} s for {what}", tenths / 10, tenths % 10)
+    }
+}
+
+/// One cooldown-aware wait of a request: every candidate was excluded by a short cooldown or
+/// lockout, and the request waited for the earliest to end.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct WaitView {
+    /// The target whose exclusion ended first, `provider:connection/model`.
+    pub target: String,
+    /// `connection_cooldown` or `model_lockout`.
+    pub reason: String,
+    /// How long the request waited, ms.
+    pub waited_ms: u64,
 }
 
 /// One upstream attempt of a request.

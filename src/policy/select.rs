@@ -210,6 +210,8 @@ pub enum ExclusionReason {
     Terminal,
     /// Anything else (auth / not found exclusions).
     Unavailable,
+    /// The target's provider speaks the other dialect (listed in diagnostics only).
+    DialectMismatch,
 }
 
 impl ExclusionReason {
@@ -223,6 +225,7 @@ impl ExclusionReason {
             Self::ModelLockout => "model_lockout",
             Self::Terminal => "terminal",
             Self::Unavailable => "unavailable",
+            Self::DialectMismatch => "dialect_mismatch",
         }
     }
 

@@ -52,6 +52,8 @@ pub enum ProxyError {
         model: String,
         /// Extra explanation, e.g. skipped dialect mismatches.
         hint: String,
+        /// Targets left out (dialect mismatches), for `sluice.diagnostics.excluded`.
+        excluded: Vec<Exclusion>,
     },
     /// Every attempt failed at the transport level (connect refused, reset, timeout).
     #[error("upstream failed: {0}")]
@@ -205,11 +207,7 @@ pub fn body(err: &ProxyError, dialect: Dialect) -> Bytes {
             "code": e.verdict.code,
             "retry_after": e.verdict.retry_after.map(whole_seconds_up),
             "reset_at": e.reset_at_unix_ms.map(rfc3339),
-            "diagnostics": {"excluded": e.excluded.iter().map(|x| json!({
-                "target": x.target,
-                "reason": x.reason.as_str(),
-                "retry_after_ms": x.retry_after.map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
-            })).collect::<Vec<_>>()},
+            "diagnostics": {"excluded": e.excluded.iter().map(exclusion_json).collect::<Vec<_>>()},
         })),
         ProxyError::Admission(r) => Some(json!({
             "code": r.code.code(),
@@ -221,9 +219,9 @@ pub fn body(err: &ProxyError, dialect: Dialect) -> Bytes {
             "code": "RATE_LIMIT_EXECUTION_TIMEOUT", "retry_after": null, "reset_at": null,
             "diagnostics": {"excluded": []},
         })),
-        ProxyError::NoTargets { .. } => Some(json!({
+        ProxyError::NoTargets { excluded, .. } => Some(json!({
             "code": "no_executable_targets", "retry_after": null, "reset_at": null,
-            "diagnostics": {"excluded": []},
+            "diagnostics": {"excluded": excluded.iter().map(exclusion_json).collect::<Vec<_>>()},
         })),
         _ => None,
     };
@@ -231,6 +229,15 @@ pub fn body(err: &ProxyError, dialect: Dialect) -> Bytes {
         obj.insert("sluice".into(), s);
     }
     Bytes::from(v.to_string())
+}
+
+/// One `sluice.diagnostics.excluded[]` entry.
+fn exclusion_json(x: &Exclusion) -> serde_json::Value {
+    json!({
+        "target": x.target,
+        "reason": x.reason.as_str(),
+        "retry_after_ms": x.retry_after.map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+    })
 }
 
 fn rfc3339(unix_ms: u64) -> String {

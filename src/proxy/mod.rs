@@ -1,11 +1,18 @@
-//! The inference proxy: hyper server, routes, request lifecycle, upstream client, SSE relay
-//! and client-dialect errors (DESIGN §2 "proxy/").
+//! The inference proxy: hyper server, routes, the request path as stages (read the request,
+//! dispatch over candidates, one attempt at a time, commit the head, relay), the upstream
+//! client, the SSE guards and client-dialect errors. `docs/ARCHITECTURE.md` walks through it.
 
+pub mod attempt;
 pub mod body;
+pub mod commit;
 pub mod dialect;
+pub mod dispatch;
 pub mod forward;
 pub mod headers;
+pub mod outcome;
 pub mod relay;
+pub mod request;
+pub mod response;
 pub mod routes;
 pub mod server;
 pub mod sse;

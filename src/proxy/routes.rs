@@ -11,14 +11,16 @@ use hyper::body::Incoming;
 use serde_json::{Value, json};
 
 use super::Shared;
-use super::dialect::{self, ProxyError};
-use super::forward::{self, json_response};
-use super::headers;
-use super::relay::RelayBody;
+use super::body::Probe;
+use super::dialect::{ProxyError, SseKind};
+use super::outcome::Outcome;
+use super::request::ClientRequest;
+use super::{dispatch, forward, headers};
 use crate::config::Dialect;
+use crate::core::snapshot::RequestView;
+use crate::policy::select::Candidate;
 
-/// Body of every response the listeners send.
-pub type ProxyBody = Either<Full<Bytes>, RelayBody>;
+pub use super::response::{ProxyBody, json_response};
 
 /// The inference routes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,6 +33,16 @@ pub enum RouteKind {
     ChatCompletions,
     /// `POST /v1/responses`
     Responses,
+    /// `GET /v1/models`
+    Models,
+}
+
+impl RouteKind {
+    /// Routes that never take admission permits (§4 caps): token counts and model lists are
+    /// cheap and must not wait behind generations (case A23).
+    pub fn admission_exempt(self) -> bool {
+        matches!(self, Self::CountTokens | Self::Models)
+    }
 }
 
 /// A matched inference route.
@@ -125,13 +137,31 @@ pub async fn handle(state: Shared, req: Request<Incoming>) -> Response<ProxyBody
 }
 
 fn error(err: ProxyError, d: Dialect) -> Response<ProxyBody> {
-    dialect::render::<Full<Bytes>>(&err, d).map(Either::Left)
+    super::response::error_response(&err, d)
 }
 
+impl Route {
+    /// The SSE format of this route's streams.
+    pub fn sse_kind(&self) -> SseKind {
+        match self.kind {
+            RouteKind::Messages | RouteKind::CountTokens => SseKind::Anthropic,
+            RouteKind::ChatCompletions | RouteKind::Models => SseKind::OpenAiChat,
+            RouteKind::Responses => SseKind::OpenAiResponses,
+        }
+    }
+}
+
+/// How long `/v1/models` waits for the upstream's list before answering with the combos only.
+pub const MODELS_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// `GET /v1/models`: the configured combos plus the models the first default provider of the
-/// client's dialect lists (asked with the client's own credentials; skipped if it fails within
-/// 5 s). One JSON shape serves both dialects: Anthropic's `type`/`display_name`/`created_at`
-/// and OpenAI's `object`/`created`/`owned_by` fields side by side.
+/// client's dialect lists. The upstream call goes through the same stages as inference
+/// (breaker, cooldowns, fallback over the provider's connections, every attempt reported
+/// through `Core::report`), exempt from admission like count_tokens, with the client's own
+/// credentials where the connection passes them through; skipped if it fails within
+/// [`MODELS_TIMEOUT`]. One JSON shape serves both dialects: Anthropic's
+/// `type`/`display_name`/`created_at` and OpenAI's `object`/`created`/`owned_by` fields side by
+/// side.
 async fn models(state: &Shared, req: Request<Incoming>) -> Response<Full<Bytes>> {
     let cfg = state.core.config().clone();
     let want = if req.headers().contains_key("anthropic-version") {
@@ -144,6 +174,19 @@ async fn models(state: &Shared, req: Request<Incoming>) -> Response<Full<Bytes>>
         .iter()
         .map(|c| (c.name.clone(), "sluice".to_string()))
         .collect();
+    if let Some((owner, listed)) = upstream_models(state, req, want).await {
+        ids.extend(listed.into_iter().map(|id| (id, owner.clone())));
+    }
+    models_list(ids)
+}
+
+/// The model ids the first default provider of `want` lists, with that provider's id.
+async fn upstream_models(
+    state: &Shared,
+    req: Request<Incoming>,
+    want: Dialect,
+) -> Option<(String, Vec<String>)> {
+    let cfg = state.core.config().clone();
     let pick = cfg
         .default_providers
         .iter()
@@ -153,49 +196,56 @@ async fn models(state: &Shared, req: Request<Incoming>) -> Response<Full<Bytes>>
             cfg.default_providers
                 .first()
                 .and_then(|id| cfg.providers.iter().position(|p| &p.id == id))
-        });
-    if let Some(i) = pick
-        && let (Some(p), Some(client)) = (cfg.providers.get(i), state.upstreams.client(i))
-        && let Some(conn) = p.connections.first()
-    {
-        let client_key = headers::check_client_key(req.headers(), &cfg.server.client_keys)
-            .ok()
-            .flatten();
-        let pq = req
-            .uri()
-            .path_and_query()
-            .map(|x| x.as_str())
-            .unwrap_or("/v1/models");
-        if let Ok(uri) = state.upstreams.uri(i, pq) {
-            let mut up = Request::new(Full::new(Bytes::new()));
-            *up.uri_mut() = uri;
-            *up.headers_mut() =
-                headers::upstream_request(req.headers(), &conn.auth, p.dialect, client_key, 0);
-            up.headers_mut().remove(http::header::CONTENT_LENGTH);
-            let fetched = tokio::time::timeout(Duration::from_secs(5), async {
-                let resp = client.request(up).await.ok()?;
-                if !resp.status().is_success() {
-                    return None;
-                }
-                let body = http_body_util::Limited::new(resp.into_body(), 8 << 20)
-                    .collect()
-                    .await
-                    .ok()?
-                    .to_bytes();
-                serde_json::from_slice::<Value>(&body).ok()
-            })
-            .await
-            .ok()
-            .flatten();
-            if let Some(Value::Array(data)) = fetched.as_ref().and_then(|v| v.get("data")) {
-                for m in data {
-                    if let Some(id) = m.get("id").and_then(Value::as_str) {
-                        ids.push((id.to_string(), p.id.clone()));
-                    }
-                }
-            }
-        }
+        })?;
+    let provider = cfg.providers.get(pick)?;
+    let route = Route {
+        kind: RouteKind::Models,
+        path: "/v1/models",
+        dialect: provider.dialect,
+    };
+    let (parts, _) = req.into_parts();
+    let client_key = headers::check_client_key(&parts.headers, &cfg.server.client_keys)
+        .ok()
+        .flatten();
+    let req = ClientRequest {
+        parts,
+        body: Bytes::new(),
+        probe: Probe {
+            model: String::new(),
+            stream: false,
+        },
+        client_key,
+    };
+    let candidates = (0..provider.connections.len())
+        .map(|connection| Candidate {
+            provider: pick,
+            connection,
+            model: String::new(),
+            rewrite: false,
+            target: 0,
+        })
+        .collect();
+    let mut view = RequestView::default();
+    let run = dispatch::run_candidates(state, &req, route, &mut view, candidates, None, Vec::new());
+    let Ok(Ok(Outcome::Local { resp, .. })) = tokio::time::timeout(MODELS_TIMEOUT, run).await
+    else {
+        return None;
+    };
+    if !resp.status().is_success() {
+        return None;
     }
+    let body = resp.into_body().collect().await.ok()?.to_bytes();
+    let v = serde_json::from_slice::<Value>(&body).ok()?;
+    let data = v.get("data")?.as_array()?;
+    let listed = data
+        .iter()
+        .filter_map(|m| m.get("id").and_then(Value::as_str).map(str::to_owned))
+        .collect();
+    Some((provider.id.clone(), listed))
+}
+
+/// The list response for `(id, owner)` pairs, first occurrence of each id kept.
+fn models_list(ids: Vec<(String, String)>) -> Response<Full<Bytes>> {
     let mut seen = HashSet::new();
     let data: Vec<Value> = ids
         .into_iter()

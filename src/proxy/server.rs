@@ -20,40 +20,75 @@ use tokio_util::sync::CancellationToken;
 
 use super::Shared;
 use super::routes::{self, ProxyBody};
+use crate::config::validate::DEFAULT_HEADER_READ_TIMEOUT;
+
+/// Largest request head (request line plus headers) a client may send, in bytes; a larger
+/// one is refused with 431 (HTTP/1) or a stream reset (HTTP/2). Far above what any LLM
+/// client sends, far below hyper's ~400 KB default.
+pub const MAX_REQUEST_HEAD: usize = 64 * 1024;
+
+/// Per-listener connection limits.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Client connections served at once (at least 1); further ones wait in the OS backlog.
+    pub max_connections: u32,
+    /// A connection that sends no complete request head this long after connecting (or after
+    /// its previous response) is closed (HTTP/1).
+    pub header_read_timeout: Duration,
+}
+
+impl Limits {
+    /// The limits of `[server]` for the inference listener.
+    pub fn of_server(server: &crate::config::ServerConfig) -> Self {
+        Limits {
+            max_connections: server.max_connections,
+            header_read_timeout: server.header_read_timeout,
+        }
+    }
+
+    /// The admin listener's: `[server] max_connections`, the default header read timeout.
+    pub fn admin(server: &crate::config::ServerConfig) -> Self {
+        Limits {
+            max_connections: server.max_connections,
+            header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
+        }
+    }
+}
 
 /// Serves the inference routes on `listener` until `shutdown`; in-flight requests go on
-/// (their streams end at `hard_stop`).
+/// (their streams end at `hard_stop`). Connections that send no complete request head within
+/// `[server] header_read_timeout` are closed.
 pub async fn serve(
     listener: TcpListener,
     state: Shared,
     shutdown: CancellationToken,
     _hard_stop: CancellationToken,
 ) {
-    let max_connections = state.core.config().server.max_connections;
+    let limits = Limits::of_server(&state.core.config().server);
     serve_http(
         listener,
         shutdown,
         "inference",
-        max_connections,
+        limits,
         move |req| routes::handle(state.clone(), req),
     )
     .await;
 }
 
 /// Generic accept loop: spawns one task per connection running `handler` per request, at
-/// most `max_connections` (at least 1) at once.
+/// most `limits.max_connections` (at least 1) at once.
 pub async fn serve_http<F, Fut>(
     listener: TcpListener,
     shutdown: CancellationToken,
     what: &'static str,
-    max_connections: u32,
+    limits: Limits,
     handler: F,
 ) where
     F: Fn(Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
     Fut: Future<Output = Response<ProxyBody>> + Send + 'static,
 {
     let slots = Arc::new(Semaphore::new(
-        usize::try_from(max_connections.max(1)).unwrap_or(usize::MAX),
+        usize::try_from(limits.max_connections.max(1)).unwrap_or(usize::MAX),
     ));
     loop {
         let slot = tokio::select! {
@@ -90,7 +125,11 @@ pub async fn serve_http<F, Fut>(
             builder
                 .http1()
                 .timer(TokioTimer::new())
-                .header_read_timeout(Duration::from_secs(30));
+                .max_buf_size(MAX_REQUEST_HEAD)
+                .header_read_timeout(limits.header_read_timeout);
+            builder
+                .http2()
+                .max_header_list_size(u32::try_from(MAX_REQUEST_HEAD).unwrap_or(u32::MAX));
             let conn = builder.serve_connection(TokioIo::new(stream), svc);
             tokio::pin!(conn);
             tokio::select! {

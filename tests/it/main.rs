@@ -19,6 +19,7 @@ mod config;
 mod console_e2e;
 mod console_settings;
 mod edge;
+mod pipeline;
 mod proxy;
 mod resilience;
 mod streams;

@@ -143,7 +143,7 @@ async fn lifecycle_frames_are_held_and_heartbeats_keep_the_client_alive() {
     let text = String::from_utf8_lossy(&got).into_owned();
     let start = text
         .find("event: message_start")
-        .expect("message_start relayed");
+        .unwrap_or_else(|| panic!("message_start relayed: {text}"));
     let before = &text[..start];
     assert!(
         before.matches(PING).count() >= 1,
@@ -284,7 +284,13 @@ async fn zombie_stream_before_commit_falls_back_to_the_next_target() {
     let mut st = client::open_json(&s.url("/v1/messages"), &body("pair"), &[AV, KEY]).await;
     let (got, _) = st.read_to_end(READ).await;
 
-    assert_eq!(&got[..], &fixture("anthropic-text")[..]);
+    // When the fallback takes longer than the heartbeat interval (a loaded machine), the head
+    // goes out early with heartbeats first; nothing of the zombie ever reaches the client.
+    let mut served = &got[..];
+    while let Some(rest) = served.strip_prefix(PING.as_bytes()) {
+        served = rest;
+    }
+    assert_eq!(served, &fixture("anthropic-text")[..]);
     let snap = s.wait_requests(1).await;
     assert_eq!(snap.recent[0].attempts, 2);
     assert_eq!(

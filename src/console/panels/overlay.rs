@@ -232,5 +232,11 @@ fn attempt_lines<'a>(r: &RequestView, theme: &Theme) -> Vec<Line<'a>> {
             ]));
         }
     }
+    for w in &r.waits {
+        lines.push(Line::from(Span::styled(
+            format!(" {}", w.describe()),
+            theme.style(Role::Cooling),
+        )));
+    }
     lines
 }

@@ -1,4 +1,6 @@
-//! Pure, incremental SSE framing and event classification for the §6 stream guards.
+//! Incremental SSE framing and event classification for the §6 stream guards, the guards'
+//! per-attempt state ([`guard`]) and the pre-content hold ([`hold`]). The request path's
+//! `attempt` (which holds) and `relay` (which relays) both build on this module.
 //!
 //! Three layers, none of which does I/O or reads a clock (time-dependent helpers take `now`):
 //!
@@ -31,6 +33,8 @@
 //! classifier gives it [`EventKind::Blank`] and guards ignore it.
 
 mod classify;
+pub mod guard;
+pub mod hold;
 mod tracker;
 
 #[cfg(test)]

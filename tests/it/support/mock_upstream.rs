@@ -157,6 +157,19 @@ impl Reply {
         .header("cache-control", "no-cache")
     }
 
+    /// A `status` reply of `content_type` written as these chunks, each after its own pause
+    /// (a chunked, non-SSE body; combine with [`Reply::then_abort`] for a body that breaks).
+    pub fn chunked(status: u16, content_type: &str, chunks: Vec<(Duration, Bytes)>) -> Self {
+        Self::new(
+            status,
+            ReplyBody::Chunks {
+                chunks,
+                end: StreamEnd::Finish,
+            },
+        )
+        .header("content-type", content_type)
+    }
+
     /// A 200 SSE stream of `tests/fixtures/sse/<name>.sse` in one write.
     pub fn sse_fixture(name: &str) -> Self {
         Self::sse_chunks(vec![fixture(name)])

@@ -1,0 +1,435 @@
+//! Stage 3: one upstream attempt. [`send_attempt`] builds the upstream request for one
+//! admitted candidate, sends it under the provider's `timeout`, and reads enough of the answer
+//! to judge it before anything reaches the client: a non-streaming 2xx body is read whole
+//! (at most [`MAX_RESPONSE_BODY`] bytes), an SSE stream goes through the §6 pre-content hold,
+//! an error body is read for classification. It returns a typed [`AttemptResult`]; reporting
+//! is the dispatcher's.
+
+use std::error::Error as _;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue, Request, Response, StatusCode, header};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+
+use super::Shared;
+use super::dialect::ProxyError;
+use super::headers;
+use super::request::ClientRequest;
+use super::routes::Route;
+use super::sse::guard::Guards;
+use super::sse::hold::{Held, HoldEnd, HoldFailure, pre_commit_hold};
+use crate::clock::Instant;
+use crate::config::{Connection, Provider};
+use crate::core::AttemptGuard;
+use crate::core::resilience::{AttemptEnd, EndKind};
+use crate::policy::Classified;
+use crate::policy::select::Candidate;
+
+/// Error bodies are read (for classification and pass-through) up to this many bytes.
+pub const MAX_ERROR_BODY: usize = 1 << 20;
+
+/// A non-streaming 2xx body is read whole before its head reaches the client, up to this many
+/// bytes (32 MiB); a longer one fails the attempt (`response_too_large`).
+pub const MAX_RESPONSE_BODY: usize = 32 << 20;
+
+/// The last failed attempt, kept to answer the client when every candidate failed.
+pub enum LastFailure {
+    /// The upstream answered with an error.
+    Upstream {
+        /// Its status.
+        status: StatusCode,
+        /// Its headers.
+        headers: HeaderMap,
+        /// Its body (at most [`MAX_ERROR_BODY`] bytes).
+        body: Bytes,
+        /// How it was classified.
+        classified: Classified,
+    },
+    /// No usable answer (transport error, broken or zombie stream).
+    Transport(ProxyError),
+}
+
+/// How one attempt ended.
+pub enum AttemptResult {
+    /// A 2xx SSE stream past its hold: relay it.
+    Stream {
+        /// The upstream response (the body is the rest of the stream).
+        resp: Response<Incoming>,
+        /// What the hold read.
+        held: Box<Held>,
+    },
+    /// A 2xx body read whole.
+    Complete(Response<Full<Bytes>>),
+    /// Failed: report `classified`; `last` answers the client if nothing else serves.
+    Failed {
+        /// The status to log (0 = no head).
+        status: u16,
+        /// The classification to report.
+        classified: Classified,
+        /// What to answer with if this stays the last failure.
+        last: Box<LastFailure>,
+    },
+    /// The request's execution budget ran out (sluice's own limit: no penalty).
+    OutOfTime,
+}
+
+/// One admitted candidate, resolved against the config.
+pub struct Target<'a> {
+    /// The candidate.
+    pub cand: &'a Candidate,
+    /// Its provider.
+    pub provider: &'a Provider,
+    /// Its connection.
+    pub conn: &'a Connection,
+}
+
+/// An attempt's result, its time to the head and its in-flight guard.
+pub struct Attempted {
+    /// The result.
+    pub result: AttemptResult,
+    /// Time to the response head (or the failure).
+    pub latency: Duration,
+    /// The attempt's in-flight guard (kept while a stream is relayed).
+    pub guard: AttemptGuard,
+}
+
+/// Sends `body` to `t` for `req` and judges the answer; `deadline` is the end of the request's
+/// execution budget. Errors only for a provider URL that cannot be built.
+pub async fn send_attempt(
+    state: &Shared,
+    t: &Target<'_>,
+    req: &ClientRequest,
+    route: Route,
+    body: Bytes,
+    deadline: Instant,
+) -> Result<Attempted, ProxyError> {
+    let up = upstream_request(state, t, req, route, body)?;
+    let Some(client) = state.upstreams.client(t.cand.provider) else {
+        return Err(ProxyError::Unreachable(format!(
+            "no client for provider '{}'",
+            t.provider.id
+        )));
+    };
+    let clock = state.core.clock().clone();
+    let guard = state.core.begin_attempt(t.cand.provider, t.cand.connection);
+    let started = clock.now();
+    let remaining = deadline.saturating_duration_since(started);
+    if remaining.is_zero() {
+        let latency = std::time::Duration::ZERO;
+        return Ok(Attempted {
+            result: AttemptResult::OutOfTime,
+            latency,
+            guard,
+        });
+    }
+    let head_budget = t.provider.timeout.min(remaining);
+    let res = tokio::time::timeout(head_budget, client.request(up)).await;
+    let latency = clock.now().saturating_duration_since(started);
+    let status = res
+        .as_ref()
+        .ok()
+        .and_then(|r| r.as_ref().ok())
+        .map(|r| r.status().as_u16());
+    state
+        .core
+        .attempt_result(t.cand.provider, t.cand.connection, status, latency);
+    let result = match res {
+        // The request's own budget ran out first: sluice's limit, not the upstream's fault.
+        Err(_) if remaining < t.provider.timeout => AttemptResult::OutOfTime,
+        Err(_) => transport_failed(state, t, timed_out(t.provider, head_budget)),
+        Ok(Err(e)) => transport_failed(state, t, unreachable(t, &e)),
+        Ok(Ok(resp)) => judge(state, t, route, resp, deadline).await,
+    };
+    Ok(Attempted {
+        result,
+        latency,
+        guard,
+    })
+}
+
+/// The upstream request: method, URL, forwarded headers with the connection's credential,
+/// and the provider's beta allowlist applied.
+fn upstream_request(
+    state: &Shared,
+    t: &Target<'_>,
+    req: &ClientRequest,
+    route: Route,
+    body: Bytes,
+) -> Result<Request<Full<Bytes>>, ProxyError> {
+    let uri = state
+        .upstreams
+        .uri(t.cand.provider, req.path_and_query(route.path))
+        .map_err(|e| {
+            ProxyError::Unreachable(format!(
+                "bad upstream URL for provider '{}': {e}",
+                t.provider.id
+            ))
+        })?;
+    let len = body.len();
+    let mut up = Request::new(Full::new(body));
+    *up.method_mut() = req.parts.method.clone();
+    *up.uri_mut() = uri;
+    *up.headers_mut() = headers::upstream_request(
+        &req.parts.headers,
+        &t.conn.auth,
+        t.provider.dialect,
+        req.client_key,
+        len,
+    );
+    if let Some(allow) = &t.provider.anthropic_beta_allowlist {
+        state.filter_betas(up.headers_mut(), &t.provider.id, allow);
+    }
+    if len == 0 && req.parts.method == http::Method::GET {
+        up.headers_mut().remove(header::CONTENT_LENGTH);
+    }
+    Ok(up)
+}
+
+/// Judges a response head and reads what must be read before the client sees anything.
+async fn judge(
+    state: &Shared,
+    t: &Target<'_>,
+    route: Route,
+    mut resp: Response<Incoming>,
+    deadline: Instant,
+) -> AttemptResult {
+    let status = resp.status();
+    if !status.is_success() {
+        let (head, b) = resp.into_parts();
+        let bytes = read_error_body(b, t.provider.timeout).await;
+        let end = AttemptEnd::response(status.as_u16(), &head.headers, &bytes);
+        let classified = state.core.classify(t.cand.provider, &end);
+        tracing::info!(provider = %t.provider.id, connection = %t.conn.id, status = status.as_u16(), class = classified.class.as_str(), reason = %classified.reason, "upstream error");
+        return AttemptResult::Failed {
+            status: status.as_u16(),
+            classified: classified.clone(),
+            last: Box::new(LastFailure::Upstream {
+                status,
+                headers: head.headers,
+                body: bytes,
+                classified,
+            }),
+        };
+    }
+    if !headers::is_event_stream(resp.headers()) {
+        return read_complete(state, t, resp, deadline).await;
+    }
+    let guards = Guards::from_settings(&state.core.settings_snapshot().stream);
+    let clock = state.core.clock().clone();
+    let hold = pre_commit_hold(clock.as_ref(), route.sse_kind(), guards, resp.body_mut());
+    match tokio::time::timeout_at(deadline, hold).await {
+        Err(_) => AttemptResult::OutOfTime,
+        Ok(HoldEnd::Held(held)) => AttemptResult::Stream { resp, held },
+        Ok(HoldEnd::Failed(f)) => hold_failed(state, t, f),
+    }
+}
+
+/// Reads a non-streaming 2xx body whole (bounded), so a break fails the attempt instead of
+/// reaching the client as a short body.
+async fn read_complete(
+    state: &Shared,
+    t: &Target<'_>,
+    resp: Response<Incoming>,
+    deadline: Instant,
+) -> AttemptResult {
+    let (head, body) = resp.into_parts();
+    let read = tokio::time::timeout_at(deadline, Limited::new(body, MAX_RESPONSE_BODY).collect());
+    let err = match read.await {
+        Err(_) => return AttemptResult::OutOfTime,
+        Ok(Ok(c)) => {
+            let mut out = Response::new(Full::new(c.to_bytes()));
+            *out.status_mut() = head.status;
+            *out.headers_mut() = headers::client_response(&head.headers, false);
+            out.headers_mut().remove(header::CONTENT_LENGTH);
+            return AttemptResult::Complete(out);
+        }
+        Ok(Err(e))
+            if e.downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some() =>
+        {
+            format!("the upstream response body is larger than {MAX_RESPONSE_BODY} bytes")
+        }
+        Ok(Err(e)) => format!("the upstream response body broke before it was complete: {e}"),
+    };
+    tracing::info!(provider = %t.provider.id, connection = %t.conn.id, error = %err, "upstream body incomplete");
+    let classified = state
+        .core
+        .classify(t.cand.provider, &AttemptEnd::truncated(Some(200), &err));
+    AttemptResult::Failed {
+        status: head.status.as_u16(),
+        classified,
+        last: Box::new(LastFailure::Transport(ProxyError::Unreachable(err))),
+    }
+}
+
+/// A stream that failed its hold: classify it (an error event like the HTTP error of its
+/// type, case A14) and keep what to answer with.
+fn hold_failed(state: &Shared, t: &Target<'_>, f: HoldFailure) -> AttemptResult {
+    let msg = f.message();
+    tracing::info!(provider = %t.provider.id, connection = %t.conn.id, error = %msg, "stream failed before content; trying the next target");
+    let p = t.cand.provider;
+    let (classified, last) = match &f {
+        HoldFailure::ErrorEvent(err) => {
+            let end = AttemptEnd::in_stream(&err.error_type, err.body.as_bytes());
+            let c = state.core.classify(p, &end);
+            let status =
+                StatusCode::from_u16(c.status.unwrap_or(502)).unwrap_or(StatusCode::BAD_GATEWAY);
+            let mut h = HeaderMap::new();
+            h.insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            );
+            let body = Bytes::from(err.body.clone());
+            let last = LastFailure::Upstream {
+                status,
+                headers: h,
+                body,
+                classified: c.clone(),
+            };
+            (c, last)
+        }
+        HoldFailure::Zombie => (
+            state
+                .core
+                .classify(p, &AttemptEnd::guard(EndKind::Zombie, &msg)),
+            LastFailure::Transport(ProxyError::Unreachable(msg.clone())),
+        ),
+        HoldFailure::Ended => (
+            state
+                .core
+                .classify(p, &AttemptEnd::truncated(Some(200), &msg)),
+            LastFailure::Transport(ProxyError::Unreachable(msg.clone())),
+        ),
+        HoldFailure::Broke(_) => (
+            state.core.classify(p, &AttemptEnd::truncated(None, &msg)),
+            LastFailure::Transport(ProxyError::Unreachable(msg.clone())),
+        ),
+    };
+    AttemptResult::Failed {
+        status: 200,
+        classified,
+        last: Box::new(last),
+    }
+}
+
+fn transport_failed(state: &Shared, t: &Target<'_>, err: ProxyError) -> AttemptResult {
+    tracing::warn!(provider = %t.provider.id, connection = %t.conn.id, error = %err, "upstream transport error before the response head");
+    let classified = state
+        .core
+        .classify(t.cand.provider, &AttemptEnd::transport());
+    AttemptResult::Failed {
+        status: 0,
+        classified,
+        last: Box::new(LastFailure::Transport(err)),
+    }
+}
+
+fn timed_out(p: &Provider, budget: Duration) -> ProxyError {
+    ProxyError::Timeout(format!(
+        "{} waiting for provider '{}'",
+        humantime::format_duration(budget),
+        p.id
+    ))
+}
+
+fn unreachable(t: &Target<'_>, e: &hyper_util::client::legacy::Error) -> ProxyError {
+    let text = describe(e);
+    let hint = config_hint(&text, &t.provider.base_url);
+    ProxyError::Unreachable(format!("provider '{}': {text}{hint}", t.provider.id))
+}
+
+/// A short description of a transport error, with its cause chain (never a credential:
+/// hyper errors carry no headers).
+fn describe(e: &hyper_util::client::legacy::Error) -> String {
+    let mut s = if e.is_connect() {
+        "connect failed"
+    } else {
+        "request failed"
+    }
+    .to_string();
+    let mut src = e.source();
+    while let Some(c) = src {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        src = c.source();
+    }
+    s
+}
+
+/// When a transport failure is a configuration problem rather than an outage, says so: a
+/// host name that does not resolve, or nothing listening on a loopback address.
+pub fn config_hint(error: &str, base_url: &http::Uri) -> String {
+    let e = error.to_ascii_lowercase();
+    let host = base_url.host().unwrap_or("");
+    let dns = [
+        "dns error",
+        "failed to lookup address",
+        "name or service not known",
+        "no such host",
+        "nodename nor servname",
+    ];
+    if dns.iter().any(|m| e.contains(m)) {
+        return format!(
+            " (configuration problem: the host name '{host}' does not resolve; check the provider's base_url)"
+        );
+    }
+    let loopback = host == "localhost"
+        || host
+            .trim_matches(['[', ']'])
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    if loopback && e.contains("connection refused") {
+        return format!(
+            " (configuration problem: nothing is listening on {host}:{}; start the local server or fix the provider's base_url)",
+            base_url
+                .port_u16()
+                .map_or("default port".to_string(), |p| p.to_string())
+        );
+    }
+    String::new()
+}
+
+/// Reads an upstream error body (at most [`MAX_ERROR_BODY`] bytes, within `timeout`); an
+/// unreadable body reads as empty.
+async fn read_error_body(body: Incoming, timeout: Duration) -> Bytes {
+    match tokio::time::timeout(timeout, Limited::new(body, MAX_ERROR_BODY).collect()).await {
+        Ok(Ok(c)) => c.to_bytes(),
+        _ => Bytes::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::config_hint;
+
+    #[test]
+    fn names_configuration_problems() {
+        let u = |s: &str| s.parse::<http::Uri>().unwrap();
+        let dns = config_hint(
+            "connect failed: dns error: failed to lookup address information: Name or service not known",
+            &u("https://api.exmaple.invalid"),
+        );
+        assert!(
+            dns.contains("does not resolve") && dns.contains("api.exmaple.invalid"),
+            "{dns}"
+        );
+        let lo = config_hint(
+            "connect failed: tcp connect error: Connection refused (os error 111)",
+            &u("http://127.0.0.1:11434/v1"),
+        );
+        assert!(
+            lo.contains("nothing is listening on 127.0.0.1:11434"),
+            "{lo}"
+        );
+        let remote = config_hint(
+            "connect failed: Connection refused",
+            &u("https://api.example.com"),
+        );
+        assert_eq!(
+            remote, "",
+            "a refused remote host is an outage, not a config problem"
+        );
+    }
+}

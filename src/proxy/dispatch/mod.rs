@@ -1,0 +1,424 @@
+//! Stage 2: dispatch. Plans the candidates for the client's model, walks them with a
+//! [`Cursor`], admits each through the resilience layers (`Core::admit_candidate`, then the
+//! admission gates), sends one attempt at a time ([`send_attempt`]), reports every attempt's
+//! outcome through the core's one choke point (`Core::report`), waits out short cooldowns
+//! (§4), and answers from the last failure when no candidate served.
+//!
+//! The §5 execution budget (`[resilience.queue] execution_max_wait`, never shorter than the
+//! provider's `timeout`) starts at the first dispatch; time spent queued is not counted.
+
+mod answer;
+mod cursor;
+mod wait;
+
+use std::time::Duration;
+
+use bytes::Bytes;
+
+pub use answer::pass_through;
+pub use cursor::{Cursor, Step};
+pub use wait::{CooldownWait, Excluded, Wait};
+
+use super::Shared;
+use super::attempt::{AttemptResult, Attempted, LastFailure, Target, send_attempt};
+use super::body::{estimate_tokens, rewrite_model};
+use super::dialect::ProxyError;
+use super::outcome::{Outcome, Streamed};
+use super::request::ClientRequest;
+use super::response::json_response;
+use super::routes::{Route, RouteKind};
+use crate::clock::Instant;
+use crate::core::admission::Admitted;
+use crate::core::resilience::{Ticket, success};
+use crate::core::snapshot::{AttemptView, RequestView, SkippedView, WaitView};
+use crate::policy::select::{self, Candidate, Exclusion, ExclusionReason};
+use crate::policy::{Classified, OutcomeClass, affinity};
+
+/// Serves `req` on `route`: the outcome to answer with, or the error to render. Fills `view`
+/// with the targets tried, every attempt, every wait and the exclusions.
+pub async fn run(
+    state: &Shared,
+    req: &ClientRequest,
+    route: Route,
+    view: &mut RequestView,
+) -> Result<Outcome, ProxyError> {
+    let cfg = state.core.config().clone();
+    let plan = select::plan(&cfg, route.dialect, &req.probe.model);
+    let mismatched: Vec<Exclusion> = plan
+        .skipped
+        .iter()
+        .map(|s| Exclusion {
+            target: s.target.clone(),
+            reason: ExclusionReason::DialectMismatch,
+            retry_after: None,
+        })
+        .collect();
+    if plan.candidates.is_empty() {
+        return no_candidates(route, req, mismatched);
+    }
+    let session = affinity::session_key(&req.parts.headers);
+    let ordered = state.core.order_candidates(&plan);
+    let candidates = state.core.order_by_affinity(ordered, session.as_deref());
+    run_candidates(state, req, route, view, candidates, session, mismatched).await
+}
+
+/// Dispatches `req` over `candidates` (already ordered). Used by [`run`] and by routes that
+/// plan their own candidates (`/v1/models`).
+pub async fn run_candidates(
+    state: &Shared,
+    req: &ClientRequest,
+    route: Route,
+    view: &mut RequestView,
+    candidates: Vec<Candidate>,
+    session: Option<String>,
+    mismatched: Vec<Exclusion>,
+) -> Result<Outcome, ProxyError> {
+    let mut d = Dispatch {
+        state,
+        req,
+        route,
+        view,
+        candidates,
+        session,
+        rewritten: None,
+        last: None,
+        excluded: Vec::new(),
+        deadline: None,
+    };
+    let mut waits = CooldownWait::new(state.core.settings_snapshot().combo_cooldown_wait);
+    loop {
+        if let Some(outcome) = d.pass().await? {
+            return Ok(outcome);
+        }
+        if d.last.is_some() || d.excluded.is_empty() {
+            break;
+        }
+        let Some(w) = waits.next(&d.excluded) else {
+            break;
+        };
+        d.wait(w).await;
+    }
+    let exclusions: Vec<Exclusion> = d.excluded.drain(..).map(|e| e.exclusion).collect();
+    log_skipped(d.view, exclusions.iter().chain(&mismatched));
+    let wall = state.core.clock().wall();
+    answer::answer(
+        d.last.take(),
+        exclusions,
+        mismatched,
+        wall,
+        &req.probe.model,
+    )
+}
+
+/// No candidate for this model on this route: count_tokens estimates locally (case A23),
+/// anything else is `no_executable_targets` (with the other dialect's targets listed).
+fn no_candidates(
+    route: Route,
+    req: &ClientRequest,
+    mismatched: Vec<Exclusion>,
+) -> Result<Outcome, ProxyError> {
+    if route.kind == RouteKind::CountTokens {
+        let v = serde_json::json!({ "input_tokens": estimate_tokens(&req.body) });
+        return Ok(Outcome::Local {
+            resp: json_response(http::StatusCode::OK, v),
+            outcome: "ok",
+        });
+    }
+    let hint = if mismatched.is_empty() {
+        String::new()
+    } else {
+        format!(" ({} target(s) skipped: other dialect)", mismatched.len())
+    };
+    Err(ProxyError::NoTargets {
+        model: req.probe.model.clone(),
+        hint,
+        excluded: mismatched,
+    })
+}
+
+/// What one candidate step came to.
+enum Tried {
+    /// Answer with this.
+    Served(Outcome),
+    /// Its gates are full: maybe queue on it later.
+    Saturated(usize),
+    /// Go on with the next candidate.
+    Next,
+    /// End the request with this error.
+    Fatal(ProxyError),
+}
+
+/// One request's dispatch state.
+struct Dispatch<'a> {
+    state: &'a Shared,
+    req: &'a ClientRequest,
+    route: Route,
+    view: &'a mut RequestView,
+    candidates: Vec<Candidate>,
+    session: Option<String>,
+    /// The body with `model` rewritten, cached per model.
+    rewritten: Option<(String, Bytes)>,
+    last: Option<LastFailure>,
+    excluded: Vec<Excluded>,
+    /// The end of the execution budget, once the first attempt was dispatched.
+    deadline: Option<Instant>,
+}
+
+impl Dispatch<'_> {
+    /// One pass over the candidates; `Some` when one served (or the answer is final).
+    async fn pass(&mut self) -> Result<Option<Outcome>, ProxyError> {
+        self.excluded.clear();
+        let mut cursor = Cursor::new(self.candidates.len());
+        let core = &self.state.core;
+        let (gates, queue) = (core.gates().clone(), core.settings_snapshot().queue);
+        loop {
+            let step = cursor
+                .next(&self.candidates, &gates, &queue, core.clock().as_ref())
+                .await
+                .map_err(ProxyError::Admission)?;
+            let Some(step) = step else { return Ok(None) };
+            match self.try_candidate(step, &gates, &queue).await? {
+                Tried::Served(o) => return Ok(Some(o)),
+                Tried::Saturated(i) => cursor.saturated(i),
+                Tried::Next => {}
+                Tried::Fatal(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Admits candidate `step.index` and, if it passes every layer, sends one attempt.
+    async fn try_candidate(
+        &mut self,
+        step: Step,
+        gates: &crate::core::admission::Gates,
+        queue: &crate::config::QueueSettings,
+    ) -> Result<Tried, ProxyError> {
+        let Some(cand) = self.candidates.get(step.index).cloned() else {
+            return Ok(Tried::Next);
+        };
+        let core = &self.state.core;
+        let ticket = match core.admit_candidate(&cand, core.clock().now()) {
+            Ok(t) => t,
+            Err(e) => {
+                let cause = core.exclusion_cause(&cand, e.reason);
+                self.excluded.push(Excluded {
+                    exclusion: e,
+                    cause,
+                });
+                return Ok(Tried::Next);
+            }
+        };
+        // Token counts and model lists never take slots meant for generations (case A23).
+        let permit = match step.permit {
+            Some(p) => Some(p),
+            None if self.route.kind.admission_exempt() => None,
+            None => match gates.try_acquire(cand.provider, cand.connection, &cand.model, queue) {
+                Some(p) => Some(p),
+                None => return Ok(Tried::Saturated(step.index)),
+            },
+        };
+        let deadline = self.start_budget(step.queued, &cand, queue);
+        self.attempt(&cand, ticket, permit, deadline).await
+    }
+
+    /// The execution deadline: set at the first dispatch, moved by time spent queued.
+    fn start_budget(
+        &mut self,
+        queued: Duration,
+        cand: &Candidate,
+        queue: &crate::config::QueueSettings,
+    ) -> Instant {
+        let core = &self.state.core;
+        let timeout = core
+            .config()
+            .providers
+            .get(cand.provider)
+            .map_or(Duration::ZERO, |p| p.timeout);
+        let budget = core.gates().execution_budget(timeout, queue);
+        let now = core.clock().now();
+        let deadline = match self.deadline {
+            Some(d) => d + queued,
+            None => now + budget,
+        };
+        *self.deadline.insert(deadline)
+    }
+
+    /// Sends one attempt to an admitted candidate and settles its result.
+    async fn attempt(
+        &mut self,
+        cand: &Candidate,
+        ticket: Ticket,
+        permit: Option<Admitted>,
+        deadline: Instant,
+    ) -> Result<Tried, ProxyError> {
+        let cfg = self.state.core.config().clone();
+        let (Some(provider), Some(conn)) = (
+            cfg.providers.get(cand.provider),
+            cfg.providers
+                .get(cand.provider)
+                .and_then(|p| p.connections.get(cand.connection)),
+        ) else {
+            return Ok(Tried::Next);
+        };
+        self.view.target = format!("{}:{}/{}", provider.id, conn.id, cand.model);
+        self.view.attempts += 1;
+        let body = body_for(&self.req.body, cand, &mut self.rewritten)?;
+        let t = Target {
+            cand,
+            provider,
+            conn,
+        };
+        let a = send_attempt(self.state, &t, self.req, self.route, body, deadline).await?;
+        Ok(self.settle(cand, ticket, permit, deadline, a))
+    }
+
+    /// Reports an attempt's result through the one choke point and decides what is next.
+    fn settle(
+        &mut self,
+        cand: &Candidate,
+        ticket: Ticket,
+        permit: Option<Admitted>,
+        deadline: Instant,
+        a: Attempted,
+    ) -> Tried {
+        let core = &self.state.core;
+        let ok = |resp_status: u16| success(resp_status);
+        match a.result {
+            AttemptResult::Stream { resp, held } => {
+                self.served(
+                    cand,
+                    resp.status().as_u16(),
+                    a.latency,
+                    &ok(resp.status().as_u16()),
+                );
+                Tried::Served(Outcome::Stream(Box::new(Streamed {
+                    resp,
+                    held,
+                    attempt: a.guard,
+                    ticket,
+                    permit,
+                    deadline: Some(deadline),
+                })))
+            }
+            AttemptResult::Complete(resp) => {
+                let c = ok(resp.status().as_u16());
+                self.served(cand, resp.status().as_u16(), a.latency, &c);
+                core.report(ticket, &c);
+                Tried::Served(Outcome::Local {
+                    resp,
+                    outcome: "ok",
+                })
+            }
+            AttemptResult::Failed {
+                status,
+                classified,
+                last,
+            } => {
+                log_attempt(self.view, status, &classified, a.latency);
+                core.report(ticket, &classified);
+                self.failed(classified, *last)
+            }
+            AttemptResult::OutOfTime => {
+                core.release(ticket);
+                Tried::Fatal(execution_timeout())
+            }
+        }
+    }
+
+    /// A 2xx is being answered: pin the session and log the attempt and the exclusions.
+    fn served(&mut self, cand: &Candidate, status: u16, latency: Duration, c: &Classified) {
+        if let Some(key) = &self.session {
+            self.state
+                .core
+                .pin_session(key, cand.provider, cand.connection);
+        }
+        log_attempt(self.view, status, c, latency);
+        log_skipped(self.view, self.excluded.iter().map(|e| &e.exclusion));
+    }
+
+    /// A failed attempt: a client fault is answered at once (another target would refuse it
+    /// too); anything else is kept as the last failure and the next candidate is tried.
+    fn failed(&mut self, c: Classified, last: LastFailure) -> Tried {
+        if let (
+            OutcomeClass::ClientFault,
+            None,
+            LastFailure::Upstream {
+                status,
+                headers,
+                body,
+                ..
+            },
+        ) = (c.class, &c.restated, &last)
+        {
+            return Tried::Served(Outcome::Local {
+                resp: pass_through(*status, headers, body.clone()),
+                outcome: "upstream_error",
+            });
+        }
+        self.last = Some(last);
+        Tried::Next
+    }
+
+    /// Waits out `w` (§4), shown in the request's details and the log.
+    async fn wait(&mut self, w: Wait) {
+        let clock = self.state.core.clock().clone();
+        let started = clock.now();
+        tokio::time::sleep(w.delay).await;
+        let waited = clock.now().saturating_duration_since(started);
+        let view = WaitView {
+            target: w.target,
+            reason: w.reason.into(),
+            waited_ms: u64::try_from(waited.as_millis()).unwrap_or(u64::MAX),
+        };
+        tracing::info!(model = %self.view.client_model, target = %view.target, reason = w.reason, "{}", view.describe());
+        self.view.waits.push(view);
+    }
+}
+
+fn execution_timeout() -> ProxyError {
+    ProxyError::Timeout(
+        "the request's execution budget ([resilience.queue] execution_max_wait)".into(),
+    )
+}
+
+/// The body for `cand`: the client's, or a copy with `model` rewritten (cached per model).
+fn body_for(
+    body: &Bytes,
+    cand: &Candidate,
+    cache: &mut Option<(String, Bytes)>,
+) -> Result<Bytes, ProxyError> {
+    if !cand.rewrite {
+        return Ok(body.clone());
+    }
+    if let Some((m, b)) = cache
+        && *m == cand.model
+    {
+        return Ok(b.clone());
+    }
+    let b = rewrite_model(body, &cand.model)?;
+    *cache = Some((cand.model.clone(), b.clone()));
+    Ok(b)
+}
+
+/// Appends one attempt to the request's log (console details).
+fn log_attempt(view: &mut RequestView, status: u16, c: &Classified, latency: Duration) {
+    view.attempt_log.push(AttemptView {
+        target: view.target.clone(),
+        status,
+        class: c.class.as_str().into(),
+        reason: c.reason.clone(),
+        latency_ms: u64::try_from(latency.as_millis()).unwrap_or(u64::MAX),
+    });
+}
+
+/// Records the candidates excluded before dispatch (console details).
+fn log_skipped<'a>(view: &mut RequestView, exclusions: impl Iterator<Item = &'a Exclusion>) {
+    for e in exclusions {
+        if !view.skipped.iter().any(|s| s.target == e.target) {
+            view.skipped.push(SkippedView {
+                target: e.target.clone(),
+                reason: e.reason.as_str().into(),
+            });
+        }
+    }
+}

@@ -1,0 +1,175 @@
+//! The §4 cooldown-aware wait: when every candidate is excluded only by short connection
+//! cooldowns or model lockouts, wait for the earliest to end and dispatch again — within the
+//! `[resilience.combo_cooldown_wait]` limits, and never for an open breaker, a quota wait, a
+//! terminal state, or a cooldown or lockout caused by an auth or not-found failure (those do
+//! not heal by waiting).
+
+use std::time::Duration;
+
+use crate::config::ComboCooldownWait;
+use crate::policy::select::Exclusion;
+
+/// One exclusion and the class (or reason word) of the failure behind it, e.g. `auth`,
+/// `not_found`, `rate_limited`; empty when unknown.
+pub struct Excluded {
+    /// The exclusion as selection saw it.
+    pub exclusion: Exclusion,
+    /// The failure behind it.
+    pub cause: String,
+}
+
+/// A wait decided on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Wait {
+    /// How long.
+    pub delay: Duration,
+    /// The target whose exclusion ends first (`provider:connection/model`).
+    pub target: String,
+    /// Its exclusion reason (`connection_cooldown` or `model_lockout`).
+    pub reason: &'static str,
+}
+
+/// The wait budget of one request.
+pub struct CooldownWait {
+    settings: ComboCooldownWait,
+    waits: u32,
+    waited: Duration,
+}
+
+/// Failures a wait never heals.
+fn heals_by_waiting(cause: &str) -> bool {
+    !matches!(cause, "auth" | "auth_error" | "not_found")
+}
+
+impl CooldownWait {
+    /// A fresh budget under `settings`.
+    pub fn new(settings: ComboCooldownWait) -> Self {
+        Self {
+            settings,
+            waits: 0,
+            waited: Duration::ZERO,
+        }
+    }
+
+    /// The wait to make now, given every candidate's exclusion; `None` when waiting is off,
+    /// not allowed for one of them, or over budget. Counts the wait against the budget.
+    pub fn next(&mut self, excluded: &[Excluded]) -> Option<Wait> {
+        let s = &self.settings;
+        let all_waitable = !excluded.is_empty()
+            && excluded.iter().all(|e| {
+                e.exclusion.reason.is_waitable()
+                    && e.exclusion.retry_after.is_some()
+                    && heals_by_waiting(&e.cause)
+            });
+        if !s.enabled || !all_waitable || self.waits >= s.max_attempts {
+            return None;
+        }
+        let first = excluded
+            .iter()
+            .filter_map(|e| e.exclusion.retry_after.map(|d| (d, &e.exclusion)))
+            .min_by_key(|(d, _)| *d)?;
+        let d = first.0;
+        if d.is_zero() || d > s.max_wait || self.waited.saturating_add(d) > s.budget {
+            return None;
+        }
+        self.waits += 1;
+        self.waited += d;
+        Some(Wait {
+            delay: d,
+            target: first.1.target.clone(),
+            reason: first.1.reason.as_str(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::select::ExclusionReason;
+
+    fn ex(reason: ExclusionReason, secs: u64, cause: &str) -> Excluded {
+        Excluded {
+            exclusion: Exclusion {
+                target: format!("p:k/{cause}"),
+                reason,
+                retry_after: Some(Duration::from_secs(secs)),
+            },
+            cause: cause.into(),
+        }
+    }
+
+    fn settings() -> ComboCooldownWait {
+        ComboCooldownWait {
+            enabled: true,
+            max_wait: Duration::from_secs(60),
+            max_attempts: 3,
+            budget: Duration::from_secs(120),
+        }
+    }
+
+    #[test]
+    fn waits_for_the_earliest_transient_exclusion() {
+        let mut w = CooldownWait::new(settings());
+        let got = w.next(&[
+            ex(ExclusionReason::ConnectionCooldown, 20, "rate_limited"),
+            ex(ExclusionReason::ModelLockout, 10, "rate_limit_exceeded"),
+        ]);
+        assert_eq!(
+            got.map(|w| (w.delay.as_secs(), w.reason)),
+            Some((10, "model_lockout"))
+        );
+    }
+
+    #[test]
+    fn never_waits_on_auth_or_not_found_or_breakers() {
+        let cases = [
+            ex(ExclusionReason::ConnectionCooldown, 5, "auth"),
+            ex(ExclusionReason::ModelLockout, 5, "not_found"),
+            ex(ExclusionReason::CircuitOpen, 5, ""),
+            ex(ExclusionReason::QuotaWait, 5, "quota_exhausted"),
+        ];
+        for c in cases {
+            let what = c.cause.clone();
+            let mut w = CooldownWait::new(settings());
+            let ok = ex(ExclusionReason::ConnectionCooldown, 1, "rate_limited");
+            assert_eq!(w.next(&[ok, c]), None, "waited on {what}");
+        }
+    }
+
+    #[test]
+    fn a_wait_reads_as_the_log_line_says() {
+        use crate::core::snapshot::WaitView;
+        let w = |reason: &str, waited_ms| WaitView {
+            target: "a:key-a/glm-5".into(),
+            reason: reason.into(),
+            waited_ms,
+        };
+        assert_eq!(
+            w("connection_cooldown", 9_950).describe(),
+            "waited 9.9 s for key-a's cooldown"
+        );
+        assert_eq!(
+            w("model_lockout", 300).describe(),
+            "waited 0.3 s for glm-5's lockout on key-a"
+        );
+    }
+
+    #[test]
+    fn stops_at_max_attempts_and_budget() {
+        let mut w = CooldownWait::new(ComboCooldownWait {
+            max_attempts: 2,
+            budget: Duration::from_secs(25),
+            ..settings()
+        });
+        let one = || [ex(ExclusionReason::ConnectionCooldown, 10, "rate_limited")];
+        assert!(w.next(&one()).is_some());
+        assert!(w.next(&one()).is_some());
+        assert!(w.next(&one()).is_none(), "third wait past max_attempts");
+        let mut w = CooldownWait::new(ComboCooldownWait {
+            budget: Duration::from_secs(15),
+            ..settings()
+        });
+        assert!(w.next(&one()).is_some());
+        assert!(w.next(&one()).is_none(), "second wait past the budget");
+    }
+}
