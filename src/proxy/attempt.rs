@@ -140,7 +140,13 @@ pub async fn send_attempt(
         Err(_) if remaining < t.provider.timeout => AttemptResult::OutOfTime,
         Err(_) => transport_failed(state, t, timed_out(t.provider, head_budget)),
         Ok(Err(e)) => transport_failed(state, t, unreachable(t, &e)),
-        Ok(Ok(resp)) => judge(state, t, route, resp, deadline).await,
+        Ok(Ok(resp)) => {
+            // A non-streaming body must be complete within the provider's `timeout` too.
+            let body_deadline = started
+                .checked_add(t.provider.timeout)
+                .map_or(deadline, |d| d.min(deadline));
+            judge(state, t, route, resp, deadline, body_deadline).await
+        }
     };
     Ok(Attempted {
         result,
@@ -194,6 +200,7 @@ async fn judge(
     route: Route,
     mut resp: Response<Incoming>,
     deadline: Instant,
+    body_deadline: Instant,
 ) -> AttemptResult {
     let status = resp.status();
     if !status.is_success() {
@@ -214,7 +221,7 @@ async fn judge(
         };
     }
     if !headers::is_event_stream(resp.headers()) {
-        return read_complete(state, t, resp, deadline).await;
+        return read_complete(state, t, resp, deadline, body_deadline).await;
     }
     let guards = Guards::from_settings(&state.core.settings_snapshot().stream);
     let clock = state.core.clock().clone();
@@ -226,18 +233,28 @@ async fn judge(
     }
 }
 
-/// Reads a non-streaming 2xx body whole (bounded), so a break fails the attempt instead of
-/// reaching the client as a short body.
+/// Reads a non-streaming 2xx body whole (bounded in size, and in time by `body_deadline`:
+/// the provider's `timeout` from the attempt's start, or the request's execution `deadline`
+/// if that comes first), so a break or a stall fails the attempt instead of reaching the
+/// client as a short body or holding it.
 async fn read_complete(
     state: &Shared,
     t: &Target<'_>,
     resp: Response<Incoming>,
     deadline: Instant,
+    body_deadline: Instant,
 ) -> AttemptResult {
     let (head, body) = resp.into_parts();
-    let read = tokio::time::timeout_at(deadline, Limited::new(body, MAX_RESPONSE_BODY).collect());
+    let read = tokio::time::timeout_at(
+        body_deadline,
+        Limited::new(body, MAX_RESPONSE_BODY).collect(),
+    );
     let err = match read.await {
-        Err(_) => return AttemptResult::OutOfTime,
+        Err(_) if body_deadline >= deadline => return AttemptResult::OutOfTime,
+        Err(_) => format!(
+            "the upstream response body was not complete within the provider timeout ({})",
+            humantime::format_duration(t.provider.timeout)
+        ),
         Ok(Ok(c)) => {
             let mut out = Response::new(Full::new(c.to_bytes()));
             *out.status_mut() = head.status;

@@ -54,8 +54,14 @@ struct RawProbe<'a> {
     stream: Option<serde_json::Value>,
 }
 
-/// Parses the body as a JSON object and extracts `model` (required, non-empty string) and
-/// `stream`. Errors are `BadRequest` with a message fit for the client.
+/// Longest `model` a client may send, in bytes. Real model ids (Bedrock ARNs included) stay
+/// far below it; a longer one is refused before sluice keeps it in the snapshot or the
+/// request log.
+pub const MAX_MODEL_LEN: usize = 1024;
+
+/// Parses the body as a JSON object and extracts `model` (required, non-empty string of at
+/// most [`MAX_MODEL_LEN`] bytes) and `stream`. Errors are `BadRequest` with a message fit for
+/// the client.
 pub fn probe(body: &[u8]) -> Result<Probe, ProxyError> {
     let trimmed = body
         .iter()
@@ -82,6 +88,12 @@ pub fn probe(body: &[u8]) -> Result<Probe, ProxyError> {
         },
     };
     let model = match model {
+        Some(m) if m.len() > MAX_MODEL_LEN => {
+            return Err(ProxyError::BadRequest(format!(
+                "'model' is {} bytes long; at most {MAX_MODEL_LEN} are accepted",
+                m.len()
+            )));
+        }
         Some(m) if !m.trim().is_empty() => m.into_owned(),
         Some(_) => return Err(ProxyError::BadRequest("'model' must not be empty".into())),
         None => {
@@ -208,6 +220,15 @@ mod tests {
             assert!(matches!(e, ProxyError::BadRequest(_)));
             assert!(e.to_string().contains(frag), "{e} should contain {frag}");
         }
+    }
+
+    #[test]
+    fn probe_bounds_the_model_length() {
+        let at = format!("{{\"model\":\"{}\"}}", "m".repeat(MAX_MODEL_LEN));
+        assert_eq!(probe(at.as_bytes()).unwrap().model.len(), MAX_MODEL_LEN);
+        let over = format!("{{\"model\":\"{}\"}}", "m".repeat(MAX_MODEL_LEN + 1));
+        let e = probe(over.as_bytes()).unwrap_err();
+        assert!(e.to_string().contains("at most 1024"), "{e}");
     }
 
     #[test]

@@ -67,7 +67,7 @@ pub fn check_client_key(
     }
     let matches = |v: &str| {
         keys.iter()
-            .any(|k| constant_time_eq(k.expose().as_bytes(), v.as_bytes()))
+            .any(|k| crate::ct::constant_time_eq(k.expose().as_bytes(), v.as_bytes()))
     };
     if let Some(v) = h.get("x-api-key").and_then(|v| v.to_str().ok())
         && matches(v.trim())
@@ -83,13 +83,6 @@ pub fn check_client_key(
         return Ok(Some(ClientKeyHeader::Authorization));
     }
     Err(BadClientKey)
-}
-
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 /// The headers sent upstream for one attempt: the client's headers minus hop-by-hop,

@@ -65,13 +65,9 @@ pub async fn serve(
     _hard_stop: CancellationToken,
 ) {
     let limits = Limits::of_server(&state.core.config().server);
-    serve_http(
-        listener,
-        shutdown,
-        "inference",
-        limits,
-        move |req| routes::handle(state.clone(), req),
-    )
+    serve_http(listener, shutdown, "inference", limits, move |req| {
+        routes::handle(state.clone(), req)
+    })
     .await;
 }
 

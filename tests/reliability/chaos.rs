@@ -354,7 +354,6 @@ async fn chaos_every_request_gets_exactly_one_well_formed_outcome() {
 /// must fail over (or answer 502 in the client's dialect) within the provider timeout, never
 /// reach the client truncated or hold it past its bound.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "non-streaming 2xx truncated mid-body is fixed on the pipeline branch; lead un-ignores at merge"]
 async fn chaos_non_streaming_bodies_that_break_are_never_relayed_truncated() {
     let total = crate::pick(128, 1000);
     let up = ChaosUpstream::start(0x7A1C_0DE5, Mix::truncated_bodies()).await;
