@@ -8,6 +8,7 @@ pub mod admission;
 pub mod control;
 pub mod persist;
 pub mod resilience;
+pub mod routing;
 pub mod snapshot;
 
 use std::collections::VecDeque;

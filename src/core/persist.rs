@@ -48,9 +48,7 @@ impl TimeMap {
     pub fn instant(&self, ms: u64) -> Instant {
         if ms >= self.wall_ms {
             let d = Duration::from_millis(ms - self.wall_ms);
-            self.now
-                .checked_add(d)
-                .unwrap_or(self.now + Duration::from_secs(86_400 * 365))
+            crate::policy::cooldown::deadline_after(self.now, d)
         } else {
             let d = Duration::from_millis(self.wall_ms - ms);
             self.now.checked_sub(d).unwrap_or(self.now)

@@ -11,6 +11,7 @@
 
 use std::time::Duration;
 
+use super::routing::Routing;
 use super::snapshot::{BreakerView, ConnectionView, LockoutView, TransitionView};
 use crate::clock::Instant;
 use crate::config::{Config, Profile, Resilience, Restatement, builtin_restatements};
@@ -65,10 +66,7 @@ impl ResState {
             providers,
             lockouts: Lockouts::default(),
             overrides: Default::default(),
-            routing: Routing {
-                states: Default::default(),
-                rng: crate::policy::strategy::SplitMix64::new(seed(cfg)),
-            },
+            routing: Routing::new(seed(cfg)),
         }
     }
 
@@ -546,128 +544,5 @@ impl super::Core {
     /// The effective resilience settings (file + operator overrides).
     pub fn settings_snapshot(&self) -> Resilience {
         self.res().settings.clone()
-    }
-
-    /// Moves the candidates on the connection `session` is pinned to (§2a) to the front,
-    /// keeping the rest in order. Without a session or pin the order is unchanged.
-    pub fn order_by_affinity(
-        &self,
-        mut cands: Vec<Candidate>,
-        session: Option<&str>,
-    ) -> Vec<Candidate> {
-        let Some(key) = session else { return cands };
-        let now = self.clock().now();
-        let Some((pid, cid)) = self.res().affinity.pinned(key, now) else {
-            return cands;
-        };
-        let cfg = self.config().clone();
-        let pinned = |c: &Candidate| {
-            cfg.providers.get(c.provider).is_some_and(|p| {
-                p.id == pid && p.connections.get(c.connection).is_some_and(|x| x.id == cid)
-            })
-        };
-        cands.sort_by_key(|c| !pinned(c));
-        cands
-    }
-
-    /// Pins `session` to a connection after a successful head (§2a; refreshes the TTL).
-    pub fn pin_session(&self, session: &str, provider: usize, connection: usize) {
-        let cfg = self.config().clone();
-        let (Some(p), Some(c)) = (
-            cfg.providers.get(provider),
-            cfg.providers
-                .get(provider)
-                .and_then(|p| p.connections.get(connection)),
-        ) else {
-            return;
-        };
-        let now = self.clock().now();
-        let mut r = self.res();
-        let ttl = r.affinity.ttl();
-        if ttl.is_zero() {
-            return;
-        }
-        let before = r.affinity.pinned(session, now);
-        r.affinity.pin(session, &p.id, &c.id, now);
-        drop(r);
-        // Persist new or moved pins; a refresh of the same pin is not worth a write each turn.
-        if before
-            .as_ref()
-            .is_none_or(|(bp, bc)| bp != &p.id || bc != &c.id)
-        {
-            self.persist_pin(session, &p.id, &c.id, now + ttl);
-        }
-    }
-}
-
-/// Per-combo strategy state and the process's seeded randomness (spec §4 strategies).
-pub(crate) struct Routing {
-    pub(crate) states: std::collections::HashMap<String, crate::policy::strategy::StrategyState>,
-    pub(crate) rng: crate::policy::strategy::SplitMix64,
-}
-
-impl super::Core {
-    /// Orders a combo's candidates by its strategy (spec §4): targets are ordered by
-    /// `policy::strategy::order` from live per-target stats (in-flight, attempts, cap,
-    /// weight); each target's connections keep their order. A plain model is unchanged.
-    pub fn order_candidates(&self, plan: &crate::policy::select::Plan) -> Vec<Candidate> {
-        let cfg = self.config().clone();
-        let Some(combo) = plan.combo.as_deref().and_then(|n| cfg.combo(n)) else {
-            return plan.candidates.clone();
-        };
-        if combo.strategy == crate::config::Strategy::Priority || combo.targets.len() < 2 {
-            return plan.candidates.clone();
-        }
-        let (in_flight, attempts) = self.connection_load();
-        let stats: Vec<crate::policy::strategy::TargetStat> = combo
-            .targets
-            .iter()
-            .enumerate()
-            .map(|(ti, t)| {
-                let mine: Vec<&Candidate> =
-                    plan.candidates.iter().filter(|c| c.target == ti).collect();
-                let load = |m: &std::collections::HashMap<(usize, usize), u64>| {
-                    mine.iter()
-                        .map(|c| m.get(&(c.provider, c.connection)).copied().unwrap_or(0))
-                        .sum::<u64>()
-                };
-                let cap = mine
-                    .iter()
-                    .map(|c| {
-                        let conn = cfg
-                            .providers
-                            .get(c.provider)
-                            .and_then(|p| p.connections.get(c.connection));
-                        let model_cap =
-                            conn.and_then(|x| x.model_concurrency.get(&c.model).copied());
-                        match (conn.and_then(|x| x.max_concurrent), model_cap) {
-                            (Some(a), Some(b)) => Some(a.min(b)),
-                            (a, b) => a.or(b),
-                        }
-                    })
-                    .try_fold(0u32, |acc, c| c.map(|c| acc.saturating_add(c)));
-                crate::policy::strategy::TargetStat {
-                    in_flight: u32::try_from(load(&in_flight)).unwrap_or(u32::MAX),
-                    cap: if mine.is_empty() { None } else { cap },
-                    requests: load(&attempts),
-                    weight: t.weight,
-                }
-            })
-            .collect();
-        let order = {
-            let mut r = self.res();
-            let routing = &mut r.routing;
-            let state = routing.states.entry(combo.name.clone()).or_default();
-            crate::policy::strategy::order(combo.strategy, &stats, state, &mut routing.rng)
-        };
-        order
-            .into_iter()
-            .flat_map(|ti| {
-                plan.candidates
-                    .iter()
-                    .filter(move |c| c.target == ti)
-                    .cloned()
-            })
-            .collect()
     }
 }

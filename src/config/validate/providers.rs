@@ -193,6 +193,13 @@ impl Validator<'_, '_> {
                     );
                     model_concurrency.insert(m.clone(), n);
                 }
+                if rc.low_priority_mode == Some(true) {
+                    self.bad(
+                        format!("{ck}.low_priority_mode"),
+                        "'true' is not supported yet (the subscription low-priority lane is not implemented in this version)",
+                        "remove low_priority_mode or set it to false",
+                    );
+                }
                 connections.push(Connection {
                     id: cid,
                     auth,

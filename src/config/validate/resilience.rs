@@ -432,13 +432,13 @@ impl Validator<'_, '_> {
         let Some(v) = (self.env.var)(var).filter(|v| !v.trim().is_empty()) else {
             return default;
         };
-        match humantime::parse_duration(v.trim()) {
+        match parse_bounded_duration(&v) {
             Ok(d) => d,
-            Err(_) => {
+            Err((message, _)) => {
                 self.bad(
                     format!("env {var}"),
-                    format!("'{v}' is not a duration"),
-                    format!("set {var} like \"30s\" or \"10m\", or unset it"),
+                    message,
+                    format!("set {var} like \"30s\" or \"10m\" (at most {MAX_DURATION_TEXT}), or unset it"),
                 );
                 default
             }
