@@ -244,6 +244,9 @@ impl Cooldown {
                 CooldownEffect::Terminal(status)
             }
             _ if rules.disable_cooling => CooldownEffect::Recorded,
+            // §2 anti-herd holds for hinted deadlines too: a request sent before the current
+            // cooldown started neither extends it nor starts a new one.
+            Action::Hinted(_) | Action::QuotaWait(_) if stale => CooldownEffect::Stale,
             Action::Hinted(h) => {
                 let until = deadline_after(now, h.min(settings.max_cooldown));
                 self.exclude(ConnectionStatus::Cooling, until, reason, now)
@@ -445,13 +448,17 @@ impl Cooldown {
         reason: String,
         now: Instant,
     ) -> CooldownEffect {
-        let extended = self
-            .live_deadline(now)
-            .is_none_or(|existing| until > existing);
+        let live = self.live_deadline(now);
+        let extended = live.is_none_or(|existing| until > existing);
         if extended {
             self.status = status;
             self.cooldown_until = Some(until);
             self.reason = reason;
+            if live.is_none() {
+                // A new exclusion starts here: the anti-herd reference (a ladder step has
+                // already set it to `now`).
+                self.cooldown_started_at = Some(now);
+            }
         }
         CooldownEffect::Excluded {
             status: self.status,
