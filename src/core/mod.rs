@@ -7,6 +7,7 @@
 pub mod admission;
 pub mod control;
 pub mod persist;
+mod report;
 pub mod resilience;
 pub mod routing;
 pub mod snapshot;

@@ -18,7 +18,7 @@ use crate::config::{Config, Profile, Resilience, Restatement, builtin_restatemen
 use crate::policy::affinity::Affinity;
 use crate::policy::breaker::{Admit, Breaker, BreakerState, ProbeTicket, ProviderCooldown};
 use crate::policy::classify::{self, Input, Rules};
-use crate::policy::cooldown::{Cooldown, CooldownRules, Eligibility};
+use crate::policy::cooldown::{Cooldown, Eligibility};
 use crate::policy::lockout::{self, LockTarget, Lockouts};
 use crate::policy::select::{Candidate, Exclusion, ExclusionReason};
 use crate::policy::{Classified, OutcomeClass, Scope};
@@ -123,6 +123,15 @@ pub struct Ticket {
     /// When the attempt was dispatched (§2 anti-herd reference).
     pub dispatched_at: Instant,
     core: Option<super::Core>,
+}
+
+impl Ticket {
+    /// Hands the probe permit to a verdict ([`Core::report`]); the ticket's drop then
+    /// releases nothing.
+    pub(crate) fn settle(&mut self) -> Option<ProbeTicket> {
+        self.core = None;
+        self.probe.take()
+    }
 }
 
 impl Drop for Ticket {
@@ -264,174 +273,6 @@ impl super::Core {
         classify::classify(&input, &rules, self.clock().wall())
     }
 
-    /// The single choke point every attempt's outcome goes through (spec §0): updates the
-    /// breaker (counted failures and successes, the probe verdict), the §1b window, the
-    /// connection cooldown — or, in lockout mode, a model lockout instead — and the success
-    /// decay; writes the changed rows behind to the store.
-    pub fn report(&self, mut ticket: Ticket, c: &Classified) -> ReportEffect {
-        ticket.core = None; // this report settles the probe
-        let probe = ticket.probe.take();
-        let now = self.clock().now();
-        let cfg = self.config().clone();
-        let Some(p) = cfg.providers.get(ticket.provider) else {
-            return ReportEffect::default();
-        };
-        let Some(conn) = p.connections.get(ticket.connection) else {
-            return ReportEffect::default();
-        };
-        let mut effect = ReportEffect::default();
-        let mut r = self.res();
-        let settings = r.settings.clone();
-        let lockout_mode = settings.model_lockout.enabled
-            && c.status
-                .is_some_and(|s| settings.model_lockout.error_codes.contains(&s))
-            && matches!(
-                c.class,
-                OutcomeClass::Transient
-                    | OutcomeClass::RateLimited
-                    | OutcomeClass::QuotaExhausted
-                    | OutcomeClass::Forbidden
-                    | OutcomeClass::NotFound
-            );
-        let at = LockTarget {
-            provider: &p.id,
-            connection: &conn.id,
-            model: &ticket.model,
-            quota_groups: &p.quota_groups,
-        };
-        let mut lock_written = None;
-        if c.class == OutcomeClass::Success {
-            if r.lockouts.on_success(at) {
-                lock_written = Some(String::new());
-            }
-        } else if lockout_mode {
-            let until = r.lockouts.on_failure(
-                at,
-                c.scope,
-                &c.reason,
-                c.retry_hint,
-                &settings.model_lockout,
-                now,
-            );
-            let key = match c.scope {
-                Scope::QuotaGroup => lockout::quota_group(&ticket.model, &p.quota_groups),
-                _ => ticket.model.clone(),
-            };
-            tracing::warn!(provider = %p.id, connection = %conn.id, model = %key, reason = %c.reason, lock_s = until.saturating_duration_since(now).as_secs(), "model locked out");
-            effect.lockout = Some(key.clone());
-            lock_written = Some(key);
-        }
-        let Some(res) = r.providers.get_mut(ticket.provider) else {
-            return effect;
-        };
-        let before = res.breaker.state(now);
-        match c.class {
-            OutcomeClass::Success => {
-                res.breaker.on_success(probe, now);
-                res.window.on_success(now);
-            }
-            class if class.counts_for_breaker() => {
-                res.breaker.on_failure(probe, now);
-                res.window.on_failure(now);
-            }
-            _ => {
-                if let Some(t) = probe {
-                    res.breaker.release_probe(t, now);
-                }
-            }
-        }
-        let after = res.breaker.state(now);
-        if before != after {
-            effect.breaker = Some((before, after));
-            tracing::warn!(provider = %p.id, from = before.as_str(), to = after.as_str(), "circuit breaker changed state");
-        }
-        let cd_rules = CooldownRules {
-            profile: settings
-                .cooldown
-                .get(&p.profile)
-                .copied()
-                .unwrap_or_else(|| crate::config::validate::default_cooldown(p.profile)),
-            settings: &settings.connection_cooldown,
-            oauth: p.profile == Profile::Oauth,
-            disable_cooling: conn.disable_cooling,
-        };
-        if let Some(cd) = res.connections.get_mut(ticket.connection) {
-            // On a `passthrough` connection the credential is the client's own: a bad or
-            // unfunded key of one client (401, 402/billing, ban, "request not allowed") says
-            // nothing about the connection other clients share, so it is answered to that
-            // client and never cools or terminates the connection.
-            let client_credential_fault = matches!(conn.auth, crate::config::Auth::Passthrough)
-                && matches!(
-                    c.class,
-                    OutcomeClass::Auth
-                        | OutcomeClass::CreditsExhausted
-                        | OutcomeClass::Banned
-                        | OutcomeClass::RequestRejected
-                );
-            let changed = if c.class == OutcomeClass::Success {
-                cd.on_success()
-            } else if lockout_mode || client_credential_fault {
-                false
-            } else {
-                let e = cd.on_failure(c, ticket.dispatched_at, &cd_rules, now);
-                !matches!(e, crate::policy::cooldown::CooldownEffect::Ignored)
-            };
-            effect.connection_changed = changed;
-        }
-        // §7 egress-bucketed lock: an IP-scoped 429 cools every connection sharing the egress
-        // (never terminal, never shorter than an existing cooldown, `disable_cooling` skipped).
-        let mut egress_rows = Vec::new();
-        if p.egress_bucketed
-            && matches!(
-                c.class,
-                OutcomeClass::RateLimited | OutcomeClass::QuotaExhausted
-            )
-        {
-            for (j, other) in p.connections.iter().enumerate() {
-                if j == ticket.connection || other.egress != conn.egress || other.disable_cooling {
-                    continue;
-                }
-                if let Some(cd) = res.connections.get_mut(j) {
-                    let rules = CooldownRules {
-                        disable_cooling: false,
-                        ..cd_rules
-                    };
-                    let e = cd.on_failure(c, now, &rules, now);
-                    if !matches!(e, crate::policy::cooldown::CooldownEffect::Ignored) {
-                        egress_rows.push((j, cd.persist()));
-                    }
-                }
-            }
-        }
-        let persist_breaker = effect.breaker.is_some()
-            || c.class.counts_for_breaker()
-            || c.class == OutcomeClass::Success && before != BreakerState::Closed;
-        let brec = persist_breaker.then(|| res.breaker.persist());
-        let crec = effect
-            .connection_changed
-            .then(|| {
-                res.connections
-                    .get(ticket.connection)
-                    .map(Cooldown::persist)
-            })
-            .flatten();
-        let locks = lock_written
-            .is_some()
-            .then(|| r.lockouts.for_connection(&p.id, &conn.id, now));
-        drop(r);
-        self.persist_provider(
-            ticket.provider,
-            brec,
-            crec.map(|c| (ticket.connection, c)),
-            locks.map(|l| (ticket.connection, l)),
-        );
-        for (j, rec) in egress_rows {
-            self.persist_provider(ticket.provider, None, Some((j, rec)), None);
-        }
-        self.mark_dirty();
-        effect
-    }
-
     /// Ends an attempt without a verdict (the client went away, sluice is shutting down):
     /// releases the probe permit, penalises nothing.
     pub fn release(&self, ticket: Ticket) {
@@ -537,6 +378,7 @@ pub fn success(status: u16) -> Classified {
         scope: Scope::Triple,
         restated: None,
         message: String::new(),
+        error_rule: None,
     }
 }
 

@@ -90,6 +90,7 @@ pub const REQUEST_REJECTED_BAN_AT: u32 = 3;
 ///     scope: Scope::Triple,
 ///     restated: None,
 ///     message: "upstream 503".into(),
+///     error_rule: None,
 /// };
 /// let t0 = ManualClock::new().now();
 /// let mut c = Cooldown::default();

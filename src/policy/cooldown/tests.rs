@@ -73,6 +73,7 @@ fn out(class: OutcomeClass, status: Option<u16>, hint: Option<Duration>) -> Clas
         scope: Scope::Connection,
         restated: None,
         message: format!("{} from upstream", class.as_str()),
+        error_rule: None,
     }
 }
 
