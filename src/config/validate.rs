@@ -344,6 +344,7 @@ impl Validator<'_, '_> {
         let combos = self.combos(raw.combos, &providers);
         let default_providers = self.routing(&raw.routing, &providers);
         let resilience = self.resilience(&raw.resilience);
+        self.provider_breakers(&providers, &resilience);
         let restatement = self.restatements(raw.restatement, &providers);
         let error_rules = self.error_rules(raw.error_rules, &providers);
         Config {

@@ -51,7 +51,7 @@ impl ResState {
             .providers
             .iter()
             .map(|p| ProviderRes {
-                breaker: Breaker::new(breaker_settings(&settings, p.profile)),
+                breaker: Breaker::new(breaker_settings(&settings, p)),
                 window: ProviderCooldown::new(
                     settings.provider_cooldown.enabled,
                     provider_window(&settings, p.profile),
@@ -74,7 +74,7 @@ impl ResState {
     pub(crate) fn apply_settings(&mut self, cfg: &Config) {
         for (p, res) in cfg.providers.iter().zip(self.providers.iter_mut()) {
             res.breaker
-                .set_settings(breaker_settings(&self.settings, p.profile));
+                .set_settings(breaker_settings(&self.settings, p));
             res.window.set_settings(
                 self.settings.provider_cooldown.enabled,
                 provider_window(&self.settings, p.profile),
@@ -92,11 +92,15 @@ fn seed(cfg: &Config) -> u64 {
     h.finish()
 }
 
-fn breaker_settings(s: &Resilience, p: Profile) -> crate::config::BreakerSettings {
-    s.breaker
-        .get(&p)
+/// The breaker settings of provider `p`: its profile's, with its `[providers.breaker]` keys
+/// on top (§1 "per profile and per provider").
+fn breaker_settings(s: &Resilience, p: &crate::config::Provider) -> crate::config::BreakerSettings {
+    let profile = s
+        .breaker
+        .get(&p.profile)
         .copied()
-        .unwrap_or_else(|| crate::config::validate::default_breaker(p))
+        .unwrap_or_else(|| crate::config::validate::default_breaker(p.profile));
+    p.breaker.over(profile)
 }
 
 fn provider_window(s: &Resilience, p: Profile) -> crate::config::ProviderCooldownProfile {

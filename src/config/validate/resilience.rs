@@ -26,6 +26,17 @@ impl Validator<'_, '_> {
             combo_cooldown_wait: self.combo_cooldown_wait(&raw.combo_cooldown_wait),
             queue: self.queue(&raw.queue),
             stream: self.stream(&raw.stream),
+            concurrency: ConcurrencySettings {
+                global_max: raw.concurrency.global_max.map(|n| {
+                    self.count(
+                        "resilience.concurrency.global_max",
+                        Some(n),
+                        1,
+                        1,
+                        1_000_000,
+                    )
+                }),
+            },
             session_affinity_ttl,
         }
     }
