@@ -13,6 +13,7 @@ mod support;
 
 mod admin;
 mod admission;
+mod architecture;
 mod claude_code;
 mod config;
 mod console_e2e;
