@@ -427,6 +427,7 @@ impl Core {
                 .collect(),
             lockouts: live.lockouts,
             queues: self.inner.gates.views(),
+            store: self.store_view(),
         }
     }
 

@@ -304,6 +304,16 @@ impl Core {
         }
     }
 
+    /// The store's dropped-write counters for the snapshot (zeros without a store).
+    pub(crate) fn store_view(&self) -> super::snapshot::StoreView {
+        self.store()
+            .map(|st| super::snapshot::StoreView {
+                dropped_request_rows: st.dropped(),
+                dropped_state_writes: st.dropped_state(),
+            })
+            .unwrap_or_default()
+    }
+
     /// Writes a session pin behind.
     pub(crate) fn persist_pin(
         &self,

@@ -38,6 +38,19 @@ pub struct Snapshot {
     /// Admission gates with a cap (spec §4, §5): in-flight / cap, queued / depth cap, oldest
     /// wait, timeouts, rejections.
     pub queues: Vec<super::admission::GateView>,
+    /// Write-behind losses of the store since start (zero without a store).
+    #[serde(default)]
+    pub store: StoreView,
+}
+
+/// The store's write-behind counters: rows and state changes dropped because its queue was
+/// full (the request path never waits on disk, so these are the price of a stalled disk).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct StoreView {
+    /// `request_log` rows dropped.
+    pub dropped_request_rows: u64,
+    /// Resilience state writes (breaker, connection, lockout, pin, setting rows) dropped.
+    pub dropped_state_writes: u64,
 }
 
 /// How many finished requests a snapshot keeps.
