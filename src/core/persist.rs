@@ -33,6 +33,11 @@ impl TimeMap {
         Self { now, wall_ms }
     }
 
+    /// The wall-clock Unix ms the map is anchored at ("now").
+    pub fn wall_ms(&self) -> u64 {
+        self.wall_ms
+    }
+
     /// Wall-clock Unix ms of `t`.
     pub fn wall(&self, t: Instant) -> u64 {
         if t >= self.now {
