@@ -39,7 +39,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
 
 use crate::clock::{Clock, Instant};
@@ -202,7 +202,7 @@ impl Drop for Admitted {
 }
 
 /// One gate as plain data, for the snapshot and `GET /api/queues`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub struct GateView {
     /// `connection` or `model`.
