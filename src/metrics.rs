@@ -33,6 +33,7 @@ pub struct Metrics {
     queue_in_flight: Family<Labels, Gauge>,
     queue_depth: Family<Labels, Gauge>,
     lockouts: Gauge,
+    store_dropped: Family<Labels, Gauge>,
     uptime: Gauge<f64, AtomicU64>,
 }
 
@@ -116,6 +117,12 @@ impl Metrics {
         );
         let lockouts = Gauge::default();
         registry.register("model_lockouts", "Active model lockouts", lockouts.clone());
+        let store_dropped = Family::<Labels, Gauge>::default();
+        registry.register(
+            "store_dropped_writes",
+            "Store writes dropped since start because the write-behind queue was full (kind = request_log | state)",
+            store_dropped.clone(),
+        );
         let uptime = Gauge::<f64, AtomicU64>::default();
         registry.register(
             "uptime_seconds",
@@ -134,6 +141,7 @@ impl Metrics {
             queue_in_flight,
             queue_depth,
             lockouts,
+            store_dropped,
             uptime,
         }
     }
@@ -182,6 +190,14 @@ impl Metrics {
                     .get_or_create(&labels(&[("provider", &p.id), ("connection", &c.id)]))
                     .set(out);
             }
+        }
+        for (kind, n) in [
+            ("request_log", snap.store.dropped_request_rows),
+            ("state", snap.store.dropped_state_writes),
+        ] {
+            self.store_dropped
+                .get_or_create(&labels(&[("kind", kind)]))
+                .set(i64::try_from(n).unwrap_or(i64::MAX));
         }
         for q in &snap.queues {
             let model = q.model.clone().unwrap_or_default();
@@ -237,9 +253,18 @@ mod tests {
                 }],
                 ..Default::default()
             }],
+            store: crate::core::snapshot::StoreView {
+                dropped_request_rows: 5,
+                dropped_state_writes: 3,
+            },
             ..Default::default()
         };
         let text = m.render(&snap);
+        assert!(
+            text.contains("sluice_store_dropped_writes{kind=\"request_log\"} 5")
+                && text.contains("sluice_store_dropped_writes{kind=\"state\"} 3"),
+            "{text}"
+        );
         assert!(
             text.contains("sluice_requests_total{route=\"/v1/messages\",outcome=\"ok\"} 2"),
             "{text}"

@@ -10,9 +10,9 @@ use http_body_util::{BodyExt, Empty};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
-use serde_json::Value;
 
 use crate::config::{Config, Lenient};
+use crate::core::snapshot::Snapshot;
 
 /// Why the status could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -90,8 +90,8 @@ mod token_tests {
 }
 
 /// Fetches `/api/snapshot` from the admin listener named in `cfg` (with the bearer token when
-/// configured) within 5 s.
-pub async fn fetch(cfg: &Config) -> Result<Value, StatusError> {
+/// configured) within 5 s, parsed as the typed [`Snapshot`].
+pub async fn fetch(cfg: &Config) -> Result<Snapshot, StatusError> {
     let addr = cfg.admin.listen.to_string();
     let unreachable = |m: String| StatusError::Unreachable {
         addr: addr.clone(),
@@ -128,163 +128,137 @@ pub async fn fetch(cfg: &Config) -> Result<Value, StatusError> {
     serde_json::from_slice(&body).map_err(|e| unreachable(format!("unreadable snapshot: {e}")))
 }
 
-fn secs_left(until: &Value, now: u64) -> String {
-    match until.as_u64() {
+fn secs_left(until: Option<u64>, now: u64) -> String {
+    match until {
         Some(u) if u > now => format!("{}s", (u - now).div_ceil(1000)),
         _ => "-".into(),
     }
 }
 
-fn s<'a>(v: &'a Value, k: &str) -> &'a str {
-    v.get(k).and_then(Value::as_str).unwrap_or("")
-}
-
-fn n(v: &Value, k: &str) -> u64 {
-    v.get(k).and_then(Value::as_u64).unwrap_or(0)
-}
-
-/// Renders the snapshot JSON as plain-text tables.
-pub fn render(snap: &Value) -> String {
-    let now = n(snap, "taken_at_unix_ms");
+/// Renders a snapshot as plain-text tables.
+pub fn render(snap: &Snapshot) -> String {
+    let now = snap.taken_at_unix_ms;
     let mut o = String::new();
-    let empty = Vec::new();
-    let providers = snap
-        .get("providers")
-        .and_then(Value::as_array)
-        .unwrap_or(&empty);
-    let t = snap.get("totals").cloned().unwrap_or(Value::Null);
+    let t = &snap.totals;
     let _ = writeln!(
         o,
         "sluice {}  admin {}  requests {} (ok {}, errors {})  in-flight {}{}",
-        s(snap, "listen"),
-        s(snap, "admin_listen"),
-        n(&t, "requests"),
-        n(&t, "ok"),
-        n(&t, "errors"),
-        n(&t, "in_flight"),
-        if snap
-            .get("draining")
-            .and_then(Value::as_bool)
-            .unwrap_or(false)
-        {
-            "  DRAINING"
-        } else {
-            ""
-        }
+        snap.listen,
+        snap.admin_listen,
+        t.requests,
+        t.ok,
+        t.errors,
+        t.in_flight,
+        if snap.draining { "  DRAINING" } else { "" }
     );
+    breakers(&mut o, snap, now);
+    connections(&mut o, snap, now);
+    queues(&mut o, snap);
+    lockouts(&mut o, snap, now);
+    o
+}
+
+fn breakers(o: &mut String, snap: &Snapshot, now: u64) {
     let _ = writeln!(
         o,
         "\nBREAKERS\n{:<16} {:<10} {:>9} {:>11}",
         "provider", "state", "failures", "next probe"
     );
-    for p in providers {
-        let b = p.get("breaker").cloned().unwrap_or(Value::Null);
-        let fails = format!(
-            "{}/{}/{}",
-            n(&b, "failure_count"),
-            n(&b, "degrade_at"),
-            n(&b, "open_at")
-        );
+    for p in &snap.providers {
+        let b = &p.breaker;
+        let fails = format!("{}/{}/{}", b.failure_count, b.degrade_at, b.open_at);
         let _ = writeln!(
             o,
             "{:<16} {:<10} {:>9} {:>11}",
-            s(p, "id"),
-            s(&b, "state"),
+            p.id,
+            b.state,
             fails,
-            secs_left(&b["next_probe_at_unix_ms"], now)
+            secs_left(b.next_probe_at_unix_ms, now)
         );
     }
+}
+
+fn connections(o: &mut String, snap: &Snapshot, now: u64) {
     let _ = writeln!(
         o,
         "\nCONNECTIONS\n{:<16} {:<16} {:<18} {:>9} {:>6} {:<16} {:>8}",
         "connection", "provider", "status", "remaining", "level", "last error", "lockouts"
     );
-    for p in providers {
-        for c in p
-            .get("connections")
-            .and_then(Value::as_array)
-            .unwrap_or(&empty)
-        {
+    for p in &snap.providers {
+        for c in &p.connections {
             let _ = writeln!(
                 o,
                 "{:<16} {:<16} {:<18} {:>9} {:>6} {:<16} {:>8}",
-                s(c, "id"),
-                s(p, "id"),
-                s(c, "status"),
-                secs_left(&c["cooldown_until_unix_ms"], now),
-                n(c, "backoff_level"),
-                s(c, "last_error_kind"),
-                n(c, "lockouts")
+                c.id,
+                p.id,
+                c.status,
+                secs_left(c.cooldown_until_unix_ms, now),
+                c.backoff_level,
+                c.last_error_kind,
+                c.lockouts
             );
         }
     }
-    let queues = snap
-        .get("queues")
-        .and_then(Value::as_array)
-        .unwrap_or(&empty);
-    let _ = writeln!(o, "\nQUEUES ({} capped gates)", queues.len());
-    if !queues.is_empty() {
+}
+
+fn queues(o: &mut String, snap: &Snapshot) {
+    let _ = writeln!(o, "\nQUEUES ({} capped gates)", snap.queues.len());
+    if snap.queues.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "{:<11} {:<16} {:<28} {:>9} {:>9} {:>10} {:>8} {:>10}",
+        "gate", "connection", "model", "in-flight", "queued", "oldest", "timeouts", "rejections"
+    );
+    for q in &snap.queues {
+        let cap = q.cap.map_or("-".to_string(), |c| c.to_string());
+        let depth = match q.max_queue_depth {
+            0 => "-".to_string(),
+            d => d.to_string(),
+        };
+        let kind = serde_json::to_value(q.kind)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default();
         let _ = writeln!(
             o,
             "{:<11} {:<16} {:<28} {:>9} {:>9} {:>10} {:>8} {:>10}",
-            "gate",
-            "connection",
-            "model",
-            "in-flight",
-            "queued",
-            "oldest",
-            "timeouts",
-            "rejections"
+            kind,
+            q.connection,
+            q.model.as_deref().unwrap_or("-"),
+            format!("{}/{cap}", q.in_flight),
+            format!("{}/{depth}", q.queued),
+            format!("{}ms", q.oldest_wait_ms),
+            q.timeouts,
+            q.rejections
         );
-        for q in queues {
-            let cap = q
-                .get("cap")
-                .and_then(Value::as_u64)
-                .map_or("-".to_string(), |c| c.to_string());
-            let depth = match n(q, "max_queue_depth") {
-                0 => "-".to_string(),
-                d => d.to_string(),
-            };
-            let _ = writeln!(
-                o,
-                "{:<11} {:<16} {:<28} {:>9} {:>9} {:>10} {:>8} {:>10}",
-                s(q, "kind"),
-                s(q, "connection"),
-                q.get("model").and_then(Value::as_str).unwrap_or("-"),
-                format!("{}/{cap}", n(q, "in_flight")),
-                format!("{}/{depth}", n(q, "queued")),
-                format!("{}ms", n(q, "oldest_wait_ms")),
-                n(q, "timeouts"),
-                n(q, "rejections")
-            );
-        }
     }
-    let locks = snap
-        .get("lockouts")
-        .and_then(Value::as_array)
-        .unwrap_or(&empty);
-    let _ = writeln!(o, "\nMODEL LOCKOUTS ({})", locks.len());
-    if !locks.is_empty() {
+}
+
+fn lockouts(o: &mut String, snap: &Snapshot, now: u64) {
+    let _ = writeln!(o, "\nMODEL LOCKOUTS ({})", snap.lockouts.len());
+    if snap.lockouts.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "{:<16} {:<16} {:<28} {:<12} {:<20} {:>8} {:>10}",
+        "provider", "connection", "model", "scope", "reason", "failures", "expires in"
+    );
+    for l in &snap.lockouts {
         let _ = writeln!(
             o,
             "{:<16} {:<16} {:<28} {:<12} {:<20} {:>8} {:>10}",
-            "provider", "connection", "model", "scope", "reason", "failures", "expires in"
+            l.provider,
+            l.connection,
+            l.model,
+            l.scope,
+            l.reason,
+            l.failures,
+            secs_left(Some(l.until_unix_ms), now)
         );
-        for l in locks {
-            let _ = writeln!(
-                o,
-                "{:<16} {:<16} {:<28} {:<12} {:<20} {:>8} {:>10}",
-                s(l, "provider"),
-                s(l, "connection"),
-                s(l, "model"),
-                s(l, "scope"),
-                s(l, "reason"),
-                n(l, "failures"),
-                secs_left(&l["until_unix_ms"], now)
-            );
-        }
     }
-    o
 }
 
 #[cfg(test)]
@@ -301,6 +275,7 @@ mod tests {
                 "connections": [{"id": "key-a", "status": "cooling", "cooldown_until_unix_ms": 13_500, "backoff_level": 2, "last_error_kind": "rate_limited", "lockouts": 1}]}],
             "lockouts": [{"provider": "openrouter", "connection": "key-a", "model": "z-ai/glm-5", "scope": "model", "reason": "not_found", "failures": 1, "until_unix_ms": 70_000}],
         });
+        let snap: Snapshot = serde_json::from_value(snap).unwrap();
         let out = render(&snap);
         assert!(
             out.contains("openrouter       open         12/7/12         15s"),
@@ -316,5 +291,23 @@ mod tests {
         assert!(out.contains("QUEUES (0 capped gates)"));
         assert!(out.contains("z-ai/glm-5"));
         assert!(out.contains("60s"));
+    }
+
+    #[test]
+    fn a_live_snapshot_round_trips_through_its_json() {
+        let env = crate::config::LoadEnv::fixed(&[("K", "secret-key-123")], "/tmp");
+        let cfg = crate::config::from_str(
+            "[[providers]]\nid = \"p\"\ndialect = \"openai\"\nbase_url = \"http://127.0.0.1:1\"\nmax_concurrent = 3\n  [[providers.connections]]\n  id = \"c\"\n  auth = { env = \"K\" }\n  max_concurrent = 2\n  model_concurrency = { \"m\" = 1 }\n",
+            std::path::Path::new("t.toml"),
+            &env,
+        )
+        .unwrap();
+        let clock = std::sync::Arc::new(crate::clock::ManualClock::new());
+        let core = crate::core::Core::new(std::sync::Arc::new(cfg), clock, None);
+        let snap = core.snapshot();
+        let json = serde_json::to_value(&snap).unwrap();
+        let back: Snapshot = serde_json::from_value(json.clone()).unwrap();
+        assert_eq!(serde_json::to_value(&back).unwrap(), json);
+        assert!(!back.queues.is_empty() && back.providers[0].breaker.state == "closed");
     }
 }

@@ -294,6 +294,12 @@ pub struct Provider {
     pub quota_groups: BTreeMap<String, Vec<String>>,
     /// IP-scoped quotas (spec §7). Default false.
     pub egress_bucketed: bool,
+    /// Requests in flight across all its connections (spec §4 provider gate); `None` =
+    /// unlimited (default).
+    pub max_concurrent: Option<u32>,
+    /// `[providers.breaker]`: this provider's own breaker keys, laid over its profile's
+    /// `[resilience.breaker.<profile>]` (spec §1 "per profile and per provider").
+    pub breaker: BreakerOverride,
     /// `anthropic-beta` values this provider accepts (case A24): when set, other values are
     /// dropped from the header before forwarding (logged once each); unset forwards the
     /// header verbatim. Matching is exact, or by prefix for entries ending in `*`.

@@ -111,6 +111,8 @@ pub struct RawProvider {
     pub quota_groups: BTreeMap<String, Vec<String>>,
     pub egress_bucketed: Option<bool>,
     pub anthropic_beta_allowlist: Option<Vec<String>>,
+    pub max_concurrent: Option<i64>,
+    pub breaker: Option<RawBreaker>,
     #[serde(default)]
     pub connections: Vec<RawConnection>,
 }
@@ -170,7 +172,16 @@ pub struct RawResilience {
     pub stream: RawStream,
     #[serde(default)]
     pub combo_cooldown_wait: RawComboCooldownWait,
+    #[serde(default)]
+    pub concurrency: RawConcurrency,
     pub session_affinity_ttl: Option<String>,
+}
+
+/// `[resilience.concurrency]` (§4 gate order: global → provider → connection → model)
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawConcurrency {
+    pub global_max: Option<i64>,
 }
 
 /// `[resilience.breaker.<profile>]` (§1)

@@ -26,9 +26,54 @@ pub struct Resilience {
     pub queue: QueueSettings,
     /// §6.
     pub stream: StreamSettings,
+    /// §4 process-wide cap (`[resilience.concurrency]`).
+    pub concurrency: ConcurrencySettings,
     /// §2a; zero disables.
     #[serde(with = "humantime_serde")]
     pub session_affinity_ttl: Duration,
+}
+
+/// `[resilience.concurrency]`: the process-wide §4 cap, first in the gate order
+/// global → provider → connection → model.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct ConcurrencySettings {
+    /// Requests in flight across every provider; `None` (default) = unlimited.
+    pub global_max: Option<u32>,
+}
+
+/// A provider's `[providers.breaker]` table: each key set replaces its profile's value.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct BreakerOverride {
+    /// Replaces `degrade_at`.
+    pub degrade_at: Option<u32>,
+    /// Replaces `open_at`.
+    pub open_at: Option<u32>,
+    /// Replaces `reset_timeout`.
+    pub reset_timeout: Option<Duration>,
+    /// Replaces `degraded_quiet_window`.
+    pub degraded_quiet_window: Option<Duration>,
+    /// Replaces `probe_timeout`.
+    pub probe_timeout: Option<Duration>,
+    /// Replaces `max_backoff_multiplier`.
+    pub max_backoff_multiplier: Option<u32>,
+}
+
+impl BreakerOverride {
+    /// `profile` with every key this override sets replaced.
+    pub fn over(&self, profile: BreakerSettings) -> BreakerSettings {
+        BreakerSettings {
+            degrade_at: self.degrade_at.unwrap_or(profile.degrade_at),
+            open_at: self.open_at.unwrap_or(profile.open_at),
+            reset_timeout: self.reset_timeout.unwrap_or(profile.reset_timeout),
+            degraded_quiet_window: self
+                .degraded_quiet_window
+                .unwrap_or(profile.degraded_quiet_window),
+            probe_timeout: self.probe_timeout.unwrap_or(profile.probe_timeout),
+            max_backoff_multiplier: self
+                .max_backoff_multiplier
+                .unwrap_or(profile.max_backoff_multiplier),
+        }
+    }
 }
 
 /// §1 breaker thresholds for one profile.

@@ -34,6 +34,28 @@ pub const DEFAULT_REQUEST_LOG_MAX_ROWS: u64 = 10_000;
 pub const DEFAULT_REQUEST_LOG_MAX_AGE: Duration = Duration::from_secs(7 * 24 * 3600);
 /// Console tick default (DESIGN §4).
 pub const DEFAULT_TICK: Duration = Duration::from_millis(250);
+/// Upper bound of every operator-supplied duration (config file, environment, live settings):
+/// 366 days. Longer values are rejected at validation, so deadline arithmetic
+/// (`Instant + duration`) can never overflow on operator input.
+pub const MAX_DURATION: Duration = Duration::from_secs(366 * 24 * 3600);
+/// [`MAX_DURATION`] as written in messages.
+pub const MAX_DURATION_TEXT: &str = "366d";
+
+/// Parses a humantime duration and bounds it by [`MAX_DURATION`]. `Err` carries the problem
+/// message and fix (the caller names the key).
+pub fn parse_bounded_duration(s: &str) -> Result<Duration, (String, String)> {
+    match humantime::parse_duration(s.trim()) {
+        Ok(d) if d <= MAX_DURATION => Ok(d),
+        Ok(_) => Err((
+            format!("'{s}' is longer than the maximum of {MAX_DURATION_TEXT}"),
+            format!("use at most \"{MAX_DURATION_TEXT}\""),
+        )),
+        Err(_) => Err((
+            format!("'{s}' is not a duration"),
+            "write it like \"30s\", \"250ms\" or \"10m\"".to_string(),
+        )),
+    }
+}
 
 /// Looks up an environment variable by name.
 pub type VarLookup<'a> = Box<dyn Fn(&str) -> Option<String> + 'a>;
@@ -263,14 +285,10 @@ impl<'e, 'a> Validator<'e, 'a> {
 
     fn duration(&mut self, key: &str, value: Option<&String>, default: Duration) -> Duration {
         let Some(s) = value else { return default };
-        match humantime::parse_duration(s.trim()) {
+        match parse_bounded_duration(s) {
             Ok(d) => d,
-            Err(_) => {
-                self.bad(
-                    key,
-                    format!("'{s}' is not a duration"),
-                    "write it like \"30s\", \"250ms\" or \"10m\"",
-                );
+            Err((message, fix)) => {
+                self.bad(key, message, fix);
                 default
             }
         }
@@ -413,6 +431,7 @@ impl<'e, 'a> Validator<'e, 'a> {
         let combos = self.combos(raw.combos, &providers);
         let default_providers = self.routing(&raw.routing, &providers);
         let resilience = self.resilience(&raw.resilience);
+        self.provider_breakers(&providers, &resilience);
         let restatement = self.restatements(raw.restatement, &providers);
         let error_rules = self.error_rules(raw.error_rules, &providers);
         Config {

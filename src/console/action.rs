@@ -8,9 +8,7 @@
 //! drive them against a real core with a `ManualClock`.
 
 use super::settings::{Field, SettingsView};
-use crate::core::control::{
-    ClearReport, ClearTarget, Control, ControlError, SettingsPatch, apply_patch,
-};
+use crate::core::control::{ClearReport, ClearTarget, Control, ControlError, SettingsPatch};
 
 /// Something the run loop must do after a key (TEA's command).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -111,7 +109,7 @@ pub fn settings_view(control: &Control) -> SettingsView {
     SettingsView {
         effective,
         overrides,
-        file: control.core().config().resilience.clone(),
+        file: control.file_settings(),
     }
 }
 
@@ -174,20 +172,14 @@ pub fn perform(control: &Control, action: Action) -> Outcome {
     Outcome::Message(text)
 }
 
-/// Reverts one override: the remaining overrides are checked against the file's values first
-/// (dropping one may leave the rest invalid, e.g. `max_cooldown` below the file's base), then
-/// every override is dropped and the remaining ones re-applied.
+/// Reverts one override: the remaining overrides replace the current ones in one step
+/// (`Control::replace_settings`, validated against the file's values — dropping one may leave
+/// the rest invalid, e.g. `max_cooldown` below the file's base — and refused as a whole then).
 fn revert_one(control: &Control, field: Field) -> Outcome {
     let (_, mut remaining) = control.settings();
     field.unset(&mut remaining);
-    let file = &control.core().config().resilience;
-    if let Err(e) = apply_patch(file, &remaining) {
-        return refused(e);
-    }
-    control.revert_settings();
-    if !remaining.is_empty()
-        && let Err(e) = control.patch_settings(&remaining)
-    {
+    let file = control.file_settings();
+    if let Err(e) = control.replace_settings(&remaining) {
         return refused(e);
     }
     Outcome::Settings {
@@ -195,7 +187,7 @@ fn revert_one(control: &Control, field: Field) -> Outcome {
         message: Some(format!(
             "{} reverted to the file's value {}",
             field.key(),
-            field.value(file)
+            field.value(&file)
         )),
     }
 }
@@ -208,7 +200,7 @@ fn clear_summary(control: &Control, report: &ClearReport) -> String {
         return summary;
     }
     // Statuses only for the skipped ids; a rare path, so a fresh snapshot is fine.
-    let snap = control.core().snapshot();
+    let snap = control.snapshot();
     let why: Vec<String> = report
         .skipped_terminal
         .iter()

@@ -221,6 +221,7 @@ pub(super) fn snapshot() -> Snapshot {
             gate("openrouter", "main", None, (4, 4), (8, 8), 1_500),
             gate("openrouter", "main", Some("z-ai/glm-5"), (1, 2), (0, 8), 0),
         ],
+        store: Default::default(),
     }
 }
 

@@ -39,7 +39,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
 
 use crate::clock::{Clock, Instant};
@@ -70,6 +70,8 @@ struct Inner {
 struct ProviderLayout {
     id: String,
     profile: Profile,
+    /// The provider's `max_concurrent` is set, or the global cap is.
+    capped: bool,
     conns: Vec<ConnLayout>,
 }
 
@@ -87,13 +89,13 @@ struct ConnLayout {
 
 struct State {
     next_id: RequestId,
-    /// No config key yet: always `None` (uncapped), kept for the fixed order.
+    /// `[resilience.concurrency] global_max`; `None` = uncapped.
     global: Option<GateState>,
     providers: Vec<ProviderState>,
 }
 
 struct ProviderState {
-    /// No config key yet: always `None` (uncapped), kept for the fixed order.
+    /// The provider's `max_concurrent`; `None` = uncapped.
     gate: Option<GateState>,
     conns: Vec<ConnState>,
 }
@@ -200,7 +202,7 @@ impl Drop for Admitted {
 }
 
 /// One gate as plain data, for the snapshot and `GET /api/queues`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub struct GateView {
     /// `connection` or `model`.
@@ -257,6 +259,8 @@ impl Gates {
             .map(|p| ProviderLayout {
                 id: p.id.clone(),
                 profile: p.profile,
+                capped: p.max_concurrent.is_some()
+                    || cfg.resilience.concurrency.global_max.is_some(),
                 conns: p
                     .connections
                     .iter()
@@ -280,7 +284,9 @@ impl Gates {
             .iter()
             .zip(&layout)
             .map(|(p, pl)| ProviderState {
-                gate: None,
+                gate: p
+                    .max_concurrent
+                    .map(|cap| GateState::new(GateKind::Provider, Some(cap))),
                 conns: p
                     .connections
                     .iter()
@@ -308,7 +314,11 @@ impl Gates {
                 layout,
                 state: Mutex::new(State {
                     next_id: 1,
-                    global: None,
+                    global: cfg
+                        .resilience
+                        .concurrency
+                        .global_max
+                        .map(|cap| GateState::new(GateKind::Global, Some(cap))),
                     providers,
                 }),
             }),
@@ -479,9 +489,10 @@ impl Gates {
     /// The gates `model` on (provider, connection) passes; `None` when none is capped (the
     /// lock-free fast path) or an index is unknown.
     fn route(&self, provider: usize, connection: usize, model: &str) -> Option<Route> {
-        let cl = self.inner.layout.get(provider)?.conns.get(connection)?;
+        let pl = self.inner.layout.get(provider)?;
+        let cl = pl.conns.get(connection)?;
         let model = cl.model_caps.contains(model).then(|| model.to_owned());
-        (cl.capped || model.is_some()).then_some(Route {
+        (pl.capped || cl.capped || model.is_some()).then_some(Route {
             provider,
             connection,
             model,
@@ -669,12 +680,34 @@ impl State {
         v
     }
 
-    /// Re-checks the waiters of one connection in FIFO order after permits came back or a
-    /// waiter left, and grants every one that now gets all its permits (booked here, under
-    /// the lock). One pass suffices: a grant only takes permits and shortens the queue of
-    /// *later* waiters. Scope is one connection because global and provider gates are
-    /// uncapped; widen it when they get caps.
+    /// Re-checks waiters after permits of `(provider, connection)` came back or one of its
+    /// waiters left: that connection first, then — when a provider or global gate was
+    /// involved — the provider's other connections, then every other provider's.
     fn pump(&mut self, provider: usize, connection: usize, now: Instant) {
+        self.pump_connection(provider, connection, now);
+        let provider_capped = self
+            .providers
+            .get(provider)
+            .is_some_and(|p| p.gate.is_some());
+        if provider_capped || self.global.is_some() {
+            let n = self.providers.get(provider).map_or(0, |p| p.conns.len());
+            for j in (0..n).filter(|&j| j != connection) {
+                self.pump_connection(provider, j, now);
+            }
+        }
+        if self.global.is_some() {
+            for i in (0..self.providers.len()).filter(|&i| i != provider) {
+                for j in 0..self.providers[i].conns.len() {
+                    self.pump_connection(i, j, now);
+                }
+            }
+        }
+    }
+
+    /// Re-checks the waiters of one connection in FIFO order and grants every one that now
+    /// gets all its permits (booked here, under the lock). One pass suffices: a grant only
+    /// takes permits and shortens the queue of *later* waiters.
+    fn pump_connection(&mut self, provider: usize, connection: usize, now: Instant) {
         loop {
             let Some(conn) = self.conn_mut(provider, connection) else {
                 return;

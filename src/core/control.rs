@@ -587,6 +587,45 @@ impl Control {
         Ok(next)
     }
 
+    /// Replaces the overrides in force with exactly `overrides` (validated against the
+    /// file's settings) in one step: one critical section and one store write, so no value in
+    /// between — e.g. the file's, while reverting one field of several — is ever live. An
+    /// empty patch equals [`Control::revert_settings`]. On error nothing changes.
+    pub fn replace_settings(&self, overrides: &SettingsPatch) -> Result<Resilience, ControlError> {
+        let cfg = self.core.config().clone();
+        let next = apply_patch(&cfg.resilience, overrides)?;
+        let mut r = self.core.res();
+        r.settings = next.clone();
+        r.overrides = overrides.clone();
+        r.apply_settings(&cfg);
+        drop(r);
+        let write = if overrides.is_empty() {
+            StateWrite::DeleteSetting {
+                key: SETTINGS_KEY.into(),
+            }
+        } else {
+            let tm = self.core.time_map();
+            StateWrite::Setting(SettingRow {
+                key: SETTINGS_KEY.into(),
+                value_json: serde_json::to_string(overrides).unwrap_or_else(|_| "{}".into()),
+                updated_at_unix_ms: tm.wall(self.core.clock().now()),
+            })
+        };
+        self.write(vec![write]);
+        tracing::info!("operator replaced resilience setting overrides");
+        Ok(next)
+    }
+
+    /// The config file's resilience settings (what a revert goes back to).
+    pub fn file_settings(&self) -> Resilience {
+        self.core.config().resilience.clone()
+    }
+
+    /// A snapshot of the current state at the clock's `now`.
+    pub fn snapshot(&self) -> super::snapshot::Snapshot {
+        self.core.snapshot()
+    }
+
     /// Drops every operator override: the file's settings apply again.
     pub fn revert_settings(&self) {
         let cfg = self.core.config().clone();
@@ -703,5 +742,54 @@ mod tests {
         });
         assert_eq!(merged.stream_stall_cooldown, Some(true));
         assert_eq!(merged.queue.and_then(|q| q.max_queue_depth), Some(3));
+    }
+
+    #[test]
+    fn replace_settings_swaps_the_overrides_in_one_step_or_not_at_all() {
+        let env = LoadEnv::fixed(&[], "/tmp");
+        let cfg = from_str(
+            "[[providers]]\nid = \"p\"\ndialect = \"anthropic\"\nbase_url = \"http://127.0.0.1:1\"\n  [[providers.connections]]\n  id = \"c\"\n  auth = \"passthrough\"\n",
+            Path::new("t.toml"),
+            &env,
+        )
+        .unwrap();
+        let clock = std::sync::Arc::new(crate::clock::ManualClock::new());
+        let core = Core::new(std::sync::Arc::new(cfg), clock, None);
+        let control = Control::new(core, CancellationToken::new());
+        let both = SettingsPatch {
+            stream_stall_cooldown: Some(true),
+            model_lockout: Some(LockoutPatch {
+                base_cooldown: Some("10m".into()),
+                max_cooldown: Some("1h".into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        control.patch_settings(&both).unwrap();
+        // Keep the lockout edit, drop the stall flag: the file's flag comes back, the lockout
+        // override stays, and no state in between was ever live.
+        let mut remaining = both.clone();
+        remaining.stream_stall_cooldown = None;
+        let out = control.replace_settings(&remaining).unwrap();
+        assert!(!out.connection_cooldown.stream_stall_cooldown);
+        assert_eq!(out.model_lockout.base_cooldown, Duration::from_secs(600));
+        assert_eq!(control.settings().1, remaining);
+        // A set that does not validate against the file (a 2h base above the file's 30m max)
+        // is refused as a whole and changes nothing.
+        let bad = SettingsPatch {
+            model_lockout: Some(LockoutPatch {
+                base_cooldown: Some("2h".into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        assert!(control.replace_settings(&bad).is_err());
+        assert_eq!(control.settings().1, remaining, "unchanged after a refusal");
+        control.replace_settings(&SettingsPatch::default()).unwrap();
+        assert!(control.settings().1.is_empty());
+        assert_eq!(
+            control.settings().0.model_lockout.base_cooldown,
+            Duration::from_secs(120)
+        );
     }
 }

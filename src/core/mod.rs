@@ -6,8 +6,11 @@
 
 pub mod admission;
 pub mod control;
+pub mod credentials;
 pub mod persist;
+mod report;
 pub mod resilience;
+pub mod routing;
 pub mod snapshot;
 
 use std::collections::VecDeque;
@@ -143,6 +146,9 @@ impl Core {
                     let tm = persist::TimeMap::new(clock.now(), unix_ms(clock.wall()));
                     control::apply_saved_settings(&mut res, &config, &rows.settings);
                     persist::restore(&mut res, &config, &rows, &tm);
+                    for w in credentials::reconcile(&mut res, &config, &rows.settings, &tm) {
+                        st.write(w);
+                    }
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "could not read saved resilience state; starting clean")
@@ -425,6 +431,7 @@ impl Core {
                 .collect(),
             lockouts: live.lockouts,
             queues: self.inner.gates.views(),
+            store: self.store_view(),
         }
     }
 

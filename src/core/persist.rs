@@ -33,6 +33,11 @@ impl TimeMap {
         Self { now, wall_ms }
     }
 
+    /// The wall-clock Unix ms the map is anchored at ("now").
+    pub fn wall_ms(&self) -> u64 {
+        self.wall_ms
+    }
+
     /// Wall-clock Unix ms of `t`.
     pub fn wall(&self, t: Instant) -> u64 {
         if t >= self.now {
@@ -48,9 +53,7 @@ impl TimeMap {
     pub fn instant(&self, ms: u64) -> Instant {
         if ms >= self.wall_ms {
             let d = Duration::from_millis(ms - self.wall_ms);
-            self.now
-                .checked_add(d)
-                .unwrap_or(self.now + Duration::from_secs(86_400 * 365))
+            crate::policy::cooldown::deadline_after(self.now, d)
         } else {
             let d = Duration::from_millis(self.wall_ms - ms);
             self.now.checked_sub(d).unwrap_or(self.now)
@@ -304,6 +307,16 @@ impl Core {
                 store.write(StateWrite::Lockout(lockout_row(l, &tm)));
             }
         }
+    }
+
+    /// The store's dropped-write counters for the snapshot (zeros without a store).
+    pub(crate) fn store_view(&self) -> super::snapshot::StoreView {
+        self.store()
+            .map(|st| super::snapshot::StoreView {
+                dropped_request_rows: st.dropped(),
+                dropped_state_writes: st.dropped_state(),
+            })
+            .unwrap_or_default()
     }
 
     /// Writes a session pin behind.

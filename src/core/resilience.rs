@@ -11,13 +11,14 @@
 
 use std::time::Duration;
 
+use super::routing::Routing;
 use super::snapshot::{BreakerView, ConnectionView, LockoutView, TransitionView};
 use crate::clock::Instant;
 use crate::config::{Config, Profile, Resilience, Restatement, builtin_restatements};
 use crate::policy::affinity::Affinity;
 use crate::policy::breaker::{Admit, Breaker, BreakerState, ProbeTicket, ProviderCooldown};
 use crate::policy::classify::{self, Input, Rules};
-use crate::policy::cooldown::{Cooldown, CooldownRules, Eligibility};
+use crate::policy::cooldown::{Cooldown, Eligibility};
 use crate::policy::lockout::{self, LockTarget, Lockouts};
 use crate::policy::select::{Candidate, Exclusion, ExclusionReason};
 use crate::policy::{Classified, OutcomeClass, Scope};
@@ -50,7 +51,7 @@ impl ResState {
             .providers
             .iter()
             .map(|p| ProviderRes {
-                breaker: Breaker::new(breaker_settings(&settings, p.profile)),
+                breaker: Breaker::new(breaker_settings(&settings, p)),
                 window: ProviderCooldown::new(
                     settings.provider_cooldown.enabled,
                     provider_window(&settings, p.profile),
@@ -65,10 +66,7 @@ impl ResState {
             providers,
             lockouts: Lockouts::default(),
             overrides: Default::default(),
-            routing: Routing {
-                states: Default::default(),
-                rng: crate::policy::strategy::SplitMix64::new(seed(cfg)),
-            },
+            routing: Routing::new(seed(cfg)),
         }
     }
 
@@ -76,7 +74,7 @@ impl ResState {
     pub(crate) fn apply_settings(&mut self, cfg: &Config) {
         for (p, res) in cfg.providers.iter().zip(self.providers.iter_mut()) {
             res.breaker
-                .set_settings(breaker_settings(&self.settings, p.profile));
+                .set_settings(breaker_settings(&self.settings, p));
             res.window.set_settings(
                 self.settings.provider_cooldown.enabled,
                 provider_window(&self.settings, p.profile),
@@ -94,11 +92,15 @@ fn seed(cfg: &Config) -> u64 {
     h.finish()
 }
 
-fn breaker_settings(s: &Resilience, p: Profile) -> crate::config::BreakerSettings {
-    s.breaker
-        .get(&p)
+/// The breaker settings of provider `p`: its profile's, with its `[providers.breaker]` keys
+/// on top (§1 "per profile and per provider").
+fn breaker_settings(s: &Resilience, p: &crate::config::Provider) -> crate::config::BreakerSettings {
+    let profile = s
+        .breaker
+        .get(&p.profile)
         .copied()
-        .unwrap_or_else(|| crate::config::validate::default_breaker(p))
+        .unwrap_or_else(|| crate::config::validate::default_breaker(p.profile));
+    p.breaker.over(profile)
 }
 
 fn provider_window(s: &Resilience, p: Profile) -> crate::config::ProviderCooldownProfile {
@@ -125,6 +127,15 @@ pub struct Ticket {
     /// When the attempt was dispatched (§2 anti-herd reference).
     pub dispatched_at: Instant,
     core: Option<super::Core>,
+}
+
+impl Ticket {
+    /// Hands the probe permit to a verdict ([`Core::report`]); the ticket's drop then
+    /// releases nothing.
+    pub(crate) fn settle(&mut self) -> Option<ProbeTicket> {
+        self.core = None;
+        self.probe.take()
+    }
 }
 
 impl Drop for Ticket {
@@ -396,174 +407,6 @@ impl super::Core {
         }
     }
 
-    /// The single choke point every attempt's outcome goes through (spec §0): updates the
-    /// breaker (counted failures and successes, the probe verdict), the §1b window, the
-    /// connection cooldown — or, in lockout mode, a model lockout instead — and the success
-    /// decay; writes the changed rows behind to the store.
-    pub fn report(&self, mut ticket: Ticket, c: &Classified) -> ReportEffect {
-        ticket.core = None; // this report settles the probe
-        let probe = ticket.probe.take();
-        let now = self.clock().now();
-        let cfg = self.config().clone();
-        let Some(p) = cfg.providers.get(ticket.provider) else {
-            return ReportEffect::default();
-        };
-        let Some(conn) = p.connections.get(ticket.connection) else {
-            return ReportEffect::default();
-        };
-        let mut effect = ReportEffect::default();
-        let mut r = self.res();
-        let settings = r.settings.clone();
-        let lockout_mode = settings.model_lockout.enabled
-            && c.status
-                .is_some_and(|s| settings.model_lockout.error_codes.contains(&s))
-            && matches!(
-                c.class,
-                OutcomeClass::Transient
-                    | OutcomeClass::RateLimited
-                    | OutcomeClass::QuotaExhausted
-                    | OutcomeClass::Forbidden
-                    | OutcomeClass::NotFound
-            );
-        let at = LockTarget {
-            provider: &p.id,
-            connection: &conn.id,
-            model: &ticket.model,
-            quota_groups: &p.quota_groups,
-        };
-        let mut lock_written = None;
-        if c.class == OutcomeClass::Success {
-            if r.lockouts.on_success(at) {
-                lock_written = Some(String::new());
-            }
-        } else if lockout_mode {
-            let until = r.lockouts.on_failure(
-                at,
-                c.scope,
-                &c.reason,
-                c.retry_hint,
-                &settings.model_lockout,
-                now,
-            );
-            let key = match c.scope {
-                Scope::QuotaGroup => lockout::quota_group(&ticket.model, &p.quota_groups),
-                _ => ticket.model.clone(),
-            };
-            tracing::warn!(provider = %p.id, connection = %conn.id, model = %key, reason = %c.reason, lock_s = until.saturating_duration_since(now).as_secs(), "model locked out");
-            effect.lockout = Some(key.clone());
-            lock_written = Some(key);
-        }
-        let Some(res) = r.providers.get_mut(ticket.provider) else {
-            return effect;
-        };
-        let before = res.breaker.state(now);
-        match c.class {
-            OutcomeClass::Success => {
-                res.breaker.on_success(probe, now);
-                res.window.on_success(now);
-            }
-            class if class.counts_for_breaker() => {
-                res.breaker.on_failure(probe, now);
-                res.window.on_failure(now);
-            }
-            _ => {
-                if let Some(t) = probe {
-                    res.breaker.release_probe(t, now);
-                }
-            }
-        }
-        let after = res.breaker.state(now);
-        if before != after {
-            effect.breaker = Some((before, after));
-            tracing::warn!(provider = %p.id, from = before.as_str(), to = after.as_str(), "circuit breaker changed state");
-        }
-        let cd_rules = CooldownRules {
-            profile: settings
-                .cooldown
-                .get(&p.profile)
-                .copied()
-                .unwrap_or_else(|| crate::config::validate::default_cooldown(p.profile)),
-            settings: &settings.connection_cooldown,
-            oauth: p.profile == Profile::Oauth,
-            disable_cooling: conn.disable_cooling,
-        };
-        if let Some(cd) = res.connections.get_mut(ticket.connection) {
-            // On a `passthrough` connection the credential is the client's own: a bad or
-            // unfunded key of one client (401, 402/billing, ban, "request not allowed") says
-            // nothing about the connection other clients share, so it is answered to that
-            // client and never cools or terminates the connection.
-            let client_credential_fault = matches!(conn.auth, crate::config::Auth::Passthrough)
-                && matches!(
-                    c.class,
-                    OutcomeClass::Auth
-                        | OutcomeClass::CreditsExhausted
-                        | OutcomeClass::Banned
-                        | OutcomeClass::RequestRejected
-                );
-            let changed = if c.class == OutcomeClass::Success {
-                cd.on_success()
-            } else if lockout_mode || client_credential_fault {
-                false
-            } else {
-                let e = cd.on_failure(c, ticket.dispatched_at, &cd_rules, now);
-                !matches!(e, crate::policy::cooldown::CooldownEffect::Ignored)
-            };
-            effect.connection_changed = changed;
-        }
-        // §7 egress-bucketed lock: an IP-scoped 429 cools every connection sharing the egress
-        // (never terminal, never shorter than an existing cooldown, `disable_cooling` skipped).
-        let mut egress_rows = Vec::new();
-        if p.egress_bucketed
-            && matches!(
-                c.class,
-                OutcomeClass::RateLimited | OutcomeClass::QuotaExhausted
-            )
-        {
-            for (j, other) in p.connections.iter().enumerate() {
-                if j == ticket.connection || other.egress != conn.egress || other.disable_cooling {
-                    continue;
-                }
-                if let Some(cd) = res.connections.get_mut(j) {
-                    let rules = CooldownRules {
-                        disable_cooling: false,
-                        ..cd_rules
-                    };
-                    let e = cd.on_failure(c, now, &rules, now);
-                    if !matches!(e, crate::policy::cooldown::CooldownEffect::Ignored) {
-                        egress_rows.push((j, cd.persist()));
-                    }
-                }
-            }
-        }
-        let persist_breaker = effect.breaker.is_some()
-            || c.class.counts_for_breaker()
-            || c.class == OutcomeClass::Success && before != BreakerState::Closed;
-        let brec = persist_breaker.then(|| res.breaker.persist());
-        let crec = effect
-            .connection_changed
-            .then(|| {
-                res.connections
-                    .get(ticket.connection)
-                    .map(Cooldown::persist)
-            })
-            .flatten();
-        let locks = lock_written
-            .is_some()
-            .then(|| r.lockouts.for_connection(&p.id, &conn.id, now));
-        drop(r);
-        self.persist_provider(
-            ticket.provider,
-            brec,
-            crec.map(|c| (ticket.connection, c)),
-            locks.map(|l| (ticket.connection, l)),
-        );
-        for (j, rec) in egress_rows {
-            self.persist_provider(ticket.provider, None, Some((j, rec)), None);
-        }
-        self.mark_dirty();
-        effect
-    }
-
     /// Ends an attempt without a verdict (the client went away, sluice is shutting down):
     /// releases the probe permit, penalises nothing.
     pub fn release(&self, ticket: Ticket) {
@@ -669,6 +512,7 @@ pub fn success(status: u16) -> Classified {
         scope: Scope::Triple,
         restated: None,
         message: String::new(),
+        error_rule: None,
     }
 }
 
@@ -676,128 +520,5 @@ impl super::Core {
     /// The effective resilience settings (file + operator overrides).
     pub fn settings_snapshot(&self) -> Resilience {
         self.res().settings.clone()
-    }
-
-    /// Moves the candidates on the connection `session` is pinned to (§2a) to the front,
-    /// keeping the rest in order. Without a session or pin the order is unchanged.
-    pub fn order_by_affinity(
-        &self,
-        mut cands: Vec<Candidate>,
-        session: Option<&str>,
-    ) -> Vec<Candidate> {
-        let Some(key) = session else { return cands };
-        let now = self.clock().now();
-        let Some((pid, cid)) = self.res().affinity.pinned(key, now) else {
-            return cands;
-        };
-        let cfg = self.config().clone();
-        let pinned = |c: &Candidate| {
-            cfg.providers.get(c.provider).is_some_and(|p| {
-                p.id == pid && p.connections.get(c.connection).is_some_and(|x| x.id == cid)
-            })
-        };
-        cands.sort_by_key(|c| !pinned(c));
-        cands
-    }
-
-    /// Pins `session` to a connection after a successful head (§2a; refreshes the TTL).
-    pub fn pin_session(&self, session: &str, provider: usize, connection: usize) {
-        let cfg = self.config().clone();
-        let (Some(p), Some(c)) = (
-            cfg.providers.get(provider),
-            cfg.providers
-                .get(provider)
-                .and_then(|p| p.connections.get(connection)),
-        ) else {
-            return;
-        };
-        let now = self.clock().now();
-        let mut r = self.res();
-        let ttl = r.affinity.ttl();
-        if ttl.is_zero() {
-            return;
-        }
-        let before = r.affinity.pinned(session, now);
-        r.affinity.pin(session, &p.id, &c.id, now);
-        drop(r);
-        // Persist new or moved pins; a refresh of the same pin is not worth a write each turn.
-        if before
-            .as_ref()
-            .is_none_or(|(bp, bc)| bp != &p.id || bc != &c.id)
-        {
-            self.persist_pin(session, &p.id, &c.id, now + ttl);
-        }
-    }
-}
-
-/// Per-combo strategy state and the process's seeded randomness (spec §4 strategies).
-pub(crate) struct Routing {
-    pub(crate) states: std::collections::HashMap<String, crate::policy::strategy::StrategyState>,
-    pub(crate) rng: crate::policy::strategy::SplitMix64,
-}
-
-impl super::Core {
-    /// Orders a combo's candidates by its strategy (spec §4): targets are ordered by
-    /// `policy::strategy::order` from live per-target stats (in-flight, attempts, cap,
-    /// weight); each target's connections keep their order. A plain model is unchanged.
-    pub fn order_candidates(&self, plan: &crate::policy::select::Plan) -> Vec<Candidate> {
-        let cfg = self.config().clone();
-        let Some(combo) = plan.combo.as_deref().and_then(|n| cfg.combo(n)) else {
-            return plan.candidates.clone();
-        };
-        if combo.strategy == crate::config::Strategy::Priority || combo.targets.len() < 2 {
-            return plan.candidates.clone();
-        }
-        let (in_flight, attempts) = self.connection_load();
-        let stats: Vec<crate::policy::strategy::TargetStat> = combo
-            .targets
-            .iter()
-            .enumerate()
-            .map(|(ti, t)| {
-                let mine: Vec<&Candidate> =
-                    plan.candidates.iter().filter(|c| c.target == ti).collect();
-                let load = |m: &std::collections::HashMap<(usize, usize), u64>| {
-                    mine.iter()
-                        .map(|c| m.get(&(c.provider, c.connection)).copied().unwrap_or(0))
-                        .sum::<u64>()
-                };
-                let cap = mine
-                    .iter()
-                    .map(|c| {
-                        let conn = cfg
-                            .providers
-                            .get(c.provider)
-                            .and_then(|p| p.connections.get(c.connection));
-                        let model_cap =
-                            conn.and_then(|x| x.model_concurrency.get(&c.model).copied());
-                        match (conn.and_then(|x| x.max_concurrent), model_cap) {
-                            (Some(a), Some(b)) => Some(a.min(b)),
-                            (a, b) => a.or(b),
-                        }
-                    })
-                    .try_fold(0u32, |acc, c| c.map(|c| acc.saturating_add(c)));
-                crate::policy::strategy::TargetStat {
-                    in_flight: u32::try_from(load(&in_flight)).unwrap_or(u32::MAX),
-                    cap: if mine.is_empty() { None } else { cap },
-                    requests: load(&attempts),
-                    weight: t.weight,
-                }
-            })
-            .collect();
-        let order = {
-            let mut r = self.res();
-            let routing = &mut r.routing;
-            let state = routing.states.entry(combo.name.clone()).or_default();
-            crate::policy::strategy::order(combo.strategy, &stats, state, &mut routing.rng)
-        };
-        order
-            .into_iter()
-            .flat_map(|ti| {
-                plan.candidates
-                    .iter()
-                    .filter(move |c| c.target == ti)
-                    .cloned()
-            })
-            .collect()
     }
 }

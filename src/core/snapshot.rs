@@ -4,10 +4,11 @@
 //! `tokio::sync::watch` channel as `Arc<Snapshot>`. Plain data: tests build one by hand.
 //! Times are wall-clock Unix milliseconds so the same struct serialises for `/api/snapshot`.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Read-only view of sluice at one moment.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Snapshot {
     /// Increases with every published snapshot.
     pub version: u64,
@@ -27,7 +28,9 @@ pub struct Snapshot {
     pub totals: Totals,
     /// Rolling last-minute statistics.
     pub last_minute: Window,
-    /// Most recent finished requests, newest first (at most [`RECENT_CAP`]).
+    /// Most recent finished requests, newest first (at most [`RECENT_CAP`]). Not read back
+    /// when a snapshot is parsed (`sluice status` does not show them).
+    #[serde(skip_deserializing)]
     pub recent: Vec<RequestView>,
     /// Configured providers with live per-provider counters.
     pub providers: Vec<ProviderView>,
@@ -38,13 +41,27 @@ pub struct Snapshot {
     /// Admission gates with a cap (spec §4, §5): in-flight / cap, queued / depth cap, oldest
     /// wait, timeouts, rejections.
     pub queues: Vec<super::admission::GateView>,
+    /// Write-behind losses of the store since start (zero without a store).
+    pub store: StoreView,
+}
+
+/// The store's write-behind counters: rows and state changes dropped because its queue was
+/// full (the request path never waits on disk, so these are the price of a stalled disk).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct StoreView {
+    /// `request_log` rows dropped.
+    pub dropped_request_rows: u64,
+    /// Resilience state writes (breaker, connection, lockout, pin, setting rows) dropped.
+    pub dropped_state_writes: u64,
 }
 
 /// How many finished requests a snapshot keeps.
 pub const RECENT_CAP: usize = 200;
 
 /// Request counters since start.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Totals {
     /// Requests finished (any outcome).
     pub requests: u64,
@@ -59,7 +76,8 @@ pub struct Totals {
 }
 
 /// Statistics over the last 60 seconds.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Window {
     /// Requests finished in the window, divided by 60 (req/s).
     pub req_per_s: f64,
@@ -161,7 +179,8 @@ pub struct SkippedView {
 }
 
 /// One provider with its connections.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct ProviderView {
     /// Provider id.
     pub id: String,
@@ -191,7 +210,8 @@ pub struct ProviderView {
 
 /// A provider breaker as of the snapshot (lazily refreshed: an OPEN breaker past its reset
 /// timeout reads `half_open`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct BreakerView {
     /// `closed`, `degraded`, `open` or `half_open`.
     pub state: String,
@@ -210,7 +230,8 @@ pub struct BreakerView {
 }
 
 /// One breaker state change.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct TransitionView {
     /// When, Unix ms.
     pub at_unix_ms: u64,
@@ -223,7 +244,8 @@ pub struct TransitionView {
 }
 
 /// One active model lockout (spec §3).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct LockoutView {
     /// Provider id.
     pub provider: String,
@@ -242,7 +264,8 @@ pub struct LockoutView {
 }
 
 /// One connection.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct ConnectionView {
     /// Connection id.
     pub id: String,
@@ -272,7 +295,8 @@ pub struct ConnectionView {
 }
 
 /// One combo.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct ComboView {
     /// Client-facing model name.
     pub name: String,

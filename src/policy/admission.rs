@@ -25,7 +25,7 @@ use std::borrow::{Borrow, BorrowMut};
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::clock::Instant;
 
@@ -45,7 +45,7 @@ pub type RequestId = u64;
 
 /// Which gate of the chain, in acquisition order (§4: global → provider → connection →
 /// model). `Ord` follows that order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum GateKind {
     /// Process-wide cap (all providers).

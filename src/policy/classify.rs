@@ -104,6 +104,7 @@ pub fn classify(input: &Input<'_>, rules: &Rules<'_>, now_wall: SystemTime) -> C
             scope: Scope::Triple,
             restated: None,
             message: message.to_string(),
+            error_rule: None,
         };
     if input.client_gone {
         let message = "client disconnected";
@@ -128,6 +129,7 @@ pub fn classify(input: &Input<'_>, rules: &Rules<'_>, now_wall: SystemTime) -> C
         scope,
         restated: None,
         message: fallback_message(body.message(), status, reason),
+        error_rule: None,
     };
     let status = match (input.in_stream_error_type, input.status) {
         (Some(kind), _) => stream_status(kind, &body),
@@ -160,14 +162,17 @@ pub fn classify(input: &Input<'_>, rules: &Rules<'_>, now_wall: SystemTime) -> C
     let status = restated.as_ref().map_or(status, |r| r.to);
 
     // (2) §7 provider error rules, then (3) the §0 table.
-    let (class, reason, scope) = rules
+    let rule = rules
         .error_rules
         .iter()
-        .find(|r| error_rule_matches(r, input.provider, status, headers, &body))
-        .map(|r| from_error_rule(r, status, &body, hint, rules))
+        .enumerate()
+        .find(|(_, r)| error_rule_matches(r, input.provider, status, headers, &body));
+    let (class, reason, scope) = rule
+        .map(|(_, r)| from_error_rule(r, status, &body, hint, rules))
         .unwrap_or_else(|| by_table(status, &body, hint, rules.cooldown));
     Classified {
         restated,
+        error_rule: rule.and_then(|(i, _)| super::RuleIndex::new(i)),
         ..out(class, Some(status), reason, scope)
     }
 }

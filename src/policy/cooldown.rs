@@ -90,6 +90,7 @@ pub const REQUEST_REJECTED_BAN_AT: u32 = 3;
 ///     scope: Scope::Triple,
 ///     restated: None,
 ///     message: "upstream 503".into(),
+///     error_rule: None,
 /// };
 /// let t0 = ManualClock::new().now();
 /// let mut c = Cooldown::default();
@@ -244,6 +245,9 @@ impl Cooldown {
                 CooldownEffect::Terminal(status)
             }
             _ if rules.disable_cooling => CooldownEffect::Recorded,
+            // §2 anti-herd holds for hinted deadlines too: a request sent before the current
+            // cooldown started neither extends it nor starts a new one.
+            Action::Hinted(_) | Action::QuotaWait(_) if stale => CooldownEffect::Stale,
             Action::Hinted(h) => {
                 let until = deadline_after(now, h.min(settings.max_cooldown));
                 self.exclude(ConnectionStatus::Cooling, until, reason, now)
@@ -445,13 +449,17 @@ impl Cooldown {
         reason: String,
         now: Instant,
     ) -> CooldownEffect {
-        let extended = self
-            .live_deadline(now)
-            .is_none_or(|existing| until > existing);
+        let live = self.live_deadline(now);
+        let extended = live.is_none_or(|existing| until > existing);
         if extended {
             self.status = status;
             self.cooldown_until = Some(until);
             self.reason = reason;
+            if live.is_none() {
+                // A new exclusion starts here: the anti-herd reference (a ladder step has
+                // already set it to `now`).
+                self.cooldown_started_at = Some(now);
+            }
         }
         CooldownEffect::Excluded {
             status: self.status,

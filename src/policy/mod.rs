@@ -7,6 +7,7 @@
 //! - [`cooldown`]: per-connection cooldown and terminal states (§2).
 //! - [`lockout`]: per-(connection, model) lockouts (§3).
 //! - [`affinity`]: session → connection pins (§2a).
+//! - [`report`]: what one classified outcome changes (the plan `Core::report` applies).
 //! - [`select`]: candidate planning for one request.
 
 pub mod admission;
@@ -16,6 +17,7 @@ pub mod classify;
 pub mod cooldown;
 pub mod headroom;
 pub mod lockout;
+pub mod report;
 pub mod retry_hint;
 pub mod select;
 pub mod strategy;
@@ -122,6 +124,27 @@ pub struct Classified {
     pub restated: Option<Restated>,
     /// Short error text for the console (no secrets, at most ~200 chars).
     pub message: String,
+    /// The `[[error_rules]]` rule that classified it, if any (its `base_cooldown` applies,
+    /// §7).
+    pub error_rule: Option<RuleIndex>,
+}
+
+/// Position of an `[[error_rules]]` rule in `Config::error_rules`, kept in two bytes so a
+/// [`Classified`] stays small (rules past the 65535th are never referenced).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct RuleIndex(std::num::NonZeroU16);
+
+impl RuleIndex {
+    /// The index `i`, or `None` past the representable range.
+    pub fn new(i: usize) -> Option<Self> {
+        let n = u16::try_from(i.checked_add(1)?).ok()?;
+        std::num::NonZeroU16::new(n).map(Self)
+    }
+
+    /// The position in `Config::error_rules`.
+    pub fn get(self) -> usize {
+        usize::from(self.0.get()) - 1
+    }
 }
 
 /// A §7 restatement that fired.

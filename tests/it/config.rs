@@ -266,7 +266,7 @@ fn full_fixture_values_reach_the_typed_config() {
         (key.max_concurrent, key.model_concurrency["z-ai/glm-5"]),
         (Some(4), 1)
     );
-    assert!(cfg.provider("anthropic").unwrap().connections[0].low_priority_mode);
+    assert!(!cfg.provider("anthropic").unwrap().connections[0].low_priority_mode);
     assert_eq!(cfg.provider("ollama").unwrap().profile, Profile::Local);
     let fast = cfg.combo("fast").unwrap();
     assert_eq!(fast.targets[0].connection.as_deref(), Some("key-a"));

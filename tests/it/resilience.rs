@@ -15,6 +15,7 @@ mod lockout;
 mod none_eligible;
 mod restart;
 mod routing;
+mod rules;
 
 use std::time::Duration;
 

@@ -193,6 +193,13 @@ impl Validator<'_, '_> {
                     );
                     model_concurrency.insert(m.clone(), n);
                 }
+                if rc.low_priority_mode == Some(true) {
+                    self.bad(
+                        format!("{ck}.low_priority_mode"),
+                        "'true' is not supported yet (the subscription low-priority lane is not implemented in this version)",
+                        "remove low_priority_mode or set it to false",
+                    );
+                }
                 connections.push(Connection {
                     id: cid,
                     auth,
@@ -247,11 +254,75 @@ impl Validator<'_, '_> {
                 connect_timeout,
                 quota_groups: rp.quota_groups,
                 egress_bucketed: rp.egress_bucketed.unwrap_or(false),
+                max_concurrent: rp
+                    .max_concurrent
+                    .map(|n| self.count(&format!("{k}.max_concurrent"), Some(n), 1, 1, 1_000_000)),
+                breaker: rp
+                    .breaker
+                    .as_ref()
+                    .map(|b| self.breaker_override(&format!("{k}.breaker"), b))
+                    .unwrap_or_default(),
                 anthropic_beta_allowlist: rp.anthropic_beta_allowlist.clone(),
                 connections,
             });
         }
         out
+    }
+
+    /// `[providers.breaker]`: each key validated like its `[resilience.breaker.<profile>]`
+    /// twin; `open_at >= degrade_at` is checked once the profile is known.
+    fn breaker_override(&mut self, k: &str, rb: &raw::RawBreaker) -> BreakerOverride {
+        let count = |v: &mut Self, key: &str, n: Option<i64>, max: u32| {
+            n.map(|n| v.count(&format!("{k}.{key}"), Some(n), 1, 1, max))
+        };
+        let dur = |v: &mut Self, key: &str, d: &Option<String>| {
+            d.as_ref().map(|d| {
+                let d = v.duration(&format!("{k}.{key}"), Some(d), Duration::from_secs(1));
+                v.nonzero(&format!("{k}.{key}"), d, "\"30s\"");
+                d
+            })
+        };
+        BreakerOverride {
+            degrade_at: count(self, "degrade_at", rb.degrade_at, 10_000),
+            open_at: count(self, "open_at", rb.open_at, 10_000),
+            reset_timeout: dur(self, "reset_timeout", &rb.reset_timeout),
+            degraded_quiet_window: rb.degraded_quiet_window.as_ref().map(|d| {
+                self.duration(
+                    &format!("{k}.degraded_quiet_window"),
+                    Some(d),
+                    Duration::from_secs(60),
+                )
+            }),
+            probe_timeout: dur(self, "probe_timeout", &rb.probe_timeout),
+            max_backoff_multiplier: count(
+                self,
+                "max_backoff_multiplier",
+                rb.max_backoff_multiplier,
+                1024,
+            ),
+        }
+    }
+
+    /// Checks each provider's breaker (profile + override) keeps `open_at >= degrade_at`.
+    pub(super) fn provider_breakers(&mut self, providers: &[Provider], r: &Resilience) {
+        for p in providers {
+            if p.breaker == BreakerOverride::default() {
+                continue;
+            }
+            let profile = r
+                .breaker
+                .get(&p.profile)
+                .copied()
+                .unwrap_or_else(|| default_breaker(p.profile));
+            let s = p.breaker.over(profile);
+            if s.open_at < s.degrade_at {
+                self.bad(
+                    format!("providers.{}.breaker.open_at", p.id),
+                    format!("'{}' is below degrade_at '{}'", s.open_at, s.degrade_at),
+                    "open_at must be at least degrade_at (the profile's value applies where the provider sets none)",
+                );
+            }
+        }
     }
 
     pub(super) fn strategy(&mut self, key: &str, s: Option<&str>) -> Strategy {

@@ -26,6 +26,17 @@ impl Validator<'_, '_> {
             combo_cooldown_wait: self.combo_cooldown_wait(&raw.combo_cooldown_wait),
             queue: self.queue(&raw.queue),
             stream: self.stream(&raw.stream),
+            concurrency: ConcurrencySettings {
+                global_max: raw.concurrency.global_max.map(|n| {
+                    self.count(
+                        "resilience.concurrency.global_max",
+                        Some(n),
+                        1,
+                        1,
+                        1_000_000,
+                    )
+                }),
+            },
             session_affinity_ttl,
         }
     }
@@ -432,13 +443,13 @@ impl Validator<'_, '_> {
         let Some(v) = (self.env.var)(var).filter(|v| !v.trim().is_empty()) else {
             return default;
         };
-        match humantime::parse_duration(v.trim()) {
+        match parse_bounded_duration(&v) {
             Ok(d) => d,
-            Err(_) => {
+            Err((message, _)) => {
                 self.bad(
                     format!("env {var}"),
-                    format!("'{v}' is not a duration"),
-                    format!("set {var} like \"30s\" or \"10m\", or unset it"),
+                    message,
+                    format!("set {var} like \"30s\" or \"10m\" (at most {MAX_DURATION_TEXT}), or unset it"),
                 );
                 default
             }

@@ -146,3 +146,27 @@ fn max_connections_defaults_to_1024_and_is_range_checked() {
         );
     }
 }
+
+#[test]
+fn durations_are_bounded_at_validation() {
+    let base = "[[providers]]\nid = \"p\"\ndialect = \"anthropic\"\nbase_url = \"http://127.0.0.1:1\"\n  [[providers.connections]]\n  id = \"c\"\n  auth = \"passthrough\"\n";
+    let env = LoadEnv::fixed(&[], "/tmp");
+    let text = format!("{base}[resilience.stream]\ncontent_stall_timeout = \"300000000000y\"\n");
+    let err = from_str(&text, Path::new("t.toml"), &env)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("t.toml: resilience.stream.content_stall_timeout")
+            && err.contains("longer than the maximum of 366d")
+            && err.contains("use at most \"366d\""),
+        "{err}"
+    );
+    let at_max = format!("{base}[resilience.stream]\ncontent_stall_timeout = \"366d\"\n");
+    assert!(from_str(&at_max, Path::new("t.toml"), &env).is_ok());
+    let vars = [("SLUICE_QUEUE_MAX_WAIT", "9999999999d")];
+    let env = LoadEnv::fixed(&vars, "/tmp");
+    let err = from_str(base, Path::new("t.toml"), &env)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("env SLUICE_QUEUE_MAX_WAIT"), "{err}");
+}

@@ -514,3 +514,85 @@ async fn contention_never_exceeds_the_cap_and_leaks_nothing() {
     assert_eq!((v.in_flight, v.queued, v.oldest_wait_ms), (0, 0, 0));
     assert!(g.try_acquire(0, 0, "a", &q).is_some());
 }
+
+/// Two providers with two uncapped connections each; `provider_p` on `p` and `global` in
+/// `[resilience.concurrency]`.
+fn caps(provider_p: &str, global: &str) -> (Gates, QueueSettings) {
+    let text = format!(
+        r#"
+        [routing]
+        default_provider = ["p"]
+        [resilience.concurrency]
+        {global}
+        [[providers]]
+        id = "p"
+        dialect = "openai"
+        base_url = "https://api.example.com"
+        profile = "api_key"
+        {provider_p}
+          [[providers.connections]]
+          id = "a"
+          auth = {{ env = "K" }}
+          [[providers.connections]]
+          id = "b"
+          auth = {{ env = "K" }}
+        [[providers]]
+        id = "q"
+        dialect = "openai"
+        base_url = "https://api.example.org"
+        profile = "api_key"
+          [[providers.connections]]
+          id = "c"
+          auth = {{ env = "K" }}
+        "#
+    );
+    let env = LoadEnv::fixed(&[("K", "secret-key-123")], "/tmp");
+    let cfg = from_str(&text, Path::new("t.toml"), &env).unwrap();
+    let gates = Gates::new(&cfg, Arc::new(SystemClock));
+    (gates, cfg.resilience.queue.clone())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_provider_cap_spans_its_connections_and_a_release_wakes_another_connection() {
+    let (g, q) = caps("max_concurrent = 1", "");
+    let first = g
+        .try_acquire(0, 0, "m", &q)
+        .expect("the provider's one permit");
+    assert!(first.holds_permit());
+    assert!(
+        g.try_acquire(0, 1, "m", &q).is_none(),
+        "connection b is uncapped, but provider p's cap of 1 is taken"
+    );
+    assert!(
+        g.try_acquire(1, 0, "m", &q).is_some(),
+        "provider q is not limited by p's cap"
+    );
+    // A queued request on b is granted when a's permit comes back.
+    let (g2, q2) = (g.clone(), q.clone());
+    let waiter = tokio::spawn(async move { g2.acquire(0, 1, "m", &q2).await });
+    settle().await;
+    assert!(!waiter.is_finished(), "b waits for the provider permit");
+    drop(first);
+    let got = tokio::time::timeout(secs(1), waiter)
+        .await
+        .unwrap()
+        .unwrap();
+    let got = got.expect("granted");
+    assert!(got.holds_permit() && got.queued_for() < secs(1));
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_global_cap_spans_every_provider() {
+    let (g, q) = caps("", "global_max = 2");
+    let a = g.try_acquire(0, 0, "m", &q).expect("1 of 2");
+    let _c = g.try_acquire(1, 0, "m", &q).expect("2 of 2");
+    assert!(
+        g.try_acquire(0, 1, "m", &q).is_none(),
+        "the global cap is full"
+    );
+    drop(a);
+    assert!(
+        g.try_acquire(0, 1, "m", &q).is_some(),
+        "a release frees a global permit"
+    );
+}

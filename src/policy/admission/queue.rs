@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::clock::Instant;
 use crate::config::{Connection, Profile, QueueSettings};
@@ -44,7 +44,7 @@ pub fn protection_enabled(
 
 /// How a connection's caps react when a request cannot get a permit in time or the queue is
 /// full (§4 fail-open, §5 codes).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Enforcement {
     /// Behind the §5 queue ([`protection_enabled`]): the queue is the protection, so

@@ -73,6 +73,7 @@ fn out(class: OutcomeClass, status: Option<u16>, hint: Option<Duration>) -> Clas
         scope: Scope::Connection,
         restated: None,
         message: format!("{} from upstream", class.as_str()),
+        error_rule: None,
     }
 }
 
@@ -653,4 +654,55 @@ fn status_spelling_round_trips() {
     }
     assert_eq!(S::parse("frozen"), None);
     assert_eq!(truncate_chars("héllo", 2), "hé");
+}
+
+#[test]
+fn a_stale_failure_with_a_retry_hint_never_extends_the_deadline() {
+    let s = settings();
+    let r = api_key(&s);
+    let t = t0();
+    let mut c = Cooldown::default();
+    // Two requests sent at `t`; the first 429 says "retry in 5 s".
+    let first = c.on_failure(
+        &out(O::RateLimited, Some(429), Some(secs(5))),
+        t,
+        &r,
+        t + ms(10),
+    );
+    assert_eq!(until_of(first), t + ms(10) + secs(5));
+    // The second (dispatched before that cooldown started) says "retry in 60 s": stale.
+    let second = c.on_failure(
+        &out(O::RateLimited, Some(429), Some(secs(60))),
+        t,
+        &r,
+        t + ms(20),
+    );
+    assert_eq!(second, CooldownEffect::Stale);
+    assert_eq!(
+        c.eligibility(t + ms(30)),
+        Eligibility::Cooling {
+            until: t + ms(10) + secs(5)
+        }
+    );
+    // A stale long hint does not turn the cooldown into a quota wait either.
+    let third = c.on_failure(
+        &out(O::QuotaExhausted, Some(429), Some(secs(3600))),
+        t,
+        &r,
+        t + ms(30),
+    );
+    assert_eq!(third, CooldownEffect::Stale);
+    // A transient failure with a hint from the same burst is stale as well.
+    let fourth = c.on_failure(
+        &out(O::Transient, Some(503), Some(secs(90))),
+        t,
+        &r,
+        t + ms(40),
+    );
+    assert_eq!(fourth, CooldownEffect::Stale);
+    assert_eq!(c.backoff_level(), 0);
+    // A request sent after the cooldown started extends it (max(existing, computed)).
+    let t1 = t + ms(50);
+    let fresh = c.on_failure(&out(O::RateLimited, Some(429), Some(secs(60))), t1, &r, t1);
+    assert_eq!(until_of(fresh), t1 + secs(60));
 }

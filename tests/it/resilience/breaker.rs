@@ -221,3 +221,22 @@ async fn futures_join_all(s: &Sluice, d: D, n: usize) -> Vec<Resp> {
     }
     out
 }
+
+#[tokio::test]
+async fn a_providers_own_breaker_keys_override_its_profile() {
+    let mock = MockUpstream::start().await;
+    let d = D::OpenAi;
+    mock.on(d.path())
+        .reply(d.error(503, "server_error", "down"));
+    // api_key opens at 12 failures; this provider at 2 (one request failing on both keys).
+    let cfg = Cfg::new(d, 2)
+        .provider("[providers.breaker]\nopen_at = 2")
+        .tail(NO_WAIT)
+        .tail("[resilience.breaker.api_key]\ndegrade_at = 1")
+        .build(&mock);
+    let (s, _clock) = Sluice::start_manual(&cfg, ENV).await;
+    expect_status(&d.send(&s, "gpt-x", &[]).await, 503, "both keys fail");
+    assert_eq!(mock.count(), 2);
+    let b = breaker_state(&s, "p").await;
+    assert_eq!(b["state"], "open", "{b:#}");
+}

@@ -194,3 +194,63 @@ async fn session_pins_survive_a_restart() {
     );
     s.stop().await;
 }
+
+#[tokio::test]
+async fn a_terminal_state_ends_when_the_credential_changes_and_only_then() {
+    let mock = MockUpstream::start().await;
+    let d = D::OpenAi;
+    mock.on(d.path()).times(1).reply(d.error(
+        403,
+        "permission_error",
+        "Your account has been disabled",
+    ));
+    let db_dir = tempfile::tempdir().unwrap();
+    let db = db_dir.path().join("state.db");
+    let cfg = format!(
+        "[store]\npath = \"{}\"\n{}",
+        db.display(),
+        Cfg::new(d, 1).tail(NO_WAIT).build(&mock)
+    );
+    let s = Sluice::start(&cfg, ENV).await;
+    expect_status(&d.send(&s, "gpt-x", &[]).await, 403, "ban passes through");
+    assert_eq!(conn_state(&s, "p", "k1").await["status"], "banned");
+    s.stop().await;
+
+    let secret = db_dir.path().join("credential-fingerprint.key");
+    let stored = std::fs::read(&secret).expect("the per-install secret is beside the database");
+    assert_eq!(stored.len(), 32);
+    let db_bytes = std::fs::read(&db).unwrap();
+    assert!(
+        !db_bytes.windows(7).any(|w| w == b"key-one"),
+        "the key itself is never stored"
+    );
+
+    // Same key: still banned.
+    let s = Sluice::start(&cfg, ENV).await;
+    assert_eq!(
+        conn_state(&s, "p", "k1").await["status"],
+        "banned",
+        "same credential"
+    );
+    s.stop().await;
+
+    // A new key in the same env var: the ban is cleared.
+    let new_env = [
+        ("K1", "key-one-rotated"),
+        ("K2", "key-two"),
+        ("K3", "key-three"),
+    ];
+    let s = Sluice::start(&cfg, &new_env).await;
+    assert_eq!(
+        conn_state(&s, "p", "k1").await["status"],
+        "active",
+        "credential changed"
+    );
+    expect_status(&d.send(&s, "gpt-x", &[]).await, 200, "serves again");
+    s.stop().await;
+
+    // And back to the old key: a changed credential again, nothing terminal to clear.
+    let s = Sluice::start(&cfg, ENV).await;
+    assert_eq!(conn_state(&s, "p", "k1").await["status"], "active");
+    s.stop().await;
+}

@@ -256,3 +256,42 @@ async fn cooldown_aware_wait_never_waits_on_an_open_breaker() {
     );
     assert_eq!(mock.count(), 2);
 }
+
+#[tokio::test]
+async fn connection_strategy_orders_a_providers_connections() {
+    let mock = MockUpstream::start().await;
+    let d = D::OpenAi;
+    let cfg = Cfg::new(d, 3)
+        .provider("connection_strategy = \"round_robin\"")
+        .build(&mock);
+    let (s, _clock) = Sluice::start_manual(&cfg, ENV).await;
+    for turn in 1..=6 {
+        expect_status(&d.send(&s, "gpt-x", &[]).await, 200, "round robin");
+        let got: Vec<usize> = (1..=3).map(|n| hits(&mock, n)).collect();
+        let want: Vec<usize> = (1..=3).map(|n| (turn + 3 - n) / 3).collect();
+        assert_eq!(got, want, "turn {turn}: requests rotate over k1, k2, k3");
+    }
+
+    let mock = MockUpstream::start().await;
+    let cfg = Cfg::new(d, 2)
+        .provider("connection_strategy = \"least_used\"")
+        .build(&mock);
+    let (s, _clock) = Sluice::start_manual(&cfg, ENV).await;
+    on_key(&mock, d, 1)
+        .times(1)
+        .reply(d.error(529, "overloaded_error", "Overloaded"));
+    expect_status(
+        &d.send(&s, "gpt-x", &[]).await,
+        200,
+        "k1 overloaded, k2 serves",
+    );
+    assert_eq!((hits(&mock, 1), hits(&mock, 2)), (1, 1));
+    expect_status(&d.send(&s, "gpt-x", &[]).await, 200, "tie: config order");
+    assert_eq!((hits(&mock, 1), hits(&mock, 2)), (2, 1));
+    expect_status(
+        &d.send(&s, "gpt-x", &[]).await,
+        200,
+        "k2 has fewer attempts",
+    );
+    assert_eq!((hits(&mock, 1), hits(&mock, 2)), (2, 2));
+}

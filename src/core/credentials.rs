@@ -1,0 +1,235 @@
+//! Credential fingerprints: a terminal connection state (`banned`, `expired`,
+//! `credits_exhausted`) ends when the connection's credential changes (spec §2 "Terminal
+//! states").
+//!
+//! sluice never stores a key or a plain hash of one. It keeps a random per-install secret in
+//! [`SECRET_FILE`] beside the database (32 bytes, created with mode 0600) and stores, per
+//! injected connection, `HMAC-SHA-256(secret, provider \0 connection \0 key)` as hex in the
+//! `settings` row [`FINGERPRINTS_KEY`]. At startup a connection whose fingerprint differs from
+//! the saved one has its terminal state reset; with no saved fingerprint (first start) nothing
+//! is reset. Passthrough connections carry no credential of their own and are skipped.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+
+use ring::hmac;
+use ring::rand::{SecureRandom, SystemRandom};
+
+use crate::config::{Auth, Config};
+
+/// The `settings` row holding the fingerprints (`{"provider/connection": "hex"}`).
+pub const FINGERPRINTS_KEY: &str = "credential_fingerprints";
+/// The per-install secret's file name, in the database's directory.
+pub const SECRET_FILE: &str = "credential-fingerprint.key";
+
+/// Fingerprints by `provider/connection`.
+pub type Fingerprints = BTreeMap<String, String>;
+
+/// Where the per-install secret lives for the database at `db`.
+pub fn secret_path(db: &Path) -> PathBuf {
+    db.parent()
+        .map_or_else(|| PathBuf::from(SECRET_FILE), |d| d.join(SECRET_FILE))
+}
+
+/// Reads the per-install secret at `path`, creating it (32 random bytes, mode 0600) when
+/// missing. A file shorter than 32 bytes is an error (never silently replaced: that would
+/// clear every terminal state).
+pub fn install_secret(path: &Path) -> std::io::Result<Vec<u8>> {
+    match std::fs::File::open(path) {
+        Ok(mut f) => {
+            let mut buf = Vec::new();
+            f.read_to_end(&mut buf)?;
+            if buf.len() < 32 {
+                return Err(std::io::Error::other(format!(
+                    "{} holds {} bytes, expected 32; delete it to make a new one (terminal connection states will be kept only if credentials are unchanged after that)",
+                    path.display(),
+                    buf.len()
+                )));
+            }
+            Ok(buf)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => create_secret(path),
+        Err(e) => Err(e),
+    }
+}
+
+fn create_secret(path: &Path) -> std::io::Result<Vec<u8>> {
+    let mut secret = vec![0u8; 32];
+    SystemRandom::new()
+        .fill(&mut secret)
+        .map_err(|_| std::io::Error::other("the system random source failed"))?;
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.mode(0o600);
+    }
+    let mut f = opts.open(path)?;
+    f.write_all(&secret)?;
+    f.sync_all()?;
+    Ok(secret)
+}
+
+/// `HMAC-SHA-256(secret, provider \0 connection \0 key)` as lowercase hex.
+pub fn fingerprint(secret: &[u8], provider: &str, connection: &str, key: &str) -> String {
+    let k = hmac::Key::new(hmac::HMAC_SHA256, secret);
+    let mut ctx = hmac::Context::with_key(&k);
+    for part in [
+        provider.as_bytes(),
+        b"\0",
+        connection.as_bytes(),
+        b"\0",
+        key.as_bytes(),
+    ] {
+        ctx.update(part);
+    }
+    ctx.sign()
+        .as_ref()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// The current fingerprint of every injected connection, by `(provider, connection)` index
+/// and by `provider/connection` name.
+pub fn current(cfg: &Config, secret: &[u8]) -> (Vec<(usize, usize, String)>, Fingerprints) {
+    let mut indexed = Vec::new();
+    let mut named = Fingerprints::new();
+    for (i, p) in cfg.providers.iter().enumerate() {
+        for (j, c) in p.connections.iter().enumerate() {
+            if let Auth::Key { secret: key, .. } = &c.auth {
+                let fp = fingerprint(secret, &p.id, &c.id, key.expose());
+                named.insert(format!("{}/{}", p.id, c.id), fp.clone());
+                indexed.push((i, j, fp));
+            }
+        }
+    }
+    (indexed, named)
+}
+
+/// The connections whose saved fingerprint exists and differs from the current one.
+pub fn changed(
+    current: &[(usize, usize, String)],
+    cfg: &Config,
+    saved: &Fingerprints,
+) -> Vec<(usize, usize)> {
+    current
+        .iter()
+        .filter(|(i, j, fp)| {
+            let name = format!(
+                "{}/{}",
+                cfg.providers[*i].id, cfg.providers[*i].connections[*j].id
+            );
+            saved.get(&name).is_some_and(|old| old != fp)
+        })
+        .map(|(i, j, _)| (*i, *j))
+        .collect()
+}
+
+/// At startup: resets the terminal state of every connection whose credential changed since
+/// the fingerprints in `settings` were saved, and returns the store writes (the reset
+/// connection rows and the new fingerprints row). Problems with the secret file are logged;
+/// nothing is reset then.
+pub(crate) fn reconcile(
+    res: &mut super::resilience::ResState,
+    cfg: &Config,
+    settings: &[crate::store::SettingRow],
+    tm: &super::persist::TimeMap,
+) -> Vec<crate::store::StateWrite> {
+    use crate::store::{SettingRow, StateWrite};
+    let secret = match install_secret(&secret_path(&cfg.store.path)) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!(error = %e, "credential fingerprints unavailable; terminal connection states are kept");
+            return Vec::new();
+        }
+    };
+    let saved: Fingerprints = settings
+        .iter()
+        .find(|r| r.key == FINGERPRINTS_KEY)
+        .and_then(|r| serde_json::from_str(&r.value_json).ok())
+        .unwrap_or_default();
+    let (now_fps, named) = current(cfg, &secret);
+    let mut writes = Vec::new();
+    for (i, j) in changed(&now_fps, cfg, &saved) {
+        let (p, c) = (&cfg.providers[i], &cfg.providers[i].connections[j]);
+        let Some(cd) = res
+            .providers
+            .get_mut(i)
+            .and_then(|x| x.connections.get_mut(j))
+        else {
+            continue;
+        };
+        if cd.reset_terminal() {
+            tracing::info!(provider = %p.id, connection = %c.id, "credential changed: terminal state cleared");
+            writes.push(StateWrite::Connection(super::persist::connection_row(
+                &p.id,
+                &c.id,
+                &cd.persist(),
+                tm,
+            )));
+        }
+    }
+    if named != saved {
+        writes.push(StateWrite::Setting(SettingRow {
+            key: FINGERPRINTS_KEY.into(),
+            value_json: serde_json::to_string(&named).unwrap_or_else(|_| "{}".into()),
+            updated_at_unix_ms: tm.wall_ms(),
+        }));
+    }
+    writes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fingerprints_are_keyed_and_never_contain_the_key() {
+        let a = fingerprint(&[7u8; 32], "p", "k1", "sk-secret-value");
+        assert_eq!(a.len(), 64);
+        assert!(!a.contains("sk-secret"));
+        assert_eq!(a, fingerprint(&[7u8; 32], "p", "k1", "sk-secret-value"));
+        assert_ne!(
+            a,
+            fingerprint(&[8u8; 32], "p", "k1", "sk-secret-value"),
+            "secret matters"
+        );
+        assert_ne!(
+            a,
+            fingerprint(&[7u8; 32], "p", "k2", "sk-secret-value"),
+            "id matters"
+        );
+        assert_ne!(
+            a,
+            fingerprint(&[7u8; 32], "p", "k1", "sk-other"),
+            "key matters"
+        );
+    }
+
+    #[test]
+    fn the_install_secret_is_created_once_with_mode_0600() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = secret_path(&dir.path().join("sluice.db"));
+        let first = install_secret(&path).unwrap();
+        assert_eq!(first.len(), 32);
+        assert_eq!(
+            install_secret(&path).unwrap(),
+            first,
+            "read back, not replaced"
+        );
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
+        std::fs::write(&path, b"short").unwrap();
+        assert!(
+            install_secret(&path).is_err(),
+            "a damaged secret is an error"
+        );
+    }
+}

@@ -1,0 +1,281 @@
+//! [`Core::report`]: the single choke point every attempt's outcome goes through (spec §0).
+//!
+//! The decision — which layer records what — is the pure `policy::report::plan`; this file
+//! only applies that plan to the live breaker, cooldowns and lockouts under one short lock,
+//! and writes the changed rows behind to the store.
+
+use std::borrow::Cow;
+
+use super::Core;
+use super::resilience::{ReportEffect, ResState, Ticket};
+use crate::clock::Instant;
+use crate::config::{ModelLockoutSettings, Profile, Provider};
+use crate::policy::cooldown::{Cooldown, CooldownEffect, CooldownRecord, CooldownRules};
+use crate::policy::lockout::{self, LockTarget, LockoutRecord};
+use crate::policy::report::{
+    self as plan, BreakerStep, ConnectionFacts, ConnectionStep, LockoutStep, ReportInput,
+    ReportPlan,
+};
+use crate::policy::{Classified, Scope};
+
+/// Rows to write behind after the lock is released.
+#[derive(Default)]
+struct Writes {
+    breaker: Option<crate::policy::breaker::BreakerRecord>,
+    connections: Vec<(usize, CooldownRecord)>,
+    lockouts: Vec<(usize, Vec<LockoutRecord>)>,
+}
+
+impl Core {
+    /// The single choke point every attempt's outcome goes through (spec §0): asks
+    /// `policy::report::plan` what changes, applies it to the breaker (counted failures and
+    /// successes, the probe verdict), the §1b window, the connection cooldown — or, in
+    /// lockout mode, a model lockout instead — and the egress fan-out, and writes the changed
+    /// rows behind to the store.
+    pub fn report(&self, mut ticket: Ticket, c: &Classified) -> ReportEffect {
+        let probe = ticket.settle();
+        let now = self.clock().now();
+        let cfg = self.config().clone();
+        let Some(p) = cfg.providers.get(ticket.provider) else {
+            return ReportEffect::default();
+        };
+        if p.connections.get(ticket.connection).is_none() {
+            return ReportEffect::default();
+        }
+        let facts: Vec<ConnectionFacts<'_>> = p
+            .connections
+            .iter()
+            .map(|x| ConnectionFacts {
+                egress: &x.egress,
+                disable_cooling: x.disable_cooling,
+            })
+            .collect();
+        let mut effect = ReportEffect::default();
+        let mut writes = Writes::default();
+        {
+            let mut guard = self.res();
+            let r: &mut ResState = &mut guard;
+            let step = plan::plan(&ReportInput {
+                outcome: c,
+                lockout: &r.settings.model_lockout,
+                passthrough: matches!(
+                    p.connections[ticket.connection].auth,
+                    crate::config::Auth::Passthrough
+                ),
+                per_model_quota: p.per_model_quota,
+                egress_bucketed: p.egress_bucketed,
+                connection: ticket.connection,
+                connections: &facts,
+                rule_base_cooldown: c
+                    .error_rule
+                    .and_then(|i| cfg.error_rules.get(i.get()))
+                    .and_then(|rule| rule.base_cooldown),
+            });
+            apply_lockouts(r, p, &ticket, c, &step, now, &mut effect, &mut writes);
+            apply_breaker(
+                r,
+                p,
+                ticket.provider,
+                probe,
+                step.breaker,
+                now,
+                &mut effect,
+                &mut writes,
+            );
+            apply_connections(r, p, &ticket, c, &step, now, &mut effect, &mut writes);
+        }
+        self.persist_provider(
+            ticket.provider,
+            writes.breaker,
+            writes
+                .connections
+                .iter()
+                .find(|(j, _)| *j == ticket.connection)
+                .cloned(),
+            None,
+        );
+        for (j, rec) in writes.connections {
+            if j != ticket.connection {
+                self.persist_provider(ticket.provider, None, Some((j, rec)), None);
+            }
+        }
+        for (j, locks) in writes.lockouts {
+            self.persist_provider(ticket.provider, None, None, Some((j, locks)));
+        }
+        self.mark_dirty();
+        effect
+    }
+}
+
+/// Decay or lock (§3), per the plan.
+#[expect(clippy::too_many_arguments, reason = "one apply step of one report")]
+fn apply_lockouts(
+    r: &mut ResState,
+    p: &Provider,
+    ticket: &Ticket,
+    c: &Classified,
+    step: &ReportPlan,
+    now: Instant,
+    effect: &mut ReportEffect,
+    writes: &mut Writes,
+) {
+    let target = |j: usize| LockTarget {
+        provider: &p.id,
+        connection: p.connections.get(j).map_or("", |x| x.id.as_str()),
+        model: &ticket.model,
+        quota_groups: &p.quota_groups,
+    };
+    let conn_id = |j: usize| p.connections.get(j).map_or("", |x| x.id.as_str());
+    match &step.lockout {
+        LockoutStep::None => {}
+        LockoutStep::Decay => {
+            if r.lockouts.on_success(target(ticket.connection)) {
+                let list = r
+                    .lockouts
+                    .for_connection(&p.id, conn_id(ticket.connection), now);
+                writes.lockouts.push((ticket.connection, list));
+            }
+        }
+        LockoutStep::Lock { scope, connections } => {
+            let settings = lockout_settings(&r.settings.model_lockout, step);
+            let key = match scope {
+                Scope::QuotaGroup => lockout::quota_group(&ticket.model, &p.quota_groups),
+                _ => ticket.model.clone(),
+            };
+            for &j in connections {
+                let until = r.lockouts.on_failure(
+                    target(j),
+                    *scope,
+                    &c.reason,
+                    c.retry_hint,
+                    &settings,
+                    now,
+                );
+                tracing::warn!(provider = %p.id, connection = %conn_id(j), model = %key, reason = %c.reason, lock_s = until.saturating_duration_since(now).as_secs(), "model locked out");
+                writes
+                    .lockouts
+                    .push((j, r.lockouts.for_connection(&p.id, conn_id(j), now)));
+            }
+            effect.lockout = Some(key);
+        }
+    }
+}
+
+/// The lockout settings with an error rule's `base_cooldown` in place of the base.
+fn lockout_settings<'s>(
+    live: &'s ModelLockoutSettings,
+    step: &ReportPlan,
+) -> Cow<'s, ModelLockoutSettings> {
+    match step.base_cooldown {
+        None => Cow::Borrowed(live),
+        Some(base) => Cow::Owned(ModelLockoutSettings {
+            base_cooldown: base,
+            ..live.clone()
+        }),
+    }
+}
+
+/// The breaker and the §1b window, per the plan; records a state change in `effect`.
+#[expect(clippy::too_many_arguments, reason = "one apply step of one report")]
+fn apply_breaker(
+    r: &mut ResState,
+    p: &Provider,
+    provider: usize,
+    probe: Option<crate::policy::breaker::ProbeTicket>,
+    step: BreakerStep,
+    now: Instant,
+    effect: &mut ReportEffect,
+    writes: &mut Writes,
+) {
+    let Some(res) = r.providers.get_mut(provider) else {
+        return;
+    };
+    let before = res.breaker.state(now);
+    match step {
+        BreakerStep::Success => {
+            res.breaker.on_success(probe, now);
+            res.window.on_success(now);
+        }
+        BreakerStep::Failure => {
+            res.breaker.on_failure(probe, now);
+            res.window.on_failure(now);
+        }
+        BreakerStep::Release => {
+            if let Some(t) = probe {
+                res.breaker.release_probe(t, now);
+            }
+        }
+    }
+    let after = res.breaker.state(now);
+    if before != after {
+        effect.breaker = Some((before, after));
+        tracing::warn!(provider = %p.id, from = before.as_str(), to = after.as_str(), "circuit breaker changed state");
+    }
+    let persist = effect.breaker.is_some()
+        || step == BreakerStep::Failure
+        || step == BreakerStep::Success && before != crate::policy::breaker::BreakerState::Closed;
+    if persist {
+        writes.breaker = Some(res.breaker.persist());
+    }
+}
+
+/// The attempt's connection and the egress fan-out (§2, §7), per the plan.
+#[expect(clippy::too_many_arguments, reason = "one apply step of one report")]
+fn apply_connections(
+    r: &mut ResState,
+    p: &Provider,
+    ticket: &Ticket,
+    c: &Classified,
+    step: &ReportPlan,
+    now: Instant,
+    effect: &mut ReportEffect,
+    writes: &mut Writes,
+) {
+    let mut profile = r
+        .settings
+        .cooldown
+        .get(&p.profile)
+        .copied()
+        .unwrap_or_else(|| crate::config::validate::default_cooldown(p.profile));
+    if let Some(base) = step.base_cooldown {
+        profile.base = base;
+    }
+    let disable_cooling = p
+        .connections
+        .get(ticket.connection)
+        .is_some_and(|x| x.disable_cooling);
+    let rules = CooldownRules {
+        profile,
+        settings: &r.settings.connection_cooldown,
+        oauth: p.profile == Profile::Oauth,
+        disable_cooling,
+    };
+    let Some(res) = r.providers.get_mut(ticket.provider) else {
+        return;
+    };
+    if let Some(cd) = res.connections.get_mut(ticket.connection) {
+        let changed = match step.connection {
+            ConnectionStep::Success => cd.on_success(),
+            ConnectionStep::Failure => !matches!(
+                cd.on_failure(c, ticket.dispatched_at, &rules, now),
+                CooldownEffect::Ignored
+            ),
+            ConnectionStep::Untouched => false,
+        };
+        effect.connection_changed = changed;
+        if changed {
+            writes.connections.push((ticket.connection, cd.persist()));
+        }
+    }
+    let fanout = CooldownRules {
+        disable_cooling: false,
+        ..rules
+    };
+    for &j in &step.egress {
+        if let Some(cd) = res.connections.get_mut(j)
+            && !matches!(cd.on_failure(c, now, &fanout, now), CooldownEffect::Ignored)
+        {
+            writes.connections.push((j, Cooldown::persist(cd)));
+        }
+    }
+}

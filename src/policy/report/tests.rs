@@ -1,0 +1,333 @@
+//! Table tests of [`plan`]: one row per rule of the module doc.
+
+use std::time::Duration;
+
+use super::*;
+use crate::policy::{Classified, OutcomeClass as O, Scope};
+
+fn outcome(class: O, status: Option<u16>, scope: Scope) -> Classified {
+    Classified {
+        class,
+        status,
+        retry_hint: None,
+        reason: class.as_str().into(),
+        scope,
+        restated: None,
+        message: String::new(),
+        error_rule: None,
+    }
+}
+
+fn lockout(enabled: bool) -> ModelLockoutSettings {
+    ModelLockoutSettings {
+        enabled,
+        error_codes: vec![403, 404, 429, 502, 503, 504],
+        base_cooldown: Duration::from_secs(120),
+        max_cooldown: Duration::from_secs(1800),
+        max_backoff_steps: 10,
+        exponential: true,
+    }
+}
+
+const CONNS: [ConnectionFacts<'static>; 3] = [
+    ConnectionFacts {
+        egress: "direct",
+        disable_cooling: false,
+    },
+    ConnectionFacts {
+        egress: "direct",
+        disable_cooling: false,
+    },
+    ConnectionFacts {
+        egress: "proxy-b",
+        disable_cooling: false,
+    },
+];
+
+/// Knobs of one row: lockout enabled, passthrough, per_model_quota, egress_bucketed.
+#[derive(Clone, Copy)]
+struct Knobs {
+    lockout: bool,
+    passthrough: bool,
+    per_model_quota: bool,
+    egress_bucketed: bool,
+}
+
+const OFF: Knobs = Knobs {
+    lockout: false,
+    passthrough: false,
+    per_model_quota: false,
+    egress_bucketed: false,
+};
+
+fn run(c: &Classified, k: Knobs, conns: &[ConnectionFacts<'_>]) -> ReportPlan {
+    run_with(c, k, conns, None)
+}
+
+fn run_with(
+    c: &Classified,
+    k: Knobs,
+    conns: &[ConnectionFacts<'_>],
+    rule_base_cooldown: Option<Duration>,
+) -> ReportPlan {
+    let settings = lockout(k.lockout);
+    plan(&ReportInput {
+        rule_base_cooldown,
+        outcome: c,
+        lockout: &settings,
+        passthrough: k.passthrough,
+        per_model_quota: k.per_model_quota,
+        egress_bucketed: k.egress_bucketed,
+        connection: 0,
+        connections: conns,
+    })
+}
+
+fn lock(scope: Scope, connections: &[usize]) -> LockoutStep {
+    LockoutStep::Lock {
+        scope,
+        connections: connections.to_vec(),
+    }
+}
+
+#[test]
+fn plan_table() {
+    use BreakerStep as B;
+    use ConnectionStep as C;
+    let on = Knobs {
+        lockout: true,
+        ..OFF
+    };
+    let rows: Vec<(&str, Classified, Knobs, B, C, LockoutStep)> = vec![
+        (
+            "success",
+            outcome(O::Success, Some(200), Scope::Triple),
+            OFF,
+            B::Success,
+            C::Success,
+            LockoutStep::Decay,
+        ),
+        (
+            "503 counts and cools",
+            outcome(O::Transient, Some(503), Scope::Triple),
+            OFF,
+            B::Failure,
+            C::Failure,
+            LockoutStep::None,
+        ),
+        (
+            "transport error counts and cools",
+            outcome(O::Transient, None, Scope::Triple),
+            on,
+            B::Failure,
+            C::Failure,
+            LockoutStep::None,
+        ),
+        (
+            "429 cools only",
+            outcome(O::RateLimited, Some(429), Scope::QuotaGroup),
+            OFF,
+            B::Release,
+            C::Failure,
+            LockoutStep::None,
+        ),
+        (
+            "529 neither",
+            outcome(O::Overloaded, Some(529), Scope::Triple),
+            on,
+            B::Release,
+            C::Failure,
+            LockoutStep::None,
+        ),
+        (
+            "lockout mode: 503 locks the triple instead",
+            outcome(O::Transient, Some(503), Scope::Triple),
+            on,
+            B::Failure,
+            C::Untouched,
+            lock(Scope::Triple, &[0]),
+        ),
+        (
+            "lockout mode: 429 locks the quota group",
+            outcome(O::RateLimited, Some(429), Scope::QuotaGroup),
+            on,
+            B::Release,
+            C::Untouched,
+            lock(Scope::QuotaGroup, &[0]),
+        ),
+        (
+            "lockout mode: 404 locks the model",
+            outcome(O::NotFound, Some(404), Scope::Model),
+            on,
+            B::Release,
+            C::Untouched,
+            lock(Scope::Model, &[0]),
+        ),
+        (
+            "lockout mode: 500 not in error_codes cools",
+            outcome(O::Transient, Some(500), Scope::Triple),
+            on,
+            B::Failure,
+            C::Failure,
+            LockoutStep::None,
+        ),
+        (
+            "lockout mode: 401 is never a lock",
+            outcome(O::Auth, Some(401), Scope::Triple),
+            on,
+            B::Release,
+            C::Failure,
+            LockoutStep::None,
+        ),
+        (
+            "rule scope connection cools instead of locking",
+            outcome(O::RateLimited, Some(429), Scope::Connection),
+            on,
+            B::Release,
+            C::Failure,
+            LockoutStep::None,
+        ),
+        (
+            "rule scope provider locks every connection",
+            outcome(O::RateLimited, Some(429), Scope::Provider),
+            on,
+            B::Release,
+            C::Untouched,
+            lock(Scope::Provider, &[0, 1, 2]),
+        ),
+        (
+            "per_model_quota: a 429 locks without the switch",
+            outcome(O::RateLimited, Some(429), Scope::QuotaGroup),
+            Knobs {
+                per_model_quota: true,
+                ..OFF
+            },
+            B::Release,
+            C::Untouched,
+            lock(Scope::QuotaGroup, &[0]),
+        ),
+        (
+            "per_model_quota: quota text locks",
+            outcome(O::QuotaExhausted, Some(403), Scope::QuotaGroup),
+            Knobs {
+                per_model_quota: true,
+                ..OFF
+            },
+            B::Release,
+            C::Untouched,
+            lock(Scope::QuotaGroup, &[0]),
+        ),
+        (
+            "per_model_quota: a 503 still cools",
+            outcome(O::Transient, Some(503), Scope::Triple),
+            Knobs {
+                per_model_quota: true,
+                ..OFF
+            },
+            B::Failure,
+            C::Failure,
+            LockoutStep::None,
+        ),
+        (
+            "passthrough 401 leaves the connection",
+            outcome(O::Auth, Some(401), Scope::Triple),
+            Knobs {
+                passthrough: true,
+                ..OFF
+            },
+            B::Release,
+            C::Untouched,
+            LockoutStep::None,
+        ),
+        (
+            "passthrough ban leaves the connection",
+            outcome(O::Banned, Some(403), Scope::QuotaGroup),
+            Knobs {
+                passthrough: true,
+                ..OFF
+            },
+            B::Release,
+            C::Untouched,
+            LockoutStep::None,
+        ),
+        (
+            "passthrough 503 still cools",
+            outcome(O::Transient, Some(503), Scope::Triple),
+            Knobs {
+                passthrough: true,
+                ..OFF
+            },
+            B::Failure,
+            C::Failure,
+            LockoutStep::None,
+        ),
+        (
+            "client fault touches nothing",
+            outcome(O::ClientFault, Some(400), Scope::Triple),
+            on,
+            B::Release,
+            C::Untouched,
+            LockoutStep::None,
+        ),
+        (
+            "client gone touches nothing",
+            outcome(O::ClientGone, None, Scope::Triple),
+            on,
+            B::Release,
+            C::Untouched,
+            LockoutStep::None,
+        ),
+    ];
+    for (name, c, k, b, conn, l) in rows {
+        let p = run(&c, k, &CONNS);
+        assert_eq!((p.breaker, p.connection, p.lockout), (b, conn, l), "{name}");
+        assert!(
+            p.egress.is_empty(),
+            "{name}: no egress fan-out without egress_bucketed"
+        );
+    }
+}
+
+#[test]
+fn egress_bucketed_fans_a_429_out_to_the_same_egress_only() {
+    let k = Knobs {
+        egress_bucketed: true,
+        ..OFF
+    };
+    let p = run(
+        &outcome(O::RateLimited, Some(429), Scope::QuotaGroup),
+        k,
+        &CONNS,
+    );
+    assert_eq!(p.egress, vec![1], "k2 shares 'direct'; k3 is on proxy-b");
+    let p = run(
+        &outcome(O::QuotaExhausted, Some(429), Scope::QuotaGroup),
+        k,
+        &CONNS,
+    );
+    assert_eq!(p.egress, vec![1]);
+    for class in [O::Transient, O::Auth, O::Success, O::Overloaded] {
+        let p = run(&outcome(class, Some(503), Scope::Triple), k, &CONNS);
+        assert!(p.egress.is_empty(), "{class:?} is not IP-scoped");
+    }
+    let mut conns = CONNS;
+    conns[1].disable_cooling = true;
+    let p = run(
+        &outcome(O::RateLimited, Some(429), Scope::QuotaGroup),
+        k,
+        &conns,
+    );
+    assert!(
+        p.egress.is_empty(),
+        "disable_cooling connections are skipped"
+    );
+}
+
+#[test]
+fn an_error_rules_base_cooldown_travels_with_a_failure_only() {
+    let b = Some(Duration::from_secs(45));
+    let c = outcome(O::RateLimited, Some(429), Scope::Connection);
+    assert_eq!(run_with(&c, OFF, &CONNS, b).base_cooldown, b);
+    let ok = outcome(O::Success, Some(200), Scope::Triple);
+    assert_eq!(run_with(&ok, OFF, &CONNS, b).base_cooldown, None);
+}

@@ -1,0 +1,201 @@
+//! Keys that route one failure to the right layer: `per_model_quota`, an error rule's `scope`
+//! and `base_cooldown` (§3, §7), the egress-bucketed cooldown (§7), and the one warning line
+//! an all-excluded answer writes (§8).
+
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+
+use super::*;
+
+fn rate_limited(d: D) -> Reply {
+    d.error(429, "rate_limit_error", "slow down")
+}
+
+#[tokio::test]
+async fn per_model_quota_locks_the_model_instead_of_cooling_the_connection() {
+    let mock = MockUpstream::start().await;
+    let d = D::OpenAi;
+    mock.on(d.path())
+        .model("gpt-a")
+        .times(1)
+        .reply(rate_limited(d));
+    let cfg = Cfg::new(d, 1)
+        .provider("per_model_quota = true")
+        .tail(NO_WAIT)
+        .build(&mock);
+    let (s, _clock) = Sluice::start_manual(&cfg, ENV).await;
+    expect_status(&d.send(&s, "gpt-a", &[]).await, 429, "passed through");
+    let k1 = conn_state(&s, "p", "k1").await;
+    assert_eq!(
+        k1["status"], "active",
+        "the connection is not cooled: {k1:#}"
+    );
+    let locks = lockouts(&s).await;
+    assert_eq!(locks.len(), 1, "{locks:#?}");
+    assert_eq!(locks[0]["model"], "gpt-a");
+    expect_status(
+        &d.send(&s, "gpt-b", &[]).await,
+        200,
+        "another model still works",
+    );
+    let again = d.send(&s, "gpt-a", &[]).await;
+    expect_status(&again, 429, "the locked model is excluded");
+    assert_eq!(mock.count(), 2, "and never dispatched");
+}
+
+#[tokio::test]
+async fn an_error_rules_base_cooldown_sets_the_first_ladder_step() {
+    let mock = MockUpstream::start().await;
+    let d = D::OpenAi;
+    mock.on(d.path())
+        .times(1)
+        .reply(d.error(503, "server_error", "gateway busy"));
+    let cfg = Cfg::new(d, 1)
+        .tail(NO_WAIT)
+        .tail("[[error_rules]]\nid = \"busy\"\nstatuses = [503]\ntext_markers = [\"gateway busy\"]\nreason = \"server_error\"\nscope = \"connection\"\nbase_cooldown = \"45s\"")
+        .build(&mock);
+    let (s, _clock) = Sluice::start_manual(&cfg, ENV).await;
+    expect_status(&d.send(&s, "gpt-x", &[]).await, 503, "passed through");
+    let k1 = conn_state(&s, "p", "k1").await;
+    assert_eq!(k1["status"], "cooling", "{k1:#}");
+    assert_eq!(
+        ms(&k1, "remainingMs"),
+        45_000,
+        "the rule's 45s replaces the api_key ladder's 3s: {k1:#}"
+    );
+}
+
+fn lockout_rule(scope: &str) -> String {
+    format!(
+        "[resilience.model_lockout]\nenabled = true\n\n[[error_rules]]\nid = \"r\"\nstatuses = [429]\nreason = \"rate_limit_exceeded\"\nscope = \"{scope}\""
+    )
+}
+
+#[tokio::test]
+async fn lockout_mode_rule_scope_provider_locks_the_model_on_every_connection() {
+    let mock = MockUpstream::start().await;
+    let d = D::OpenAi;
+    on_key(&mock, d, 1).times(1).reply(rate_limited(d));
+    let cfg = Cfg::new(d, 2)
+        .tail(NO_WAIT)
+        .tail(&lockout_rule("provider"))
+        .build(&mock);
+    let (s, _clock) = Sluice::start_manual(&cfg, ENV).await;
+    let r = d.send(&s, "gpt-x", &[]).await;
+    expect_status(&r, 429, "k2 is locked by the same verdict");
+    assert_eq!((hits(&mock, 1), hits(&mock, 2)), (1, 0));
+    let mut locked: Vec<String> = lockouts(&s)
+        .await
+        .iter()
+        .map(|l| {
+            format!(
+                "{}/{}",
+                l["connection"].as_str().unwrap(),
+                l["model"].as_str().unwrap()
+            )
+        })
+        .collect();
+    locked.sort();
+    assert_eq!(locked, vec!["k1/gpt-x", "k2/gpt-x"]);
+    for k in ["k1", "k2"] {
+        assert_eq!(conn_state(&s, "p", k).await["status"], "active", "{k}");
+    }
+}
+
+#[tokio::test]
+async fn lockout_mode_rule_scope_connection_cools_the_connection_instead() {
+    let mock = MockUpstream::start().await;
+    let d = D::OpenAi;
+    on_key(&mock, d, 1).times(1).reply(rate_limited(d));
+    let cfg = Cfg::new(d, 2)
+        .tail(NO_WAIT)
+        .tail(&lockout_rule("connection"))
+        .build(&mock);
+    let (s, _clock) = Sluice::start_manual(&cfg, ENV).await;
+    expect_status(&d.send(&s, "gpt-x", &[]).await, 200, "k2 serves");
+    assert!(lockouts(&s).await.is_empty(), "no model lock");
+    assert_eq!(conn_state(&s, "p", "k1").await["status"], "cooling");
+    assert_eq!(conn_state(&s, "p", "k2").await["status"], "active");
+}
+
+#[tokio::test]
+async fn egress_bucketed_429_cools_every_connection_on_the_same_egress() {
+    let mock = MockUpstream::start().await;
+    let d = D::OpenAi;
+    on_key(&mock, d, 1).times(1).reply(rate_limited(d));
+    let mut cfg = Cfg::new(d, 2)
+        .provider("egress_bucketed = true")
+        .tail(NO_WAIT)
+        .build(&mock);
+    // A third connection on another egress.
+    cfg = cfg.replace(
+        "\n[resilience.combo_cooldown_wait]",
+        "  [[providers.connections]]\n  id = \"k3\"\n  auth = { env = \"K3\" }\n  egress = \"proxy-b\"\n\n[resilience.combo_cooldown_wait]",
+    );
+    let (s, _clock) = Sluice::start_manual(&cfg, ENV).await;
+    expect_status(&d.send(&s, "gpt-x", &[]).await, 200, "k3 serves");
+    assert_eq!(
+        (hits(&mock, 1), hits(&mock, 2), hits(&mock, 3)),
+        (1, 0, 1),
+        "k2 shares k1's egress and is skipped"
+    );
+    let k2 = conn_state(&s, "p", "k2").await;
+    assert_eq!(k2["status"], "cooling", "{k2:#}");
+    assert_eq!(conn_state(&s, "p", "k3").await["status"], "active");
+}
+
+/// A `MakeWriter` into a shared buffer.
+#[derive(Clone, Default)]
+struct Buf(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Buf {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn every_all_excluded_answer_writes_one_warning_line_naming_each_target() {
+    let buf = Buf::default();
+    let sink = buf.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || sink.clone())
+        .with_ansi(false)
+        .with_max_level(tracing::Level::WARN)
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+
+    let mock = MockUpstream::start().await;
+    let d = D::OpenAi;
+    mock.on(d.path()).times(2).reply(rate_limited(d));
+    let (s, _clock) = Sluice::start_manual(&Cfg::new(d, 2).tail(NO_WAIT).build(&mock), ENV).await;
+    expect_status(
+        &d.send(&s, "gpt-x", &[]).await,
+        429,
+        "both keys rate limited",
+    );
+    let before = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
+    let r = d.send(&s, "gpt-x", &[]).await;
+    expect_status(&r, 429, "all excluded");
+    assert_eq!(mock.count(), 2, "nothing dispatched");
+    let after = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
+    let new = &after[before.len()..];
+    let lines: Vec<&str> = new
+        .lines()
+        .filter(|l| l.contains("no target eligible"))
+        .collect();
+    assert_eq!(lines.len(), 1, "one warning line per answer:\n{new}");
+    let line = lines[0];
+    assert!(line.contains("WARN"), "{line}");
+    for target in ["p:k1/gpt-x", "p:k2/gpt-x"] {
+        assert!(line.contains(target), "names {target}: {line}");
+    }
+    assert!(
+        line.contains("connection_cooldown"),
+        "names the reason: {line}"
+    );
+}
