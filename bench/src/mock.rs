@@ -86,8 +86,15 @@ pub fn expected_events(openai: bool, frames: usize) -> usize {
 }
 
 fn json_reply(openai: bool, size: usize) -> Bytes {
-    let pad = "x".repeat(size.saturating_sub(300));
-    let s = if openai {
+    let bare = json_with_pad(openai, "").len();
+    Bytes::from(json_with_pad(
+        openai,
+        &"x".repeat(size.saturating_sub(bare)),
+    ))
+}
+
+fn json_with_pad(openai: bool, pad: &str) -> String {
+    if openai {
         format!(
             r#"{{"id":"chatcmpl-bench","object":"chat.completion","created":1,"model":"gpt-bench","choices":[{{"index":0,"message":{{"role":"assistant","content":"Hello from the bench mock.{pad}"}},"finish_reason":"stop"}}],"usage":{{"prompt_tokens":12,"completion_tokens":9,"total_tokens":21}}}}"#
         )
@@ -95,8 +102,7 @@ fn json_reply(openai: bool, size: usize) -> Bytes {
         format!(
             r#"{{"id":"msg_bench","type":"message","role":"assistant","model":"claude-bench","content":[{{"type":"text","text":"Hello from the bench mock.{pad}"}}],"stop_reason":"end_turn","stop_sequence":null,"usage":{{"input_tokens":12,"output_tokens":9}}}}"#
         )
-    };
-    Bytes::from(s)
+    }
 }
 
 fn sse_frames(openai: bool, frames: usize) -> Vec<Bytes> {
