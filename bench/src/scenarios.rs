@@ -311,8 +311,8 @@ pub async fn saturation(rig: &mut Rig, o: &Opts) -> std::io::Result<Value> {
     let after = window(rig, t, &req, 1, o.dur()).await;
     Ok(json!({
         "fresh": fresh, "saturation": sat, "after": after,
-        "p99_ratio": r1(f(&after, "p99_us") / f(&fresh, "p99_us").max(1.0) * 100.0) / 100.0,
-        "p999_ratio": r1(f(&after, "p999_us") / f(&fresh, "p999_us").max(1.0) * 100.0) / 100.0,
+        "p99_ratio": (f(&after, "p99_us") / f(&fresh, "p99_us").max(1.0) * 100.0).round() / 100.0,
+        "p999_ratio": (f(&after, "p999_us") / f(&fresh, "p999_us").max(1.0) * 100.0).round() / 100.0,
         "rss_fresh_mib": mib(rss_fresh), "sat_secs": o.sat_secs,
     }))
 }
