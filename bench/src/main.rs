@@ -295,10 +295,22 @@ async fn guard(rig: &mut Rig, o: &Opts, res: &mut Value) -> std::io::Result<()> 
         g(&sl, "cpu_us_per_req") / g(&fl, "cpu_us_per_req").max(1.0),
         6.0,
     );
+    // 5 ms absolute (a missing TCP_NODELAY shows as ~40 ms); on a machine so loaded that the
+    // floor itself is over 5 ms, 4× the floor's, which still catches the 40 ms signature.
+    let fl_unpaced = s4
+        .iter()
+        .find(|r| r["target"] == "floor" && r["pace_ms"] == 0)
+        .cloned()
+        .unwrap_or(Value::Null);
+    let fl_ttfb = g(&fl_unpaced, "ttfb_p99_us");
     check(
-        "S4 sluice streaming TTFB p99 at c=1, µs (absolute, catches Nagle)",
+        "S4 sluice streaming TTFB p99 at c=1, µs (limit 5,000; 4 × floor if the floor is over)",
         g(&sse_unpaced, "ttfb_p99_us"),
-        5_000.0,
+        if fl_ttfb < 5_000.0 {
+            5_000.0
+        } else {
+            4.0 * fl_ttfb
+        },
     );
     let fl_paced = s4
         .iter()
