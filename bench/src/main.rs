@@ -291,6 +291,11 @@ async fn guard(rig: &mut Rig, o: &Opts, res: &mut Value) -> std::io::Result<()> 
         8.0,
     );
     check(
+        "S1 sluice added p50, µs (limit: 4 × floor's + 100)",
+        g(&sl, "added_p50_us"),
+        4.0 * g(&fl, "added_p50_us").max(0.0) + 100.0,
+    );
+    check(
         "S1 sluice CPU per request / floor's",
         g(&sl, "cpu_us_per_req") / g(&fl, "cpu_us_per_req").max(1.0),
         6.0,
