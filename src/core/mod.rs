@@ -12,8 +12,8 @@ mod report;
 pub mod resilience;
 pub mod routing;
 pub mod snapshot;
+pub mod stats;
 
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
@@ -24,9 +24,8 @@ use tokio_util::sync::CancellationToken;
 use crate::clock::{Clock, Instant, unix_ms};
 use crate::config::Config;
 use crate::store::{RequestLogRow, Store};
-use snapshot::{
-    ComboView, ConnectionView, ProviderView, RECENT_CAP, RequestView, Snapshot, Totals, Window,
-};
+use snapshot::{ComboView, ConnectionView, ProviderView, RequestView, Snapshot, Totals};
+use stats::{ConnStats, ProviderStats, Stats};
 
 /// Per (provider, connection) index counters.
 pub type ConnLoad = std::collections::HashMap<(usize, usize), u64>;
@@ -58,32 +57,6 @@ struct Inner {
     metrics: crate::metrics::Metrics,
 }
 
-#[derive(Default)]
-struct Stats {
-    totals: Totals,
-    recent: VecDeque<RequestView>,
-    /// (finished at, latency ms, ok) for the last minute.
-    window: VecDeque<(Instant, u64, bool)>,
-    providers: Vec<ProviderStats>,
-}
-
-#[derive(Default, Clone)]
-struct ProviderStats {
-    attempts: u64,
-    failures: u64,
-    in_flight: u64,
-    last_status: u16,
-    last_latency_ms: u64,
-    connections: Vec<ConnStats>,
-}
-
-#[derive(Default, Clone, Copy)]
-struct ConnStats {
-    attempts: u64,
-    failures: u64,
-    in_flight: u64,
-}
-
 /// Marks one client request as in flight until dropped.
 pub struct RequestGuard {
     core: Core,
@@ -98,7 +71,7 @@ pub struct RequestGuard {
 impl Drop for RequestGuard {
     fn drop(&mut self) {
         self.core.inner.in_flight.fetch_sub(1, Ordering::Relaxed);
-        self.core.inner.dirty.notify_one();
+        self.core.mark_dirty();
     }
 }
 
@@ -119,15 +92,15 @@ impl Drop for AttemptGuard {
             }
         }
         drop(s);
-        self.core.inner.dirty.notify_one();
+        self.core.mark_dirty();
     }
 }
 
 impl Core {
     /// Creates the core for `config`; `store` receives write-behind rows when present.
     pub fn new(config: Arc<Config>, clock: Arc<dyn Clock>, store: Option<Arc<Store>>) -> Self {
-        let stats = Stats {
-            providers: config
+        let stats = Stats::new(
+            config
                 .providers
                 .iter()
                 .map(|p| ProviderStats {
@@ -135,8 +108,8 @@ impl Core {
                     ..Default::default()
                 })
                 .collect(),
-            ..Default::default()
-        };
+            clock.now(),
+        );
         let (tx, _rx) = watch::channel(Arc::new(Snapshot::default()));
         let mut res = resilience::ResState::new(&config);
         let gates = admission::Gates::new(&config, clock.clone());
@@ -192,9 +165,12 @@ impl Core {
         &self.inner.gates
     }
 
-    /// Asks the publisher for a fresh snapshot soon.
+    /// Asks the publisher for a fresh snapshot soon; a no-op while nobody subscribes (the
+    /// admin API builds its snapshots on demand).
     pub fn mark_dirty(&self) {
-        self.inner.dirty.notify_one();
+        if self.inner.tx.receiver_count() > 0 {
+            self.inner.dirty.notify_one();
+        }
     }
 
     fn stats(&self) -> MutexGuard<'_, Stats> {
@@ -233,15 +209,17 @@ impl Core {
         self.inner.in_flight.load(Ordering::Relaxed)
     }
 
-    /// A new receiver of published snapshots.
+    /// A new receiver of published snapshots, starting from a fresh one. Snapshots are only
+    /// published while at least one receiver is alive.
     pub fn subscribe(&self) -> watch::Receiver<Arc<Snapshot>> {
+        self.publish();
         self.inner.tx.subscribe()
     }
 
     /// Starts counting a client request.
     pub fn begin_request(&self) -> RequestGuard {
         self.inner.in_flight.fetch_add(1, Ordering::Relaxed);
-        self.inner.dirty.notify_one();
+        self.mark_dirty();
         RequestGuard {
             core: self.clone(),
             id: self.inner.next_id.fetch_add(1, Ordering::Relaxed),
@@ -262,7 +240,7 @@ impl Core {
             }
         }
         drop(s);
-        self.inner.dirty.notify_one();
+        self.mark_dirty();
         AttemptGuard {
             core: self.clone(),
             provider: p,
@@ -305,7 +283,7 @@ impl Core {
             }
         }
         drop(s);
-        self.inner.dirty.notify_one();
+        self.mark_dirty();
     }
 
     /// Records a finished request: counters, the recent list, the last-minute window and a
@@ -316,7 +294,6 @@ impl Core {
         view.at_unix_ms = guard.started_unix_ms;
         view.latency_ms = u64::try_from(now.saturating_duration_since(guard.started).as_millis())
             .unwrap_or(u64::MAX);
-        let ok = view.outcome == "ok";
         self.inner
             .metrics
             .observe_request(&view.route, &view.outcome, view.latency_ms);
@@ -333,19 +310,8 @@ impl Core {
                 outcome: view.outcome.clone(),
             });
         }
-        let mut s = self.stats();
-        s.totals.requests += 1;
-        if ok {
-            s.totals.ok += 1;
-        } else {
-            s.totals.errors += 1;
-        }
-        s.totals.bytes_out += view.bytes;
-        s.window.push_back((now, view.latency_ms, ok));
-        s.recent.push_front(view);
-        s.recent.truncate(RECENT_CAP);
-        drop(s);
-        self.inner.dirty.notify_one();
+        self.stats().record_finish(now, view);
+        self.mark_dirty();
     }
 
     /// Builds a snapshot of the current state at the clock's `now`.
@@ -359,25 +325,22 @@ impl Core {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
+        // Under the stats lock: O(buckets) window read, counter copies and Arc clones only.
         let mut s = self.stats();
-        while s
-            .window
-            .front()
-            .is_some_and(|(t, _, _)| now.saturating_duration_since(*t) > Duration::from_secs(60))
-        {
-            s.window.pop_front();
-        }
-        let last_minute = window_stats(&s.window, now);
+        let last_minute = s.window.view(now);
         let totals = Totals {
             in_flight: self.in_flight(),
             ..s.totals.clone()
         };
-        let recent: Vec<RequestView> = s.recent.iter().cloned().collect();
+        let recent_shared: Vec<Arc<RequestView>> = s.recent.iter().cloned().collect();
+        let provider_stats = s.providers.clone();
+        drop(s);
+        let recent: Vec<RequestView> = recent_shared.iter().map(|v| (**v).clone()).collect();
         let live = self.resilience_views(now);
         let providers = cfg
             .providers
             .iter()
-            .zip(s.providers.iter())
+            .zip(provider_stats.iter())
             .zip(live.providers)
             .map(|((p, ps), (breaker, window_until, conns))| ProviderView {
                 id: p.id.clone(),
@@ -407,7 +370,6 @@ impl Core {
                     .collect(),
             })
             .collect();
-        drop(s);
         Snapshot {
             version: self.inner.version.fetch_add(1, Ordering::Relaxed) + 1,
             taken_at_unix_ms: unix_ms(wall),
@@ -443,14 +405,21 @@ impl Core {
 
     /// Runs the publisher until `shutdown`: waits for changes, spaces publications by
     /// [`PUBLISH_SPACING`], and republishes once a second so the last-minute window ages.
+    /// Builds nothing while no receiver is subscribed (see [`Core::subscribe`]).
     pub async fn run_publisher(self, shutdown: CancellationToken) {
         loop {
             tokio::select! {
                 () = self.inner.dirty.notified() => {}
                 () = tokio::time::sleep(Duration::from_secs(1)) => {}
-                () = shutdown.cancelled() => { self.publish(); return; }
+                () = shutdown.cancelled() => { self.publish_if_watched(); return; }
             }
             tokio::time::sleep(PUBLISH_SPACING).await;
+            self.publish_if_watched();
+        }
+    }
+
+    fn publish_if_watched(&self) {
+        if self.inner.tx.receiver_count() > 0 {
             self.publish();
         }
     }
@@ -458,35 +427,6 @@ impl Core {
     /// The store, when one is attached.
     pub fn store(&self) -> Option<&Arc<Store>> {
         self.inner.store.as_ref()
-    }
-}
-
-fn window_stats(window: &VecDeque<(Instant, u64, bool)>, now: Instant) -> Window {
-    let mut lat: Vec<u64> = window.iter().map(|(_, l, _)| *l).collect();
-    lat.sort_unstable();
-    let n = lat.len();
-    let pct = |q: f64| -> u64 {
-        if n == 0 {
-            return 0;
-        }
-        // nearest-rank percentile
-        let rank = ((q * n as f64).ceil() as usize).clamp(1, n);
-        lat[rank - 1]
-    };
-    let ok = window.iter().filter(|(_, _, ok)| *ok).count();
-    let mut spark = vec![0u64; 60];
-    for (t, _, _) in window {
-        let ago = now.saturating_duration_since(*t).as_secs() as usize;
-        if ago < 60 {
-            spark[59 - ago] += 1;
-        }
-    }
-    Window {
-        req_per_s: n as f64 / 60.0,
-        success_ratio: if n == 0 { 1.0 } else { ok as f64 / n as f64 },
-        p50_ms: pct(0.50),
-        p99_ms: pct(0.99),
-        sparkline: spark,
     }
 }
 

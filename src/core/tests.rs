@@ -1,3 +1,4 @@
+use super::snapshot::RECENT_CAP;
 use super::*;
 use crate::clock::ManualClock;
 use crate::config::{LoadEnv, from_str};
@@ -118,4 +119,33 @@ fn recent_is_bounded_newest_first() {
     let s = core.snapshot();
     assert_eq!(s.recent.len(), RECENT_CAP);
     assert!(s.recent[0].id > s.recent[1].id);
+}
+
+#[tokio::test(start_paused = true)]
+async fn publisher_builds_snapshots_only_while_someone_watches() {
+    let (core, clock) = core();
+    let stop = CancellationToken::new();
+    let task = tokio::spawn(core.clone().run_publisher(stop.clone()));
+    for _ in 0..50 {
+        finish(&core, &clock, 1, "ok");
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    // Only the construction-time snapshot was built; this call builds the second.
+    assert_eq!(
+        core.snapshot().version,
+        2,
+        "nothing published while unwatched"
+    );
+    let rx = core.subscribe();
+    let seen = rx.borrow().version;
+    finish(&core, &clock, 1, "ok");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let now = rx.borrow().clone();
+    assert!(
+        now.version > seen,
+        "a watched core republishes after a change"
+    );
+    assert_eq!(now.totals.requests, 51);
+    stop.cancel();
+    task.await.unwrap();
 }

@@ -1,0 +1,372 @@
+//! The load generator (closed loop, `c` keep-alive connections) and the SSE probe, both on
+//! hyper's low-level client connection so the rig costs as little as possible per request.
+//! Every loop is bounded by a deadline and a request cap.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use hdrhistogram::Histogram;
+use http_body_util::{BodyExt, Full};
+use hyper::client::conn::http1::SendRequest;
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpStream;
+
+/// One kind of request the rig sends.
+#[derive(Clone, Debug)]
+pub struct Req {
+    /// Route path, e.g. `/v1/messages`.
+    pub path: &'static str,
+    /// JSON body.
+    pub body: Bytes,
+    /// Status the rig counts as expected (200, or the fast-fail status for S7).
+    pub expect_ok: bool,
+}
+
+impl Req {
+    /// An Anthropic request for `model` with bench knobs `knobs` (`stream` adds
+    /// `"stream":true`).
+    pub fn anthropic(model: &str, knobs: &str, stream: bool) -> Self {
+        let body = format!(
+            r#"{{"model":"{model}","max_tokens":64,"stream":{stream},"bench":"{knobs}","messages":[{{"role":"user","content":"Say hello in one short sentence, please."}}]}}"#
+        );
+        Self {
+            path: "/v1/messages",
+            body: Bytes::from(body),
+            expect_ok: true,
+        }
+    }
+
+    /// An OpenAI chat-completions request.
+    pub fn openai(model: &str, knobs: &str, stream: bool) -> Self {
+        let body = format!(
+            r#"{{"model":"{model}","stream":{stream},"bench":"{knobs}","messages":[{{"role":"user","content":"Say hello in one short sentence, please."}}]}}"#
+        );
+        Self {
+            path: "/v1/chat/completions",
+            body: Bytes::from(body),
+            expect_ok: true,
+        }
+    }
+}
+
+/// A latency histogram in nanoseconds (1 µs … 120 s, 3 significant digits).
+pub fn hist() -> Histogram<u64> {
+    Histogram::new_with_bounds(1_000, 120_000_000_000, 3).expect("constant histogram bounds")
+}
+
+/// What one closed-loop window measured.
+#[derive(Debug)]
+pub struct LoadResult {
+    /// Latency of completed requests, ns.
+    pub latency: Histogram<u64>,
+    /// Requests answered as expected.
+    pub ok: u64,
+    /// Requests answered otherwise, or failed.
+    pub errors: u64,
+    /// Connections the rig could not open.
+    pub connect_errors: u64,
+    /// Wall time of the window.
+    pub elapsed: Duration,
+}
+
+impl LoadResult {
+    /// Requests per second over the window.
+    pub fn rps(&self) -> f64 {
+        (self.ok + self.errors) as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+    /// Percentile `q` (0–100) in µs.
+    pub fn us(&self, q: f64) -> f64 {
+        self.latency.value_at_percentile(q) as f64 / 1000.0
+    }
+}
+
+async fn connect(addr: SocketAddr) -> Option<SendRequest<Full<Bytes>>> {
+    let sock = TcpStream::connect(addr).await.ok()?;
+    sock.set_nodelay(true).ok()?;
+    let (send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(sock))
+        .await
+        .ok()?;
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    Some(send)
+}
+
+fn request(addr: SocketAddr, req: &Req) -> hyper::Request<Full<Bytes>> {
+    let mut r = hyper::Request::new(Full::new(req.body.clone()));
+    *r.method_mut() = hyper::Method::POST;
+    *r.uri_mut() = req.path.parse().unwrap_or_default();
+    let h = r.headers_mut();
+    if let Ok(v) = addr.to_string().parse() {
+        h.insert(hyper::header::HOST, v);
+    }
+    h.insert(
+        "content-type",
+        hyper::header::HeaderValue::from_static("application/json"),
+    );
+    h.insert(
+        "anthropic-version",
+        hyper::header::HeaderValue::from_static("2023-06-01"),
+    );
+    h.insert(
+        "x-api-key",
+        hyper::header::HeaderValue::from_static("sk-bench"),
+    );
+    h.insert(
+        "authorization",
+        hyper::header::HeaderValue::from_static("Bearer sk-bench"),
+    );
+    r
+}
+
+/// Runs `conns` closed loops of `req` against `addr` for `dur` (at most `cap` requests).
+pub async fn closed_loop(
+    addr: SocketAddr,
+    req: &Req,
+    conns: usize,
+    dur: Duration,
+    cap: u64,
+) -> LoadResult {
+    let start = Instant::now();
+    let deadline = start + dur;
+    let per_conn = cap / conns.max(1) as u64 + 1;
+    let mut tasks = Vec::with_capacity(conns);
+    for _ in 0..conns {
+        let req = req.clone();
+        tasks.push(tokio::spawn(async move {
+            one_loop(addr, &req, deadline, per_conn).await
+        }));
+    }
+    let mut total = LoadResult {
+        latency: hist(),
+        ok: 0,
+        errors: 0,
+        connect_errors: 0,
+        elapsed: Duration::ZERO,
+    };
+    for t in tasks {
+        if let Ok(r) = t.await {
+            let _ = total.latency.add(&r.latency);
+            total.ok += r.ok;
+            total.errors += r.errors;
+            total.connect_errors += r.connect_errors;
+        }
+    }
+    total.elapsed = start.elapsed();
+    total
+}
+
+async fn one_loop(addr: SocketAddr, req: &Req, deadline: Instant, cap: u64) -> LoadResult {
+    let mut r = LoadResult {
+        latency: hist(),
+        ok: 0,
+        errors: 0,
+        connect_errors: 0,
+        elapsed: Duration::ZERO,
+    };
+    let mut send = None;
+    let mut n = 0;
+    while n < cap && Instant::now() < deadline {
+        if send.is_none() {
+            send = connect(addr).await;
+            if send.is_none() {
+                r.connect_errors += 1;
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                continue;
+            }
+        }
+        let Some(s) = send.as_mut() else { continue };
+        n += 1;
+        let t0 = Instant::now();
+        let res = async {
+            let resp = s.send_request(request(addr, req)).await.ok()?;
+            let good = resp.status().is_success() == req.expect_ok;
+            let _ = resp.into_body().collect().await.ok()?;
+            Some(good)
+        }
+        .await;
+        let ns = t0.elapsed().as_nanos() as u64;
+        match res {
+            Some(true) => {
+                r.ok += 1;
+                let _ = r.latency.record(ns.max(1_000));
+            }
+            Some(false) => r.errors += 1,
+            None => {
+                r.errors += 1;
+                send = None;
+            }
+        }
+    }
+    r
+}
+
+/// What the SSE probe measured.
+#[derive(Debug)]
+pub struct SseResult {
+    /// Time to the first body byte, ns.
+    pub ttfb: Histogram<u64>,
+    /// Gaps between successive events, ns.
+    pub gaps: Histogram<u64>,
+    /// Streams completed.
+    pub streams: u64,
+    /// Events received.
+    pub frames: u64,
+    /// Events expected.
+    pub expected: u64,
+    /// Gaps longer than the stall threshold.
+    pub stalls: u64,
+    /// Longest gap, ns.
+    pub max_gap_ns: u64,
+    /// Streams that failed to open or broke.
+    pub errors: u64,
+    /// Wall time.
+    pub elapsed: Duration,
+}
+
+impl SseResult {
+    fn new() -> Self {
+        Self {
+            ttfb: hist(),
+            gaps: hist(),
+            streams: 0,
+            frames: 0,
+            expected: 0,
+            stalls: 0,
+            max_gap_ns: 0,
+            errors: 0,
+            elapsed: Duration::ZERO,
+        }
+    }
+
+    fn merge(&mut self, o: &SseResult) {
+        let _ = self.ttfb.add(&o.ttfb);
+        let _ = self.gaps.add(&o.gaps);
+        self.streams += o.streams;
+        self.frames += o.frames;
+        self.expected += o.expected;
+        self.stalls += o.stalls;
+        self.max_gap_ns = self.max_gap_ns.max(o.max_gap_ns);
+        self.errors += o.errors;
+    }
+}
+
+/// Runs `conns` connections each streaming `req` (expecting `events` events per stream) in a
+/// loop until `dur` is over, at most `per_conn` streams each; a gap over `stall` counts as a
+/// stall.
+pub async fn sse(
+    addr: SocketAddr,
+    req: &Req,
+    events: u64,
+    conns: usize,
+    per_conn: u64,
+    dur: Duration,
+    stall: Duration,
+) -> SseResult {
+    let start = Instant::now();
+    let deadline = start + dur;
+    let mut tasks = Vec::with_capacity(conns);
+    for _ in 0..conns {
+        let req = req.clone();
+        tasks.push(tokio::spawn(async move {
+            sse_loop(addr, &req, events, per_conn, deadline, stall).await
+        }));
+    }
+    let mut total = SseResult::new();
+    for t in tasks {
+        if let Ok(r) = t.await {
+            total.merge(&r);
+        }
+    }
+    total.elapsed = start.elapsed();
+    total
+}
+
+async fn sse_loop(
+    addr: SocketAddr,
+    req: &Req,
+    events: u64,
+    per_conn: u64,
+    deadline: Instant,
+    stall: Duration,
+) -> SseResult {
+    let mut r = SseResult::new();
+    let mut send = None;
+    let mut n = 0;
+    while n < per_conn && Instant::now() < deadline {
+        if send.is_none() {
+            send = connect(addr).await;
+            if send.is_none() {
+                r.errors += 1;
+                n += 1;
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                continue;
+            }
+        }
+        let Some(s) = send.as_mut() else { continue };
+        n += 1;
+        r.expected += events;
+        if one_stream(s, addr, req, stall, &mut r).await.is_none() {
+            r.errors += 1;
+            send = None;
+        }
+    }
+    r
+}
+
+async fn one_stream(
+    s: &mut SendRequest<Full<Bytes>>,
+    addr: SocketAddr,
+    req: &Req,
+    stall: Duration,
+    r: &mut SseResult,
+) -> Option<()> {
+    let t0 = Instant::now();
+    let resp = s.send_request(request(addr, req)).await.ok()?;
+    if !resp.status().is_success() {
+        let _ = resp.into_body().collect().await;
+        return None;
+    }
+    let mut body = resp.into_body();
+    let mut last: Option<Instant> = None;
+    let mut first = true;
+    let mut carry = 0u8; // trailing '\n' count carried across chunks
+    while let Some(frame) = body.frame().await {
+        let frame = frame.ok()?;
+        let Some(data) = frame.data_ref() else {
+            continue;
+        };
+        let now = Instant::now();
+        if first {
+            first = false;
+            let _ = r.ttfb.record((now - t0).as_nanos() as u64);
+        }
+        let mut events = 0u64;
+        for b in data.iter() {
+            if *b == b'\n' {
+                carry += 1;
+                if carry == 2 {
+                    events += 1;
+                    carry = 0;
+                }
+            } else {
+                carry = 0;
+            }
+        }
+        if events > 0 {
+            if let Some(prev) = last {
+                let gap = (now - prev).as_nanos() as u64;
+                let _ = r.gaps.record(gap.max(1_000));
+                r.max_gap_ns = r.max_gap_ns.max(gap);
+                if gap > stall.as_nanos() as u64 {
+                    r.stalls += 1;
+                }
+            }
+            last = Some(now);
+            r.frames += events;
+        }
+    }
+    r.streams += 1;
+    Some(())
+}

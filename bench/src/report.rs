@@ -1,0 +1,273 @@
+//! Markdown tables regenerated from the JSON results, and the machine description.
+
+use std::fmt::Write as _;
+
+use serde_json::Value;
+
+fn n(v: &Value, k: &str) -> String {
+    match v.get(k) {
+        Some(Value::Number(x)) => x.to_string(),
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Bool(b)) => b.to_string(),
+        Some(Value::Null) | None => "–".into(),
+        Some(other) => other.to_string(),
+    }
+}
+
+fn table(out: &mut String, rows: &[Value], cols: &[(&str, &str)]) {
+    let _ = writeln!(
+        out,
+        "| {} |",
+        cols.iter().map(|c| c.1).collect::<Vec<_>>().join(" | ")
+    );
+    let _ = writeln!(out, "|{}", "---|".repeat(cols.len()));
+    for r in rows {
+        let _ = writeln!(
+            out,
+            "| {} |",
+            cols.iter()
+                .map(|c| n(r, c.0))
+                .collect::<Vec<_>>()
+                .join(" | ")
+        );
+    }
+    out.push('\n');
+}
+
+fn arr(v: &Value) -> Vec<Value> {
+    v.as_array().cloned().unwrap_or_default()
+}
+
+/// A description of this machine: CPU model, cores, kernel, load.
+pub fn machine() -> Value {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
+        })
+        .unwrap_or_default();
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .unwrap_or_default()
+        .trim()
+        .to_string();
+    let load = std::fs::read_to_string("/proc/loadavg")
+        .unwrap_or_default()
+        .trim()
+        .to_string();
+    // Counted from /proc/cpuinfo: the rig pins itself, so available_parallelism says 1.
+    let cores = std::fs::read_to_string("/proc/cpuinfo").map_or(0, |s| {
+        s.lines().filter(|l| l.starts_with("processor")).count()
+    });
+    serde_json::json!({ "cpu": cpu, "cores": cores, "kernel": kernel, "loadavg_at_start": load })
+}
+
+/// Renders every scenario present in `res`.
+pub fn markdown(res: &Value) -> String {
+    let mut o = String::new();
+    let m = &res["machine"];
+    let _ = writeln!(o, "# sluice benchmark results\n");
+    let _ = writeln!(o, "Command: `{}`  ", n(res, "command"));
+    let _ = writeln!(
+        o,
+        "Machine: {} ({} cores), kernel {}, load average at start {}  ",
+        n(m, "cpu"),
+        n(m, "cores"),
+        n(m, "kernel"),
+        n(m, "loadavg_at_start")
+    );
+    let _ = writeln!(
+        o,
+        "Placement: {}; {} s windows; started {} (Unix s)\n",
+        n(res, "placement"),
+        n(res, "secs"),
+        n(res, "started_unix")
+    );
+    let _ = writeln!(
+        o,
+        "Times in µs; \"added\" is the target minus direct-to-mock in the same round (median of rounds). CPU is the target process's own utime+stime per request.\n"
+    );
+    if let Some(s1) = res.get("s1") {
+        let _ = writeln!(o, "## S1 — c=1 non-streaming added latency\n");
+        table(
+            &mut o,
+            &arr(s1),
+            &[
+                ("target", "target"),
+                ("dialect", "dialect"),
+                ("size", "reply B"),
+                ("p50_us", "p50"),
+                ("p99_us", "p99"),
+                ("p999_us", "p99.9"),
+                ("added_p50_us", "added p50"),
+                ("added_p99_us", "added p99"),
+                ("added_p999_us", "added p99.9"),
+                ("cpu_us_per_req", "CPU µs/req"),
+                ("cs_per_req", "ctx sw/req"),
+                ("rss_mib", "RSS MiB"),
+            ],
+        );
+    }
+    if let Some(s2) = res.get("s2") {
+        let _ = writeln!(o, "## S2 — concurrency sweep\n");
+        table(
+            &mut o,
+            &arr(&s2["rows"]),
+            &[
+                ("target", "target"),
+                ("c", "c"),
+                ("rps", "req/s"),
+                ("p50_us", "p50"),
+                ("p99_us", "p99"),
+                ("p999_us", "p99.9"),
+                ("errors", "errors"),
+                ("cpu_us_per_req", "CPU µs/req"),
+                ("cs_per_req", "ctx sw/req"),
+                ("rss_mib", "RSS MiB"),
+            ],
+        );
+        let _ = writeln!(
+            o,
+            "Throughput frontier (max req/s with p99 under the limit, no errors):\n"
+        );
+        table(
+            &mut o,
+            &arr(&s2["frontier"]),
+            &[
+                ("target", "target"),
+                ("rps_p99_le_1ms", "p99 ≤ 1 ms"),
+                ("rps_p99_le_5ms", "p99 ≤ 5 ms"),
+                ("rps_p99_le_10ms", "p99 ≤ 10 ms"),
+                ("rps_max", "max"),
+            ],
+        );
+    }
+    if let Some(s4) = res.get("s4") {
+        let _ = writeln!(
+            o,
+            "## S4 — SSE (64 frames; pace 0 = unpaced, 20 = 20 ms apart)\n"
+        );
+        table(
+            &mut o,
+            &arr(s4),
+            &[
+                ("target", "target"),
+                ("pace_ms", "pace ms"),
+                ("c", "streams at once"),
+                ("streams", "streams"),
+                ("ttfb_p50_us", "TTFB p50"),
+                ("ttfb_p99_us", "TTFB p99"),
+                ("added_ttfb_p99_us", "added TTFB p99"),
+                ("gap_p99_us", "gap p99"),
+                ("added_gap_p99_us", "added gap p99"),
+                ("lost", "frames lost"),
+                ("stalls", "stalls"),
+                ("max_gap_ms", "max gap ms"),
+                ("cpu_us_per_frame", "CPU µs/frame"),
+                ("peak_rss_mib", "peak RSS MiB"),
+                ("errors", "errors"),
+            ],
+        );
+    }
+    if let Some(s) = res.get("saturation") {
+        let _ = writeln!(o, "## Saturation then c=1 (sluice, fresh process)\n");
+        let rows: Vec<Value> = ["fresh", "saturation", "after"]
+            .iter()
+            .map(|k| {
+                let mut r = s[*k].clone();
+                r["phase"] = Value::String((*k).into());
+                r
+            })
+            .collect();
+        table(
+            &mut o,
+            &rows,
+            &[
+                ("phase", "phase"),
+                ("c", "c"),
+                ("rps", "req/s"),
+                ("p50_us", "p50"),
+                ("p99_us", "p99"),
+                ("p999_us", "p99.9"),
+                ("cpu_us_per_req", "CPU µs/req"),
+                ("rss_mib", "RSS MiB"),
+            ],
+        );
+        let _ = writeln!(
+            o,
+            "After {} s of saturation: c=1 p99 ratio after/fresh = {}, p99.9 ratio = {}\n",
+            n(s, "sat_secs"),
+            n(s, "p99_ratio"),
+            n(s, "p999_ratio")
+        );
+    }
+    if let Some(s7) = res.get("s7") {
+        let _ = writeln!(o, "## S7 — fast-fail with the breaker open\n");
+        let _ = writeln!(
+            o,
+            "| direct c=1 p50 | fast-fail p50 | fast-fail p99 | goal (direct p50 + 50) | upstream requests during window | breaker |\n|---|---|---|---|---|---|"
+        );
+        let _ = writeln!(
+            o,
+            "| {} | {} | {} | {} | {} | {} |\n",
+            n(s7, "direct_p50_us"),
+            n(s7, "fast_fail_p50_us"),
+            n(s7, "fast_fail_p99_us"),
+            n(s7, "goal_us"),
+            n(s7, "upstream_requests_during"),
+            n(s7, "breaker_state")
+        );
+    }
+    if let Some(s8) = res.get("s8") {
+        let _ = writeln!(o, "## S8 — memory (MiB)\n");
+        let _ = writeln!(
+            o,
+            "| process | idle | peak at 1,024 paced streams | recovered ({} s later) | recovered goal |\n|---|---|---|---|---|",
+            n(s8, "recover_secs")
+        );
+        let _ = writeln!(
+            o,
+            "| sluice | {} | {} | {} | {} |",
+            n(s8, "idle_mib"),
+            n(s8, "peak_mib"),
+            n(s8, "recovered_mib"),
+            n(s8, "recovered_goal_mib")
+        );
+        let _ = writeln!(
+            o,
+            "| floor | {} | {} | {} | – |\n",
+            n(s8, "floor_idle_mib"),
+            n(s8, "floor_peak_mib"),
+            n(s8, "floor_recovered_mib")
+        );
+        table(
+            &mut o,
+            &arr(&s8["streams"]),
+            &[
+                ("target", "target"),
+                ("c", "streams"),
+                ("streams", "completed"),
+                ("lost", "frames lost"),
+                ("stalls", "stalls"),
+                ("max_gap_ms", "max gap ms"),
+                ("ttfb_p99_us", "TTFB p99"),
+                ("errors", "errors"),
+            ],
+        );
+    }
+    if let Some(g) = res.get("guard") {
+        let _ = writeln!(o, "## Regression guard\n");
+        table(
+            &mut o,
+            &arr(g),
+            &[
+                ("check", "check"),
+                ("measured", "measured"),
+                ("limit", "limit"),
+                ("pass", "pass"),
+            ],
+        );
+    }
+    o
+}
