@@ -98,7 +98,8 @@ fn main() -> ExitCode {
             Err(e) => return fail(&e.to_string(), 1),
         }
     }
-    let theme = if use_console {
+    // An explicit `--theme` is checked even headless: a typo is an error, never ignored.
+    let theme = if use_console || cli.theme.is_some() {
         let name = cli
             .theme
             .clone()
@@ -110,7 +111,8 @@ fn main() -> ExitCode {
         }
     } else {
         None
-    };
+    }
+    .filter(|_| use_console);
     let store = match Store::open(&cfg.store) {
         Ok(s) => Arc::new(s),
         Err(e) => return fail(&e.to_string(), 1),

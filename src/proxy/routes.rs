@@ -103,7 +103,7 @@ pub async fn handle(state: Shared, req: Request<Incoming>) -> Response<ProxyBody
         return Response::new(Either::Left(Full::new(Bytes::new())));
     }
     if path == "/v1/models" {
-        if req.method() == Method::GET {
+        if req.method() == Method::GET || req.method() == Method::HEAD {
             return models(&state, req).await.map(Either::Left);
         }
         return error(
@@ -162,6 +162,9 @@ pub const MODELS_TIMEOUT: Duration = Duration::from_secs(5);
 /// [`MODELS_TIMEOUT`]. One JSON shape serves both dialects: Anthropic's
 /// `type`/`display_name`/`created_at` and OpenAI's `object`/`created`/`owned_by` fields side by
 /// side.
+///
+/// Like every inference route it requires a client key when `[server] client_keys_env` is set
+/// (401 in the client's dialect otherwise, and nothing is sent upstream).
 async fn models(state: &Shared, req: Request<Incoming>) -> Response<Full<Bytes>> {
     let cfg = state.core.config().clone();
     let want = if req.headers().contains_key("anthropic-version") {
@@ -169,6 +172,9 @@ async fn models(state: &Shared, req: Request<Incoming>) -> Response<Full<Bytes>>
     } else {
         Dialect::OpenAi
     };
+    if headers::check_client_key(req.headers(), &cfg.server.client_keys).is_err() {
+        return super::dialect::render::<Full<Bytes>>(&ProxyError::Unauthorized, want);
+    }
     let mut ids: Vec<(String, String)> = cfg
         .combos
         .iter()

@@ -95,3 +95,22 @@ fn readme_shows_how_to_get_the_binary_and_uses_it_with_default_ports() {
         .expect("an export line");
     assert!(readme.contains(export), "README.md lacks {export:?}");
 }
+
+#[test]
+fn an_unknown_theme_flag_is_an_error_even_headless() {
+    // `--theme` used to be ignored with `--no-console`: the proxy started with a typo unseen.
+    let cfg = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("config.toml");
+    let out = sluice(&[
+        "--config",
+        cfg.to_str().unwrap(),
+        "--theme",
+        "no-such-theme",
+        "--no-console",
+    ]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--theme") && stderr.contains("no-such-theme"),
+        "{stderr}"
+    );
+}

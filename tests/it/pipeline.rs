@@ -225,6 +225,57 @@ async fn models_go_through_fallback_and_report_their_outcome() {
 }
 
 #[tokio::test]
+async fn models_need_a_client_key_when_keys_are_required_and_never_wait() {
+    // With client keys on, /v1/models answers 401 in the client's dialect without one (it used
+    // to pass any credential upstream), and a list behind a cooling connection answers at once.
+    let mock = MockUpstream::start().await;
+    mock.on("/v1/models")
+        .reply(Reply::anthropic_error(503, "api_error", "down"));
+    let cfg = format!(
+        "[server]\nclient_keys_env = \"CK\"\n{}",
+        fill(SINGLE, &mock)
+    );
+    let s = Sluice::start(&cfg, &[("CK", "ck-1")]).await;
+
+    let r = client::get(
+        &s.url("/v1/models"),
+        &[AV, ("authorization", "Bearer stolen")],
+    )
+    .await;
+    assert_eq!(r.status, 401, "{}", r.text());
+    assert_eq!(
+        r.json()["error"]["type"],
+        "authentication_error",
+        "{}",
+        r.text()
+    );
+    let r = client::get(&s.url("/v1/models"), &[("authorization", "Bearer stolen")]).await;
+    assert_eq!(r.status, 401, "{}", r.text());
+    assert_eq!(r.json()["error"]["code"], "invalid_api_key", "{}", r.text());
+    assert_eq!(
+        mock.requests_to("/v1/models").len(),
+        0,
+        "nothing went upstream"
+    );
+
+    let ok = [AV, ("x-api-key", "ck-1")];
+    let r = client::get(&s.url("/v1/models"), &ok).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(mock.requests_to("/v1/models").len(), 1);
+    // key-a is cooling now; the next list must not wait for it (the cooldown wait is for
+    // inference only) and never reaches the upstream.
+    let started = std::time::Instant::now();
+    let r = client::get(&s.url("/v1/models"), &ok).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(mock.requests_to("/v1/models").len(), 1);
+    assert!(
+        started.elapsed() < std::time::Duration::from_millis(2500),
+        "the list waited {:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test]
 async fn dialect_mismatch_is_listed_in_the_diagnostics() {
     let mock = MockUpstream::start().await;
     let cfg = format!(

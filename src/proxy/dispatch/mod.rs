@@ -90,7 +90,8 @@ pub async fn run_candidates(
         if let Some(outcome) = d.pass().await? {
             return Ok(outcome);
         }
-        if d.last.is_some() || d.excluded.is_empty() {
+        // A model list is never worth waiting for: it answers with the combos at once.
+        if d.last.is_some() || d.excluded.is_empty() || route.kind == RouteKind::Models {
             break;
         }
         let Some(w) = waits.next(&d.excluded) else {
