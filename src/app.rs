@@ -134,6 +134,9 @@ pub async fn start(
         )),
     ];
     tracing::info!(%listen, %admin_listen, config = %config.file.display(), "sluice listening");
+    for p in crate::config::advice::advice(&config) {
+        tracing::warn!(key = %p.key, fix = %p.fix, "{}", p.message);
+    }
     Ok(Running {
         listen,
         admin_listen,

@@ -209,6 +209,15 @@ fn run_command(command: &Command, path: &std::path::Path) -> ExitCode {
                     p.fix
                 );
             }
+            for p in config::advice::advice(cfg) {
+                eprintln!(
+                    "{}: warning: {}: {}; {}",
+                    path.display(),
+                    p.key,
+                    p.message,
+                    p.fix
+                );
+            }
             print!("{}", app::routing_table(cfg));
             ExitCode::SUCCESS
         }

@@ -5,6 +5,7 @@
 //! fix`. Secrets are never read from the file: a connection names an environment variable,
 //! resolved here at load time, and the value is kept in a [`Secret`] that never prints.
 
+pub mod advice;
 pub mod key_values;
 pub mod raw;
 pub mod resilience;
