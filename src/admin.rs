@@ -389,7 +389,7 @@ pub fn cooldowns(s: &Snapshot, provider: Option<&str>) -> Value {
                 .filter(|l| l.provider == p.id && l.connection == c.id)
                 .map(|l| lockout_json(l, now))
                 .collect();
-            out.push(json!({
+            let mut row = json!({
                 "provider": p.id,
                 "connection": c.id,
                 "status": c.status,
@@ -400,10 +400,27 @@ pub fn cooldowns(s: &Snapshot, provider: Option<&str>) -> Value {
                 "lastError": c.last_error,
                 "lastStatus": c.last_status,
                 "lockouts": locks,
-            }));
+            });
+            if !c.headroom.is_empty() {
+                row["headroom"] = json!(c.headroom.iter().map(headroom_json).collect::<Vec<_>>());
+            }
+            out.push(row);
         }
     }
     json!({"connections": out})
+}
+
+/// One headroom window in the admin API's camelCase style.
+fn headroom_json(h: &crate::core::snapshot::HeadroomRowView) -> Value {
+    json!({
+        "window": h.window,
+        "model": h.model,
+        "remaining": h.remaining,
+        "resetAt": h.reset_at_unix_ms,
+        "status": h.status,
+        "binding": h.binding,
+        "observedAt": h.observed_at_unix_ms,
+    })
 }
 
 fn lockout_json(l: &crate::core::snapshot::LockoutView, now: u64) -> Value {

@@ -34,6 +34,8 @@ pub struct Metrics {
     queue_depth: Family<Labels, Gauge>,
     lockouts: Gauge,
     store_dropped: Family<Labels, Gauge>,
+    headroom_remaining: Family<Labels, Gauge<f64, AtomicU64>>,
+    headroom_reset: Family<Labels, Gauge<f64, AtomicU64>>,
     uptime: Gauge<f64, AtomicU64>,
 }
 
@@ -123,6 +125,18 @@ impl Metrics {
             "Store writes dropped since start because the write-behind queue was full (kind = request_log | state)",
             store_dropped.clone(),
         );
+        let headroom_remaining = Family::<Labels, Gauge<f64, AtomicU64>>::default();
+        registry.register(
+            "headroom_remaining_ratio",
+            "Remaining fraction (0-1) of a connection's quota window, from upstream rate-limit headers (model empty for account-wide windows)",
+            headroom_remaining.clone(),
+        );
+        let headroom_reset = Family::<Labels, Gauge<f64, AtomicU64>>::default();
+        registry.register(
+            "headroom_reset_seconds",
+            "Seconds until a connection's quota window resets",
+            headroom_reset.clone(),
+        );
         let uptime = Gauge::<f64, AtomicU64>::default();
         registry.register(
             "uptime_seconds",
@@ -142,6 +156,8 @@ impl Metrics {
             queue_depth,
             lockouts,
             store_dropped,
+            headroom_remaining,
+            headroom_reset,
             uptime,
         }
     }
@@ -191,6 +207,7 @@ impl Metrics {
                     .set(out);
             }
         }
+        self.set_headroom(snap);
         for (kind, n) in [
             ("request_log", snap.store.dropped_request_rows),
             ("state", snap.store.dropped_state_writes),
@@ -218,6 +235,34 @@ impl Metrics {
             out.clear();
         }
         out
+    }
+}
+
+impl Metrics {
+    /// Sets the headroom gauges from `snap`, dropping series of windows no longer live.
+    fn set_headroom(&self, snap: &Snapshot) {
+        self.headroom_remaining.clear();
+        self.headroom_reset.clear();
+        for p in &snap.providers {
+            for c in &p.connections {
+                for h in &c.headroom {
+                    let model = h.model.clone().unwrap_or_default();
+                    let l = labels(&[
+                        ("provider", &p.id),
+                        ("connection", &c.id),
+                        ("window", &h.window),
+                        ("model", &model),
+                    ]);
+                    if let Some(r) = h.remaining {
+                        self.headroom_remaining.get_or_create(&l).set(r);
+                    }
+                    if let Some(at) = h.reset_at_unix_ms {
+                        let secs = at.saturating_sub(snap.taken_at_unix_ms) as f64 / 1000.0;
+                        self.headroom_reset.get_or_create(&l).set(secs);
+                    }
+                }
+            }
+        }
     }
 }
 
@@ -287,5 +332,43 @@ mod tests {
         );
         assert!(text.contains("sluice_in_flight_requests 2"));
         assert!(text.contains("sluice_uptime_seconds 2.5"));
+    }
+
+    #[test]
+    fn headroom_gauges_follow_the_snapshot_rows() {
+        use crate::core::snapshot::HeadroomRowView;
+        let m = Metrics::new();
+        let mut snap = Snapshot {
+            taken_at_unix_ms: 10_000,
+            providers: vec![ProviderView {
+                id: "anthropic".into(),
+                connections: vec![ConnectionView {
+                    id: "mine".into(),
+                    headroom: vec![HeadroomRowView {
+                        window: "five_hour".into(),
+                        remaining: Some(0.25),
+                        reset_at_unix_ms: Some(70_000),
+                        binding: true,
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let text = m.render(&snap);
+        let labels = "{provider=\"anthropic\",connection=\"mine\",window=\"five_hour\",model=\"\"}";
+        assert!(
+            text.contains(&format!("sluice_headroom_remaining_ratio{labels} 0.25")),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("sluice_headroom_reset_seconds{labels} 60.0")),
+            "{text}"
+        );
+        snap.providers[0].connections[0].headroom.clear();
+        let text = m.render(&snap);
+        assert!(!text.contains("sluice_headroom_remaining_ratio{"), "{text}");
     }
 }

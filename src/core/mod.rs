@@ -7,6 +7,7 @@
 pub mod admission;
 pub mod control;
 pub mod credentials;
+pub mod headroom;
 pub mod persist;
 mod report;
 pub mod resilience;
@@ -119,6 +120,7 @@ impl Core {
                     let tm = persist::TimeMap::new(clock.now(), unix_ms(clock.wall()));
                     control::apply_saved_settings(&mut res, &config, &rows.settings);
                     persist::restore(&mut res, &config, &rows, &tm);
+                    headroom::restore(&mut res, &config, &rows.settings, tm.wall_ms());
                     for w in credentials::reconcile(&mut res, &config, &rows.settings, &tm) {
                         st.write(w);
                     }

@@ -28,6 +28,8 @@ pub(crate) struct ProviderRes {
     pub(crate) breaker: Breaker,
     pub(crate) window: ProviderCooldown,
     pub(crate) connections: Vec<Cooldown>,
+    /// Quota headroom per connection (index-aligned with `connections`).
+    pub(crate) headroom: Vec<super::headroom::ConnHeadroom>,
 }
 
 /// All live resilience state (guarded by one mutex in the core).
@@ -57,6 +59,7 @@ impl ResState {
                     provider_window(&settings, p.profile),
                 ),
                 connections: vec![Cooldown::default(); p.connections.len()],
+                headroom: vec![Default::default(); p.connections.len()],
             })
             .collect();
         Self {
@@ -459,7 +462,8 @@ impl super::Core {
                     .connections
                     .iter()
                     .zip(res.connections.iter())
-                    .map(|(c, cd)| {
+                    .zip(res.headroom.iter())
+                    .map(|((c, cd), h)| {
                         let v = cd.view(now);
                         ConnectionView {
                             status: v.status.as_str().into(),
@@ -475,6 +479,7 @@ impl super::Core {
                                     .count(),
                             )
                             .unwrap_or(u32::MAX),
+                            headroom: super::headroom::rows_view(&h.state, tm.wall_ms()),
                             ..Default::default()
                         }
                     })

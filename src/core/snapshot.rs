@@ -292,6 +292,10 @@ pub struct ConnectionView {
     pub last_status: Option<u16>,
     /// Active model lockouts on this connection.
     pub lockouts: u32,
+    /// Quota headroom read from upstream response headers: one row per live window,
+    /// binding window flagged; empty (and left out of JSON) while nothing is known.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub headroom: Vec<HeadroomRowView>,
 }
 
 /// One combo.
@@ -305,3 +309,32 @@ pub struct ComboView {
     /// Targets as written, `provider[:connection]/model`.
     pub targets: Vec<String>,
 }
+
+/// One quota window of a connection, as the last upstream response head reported it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct HeadroomRowView {
+    /// Window name: `five_hour`, `seven_day`, `requests`, `tokens`, `input_tokens` or
+    /// `output_tokens`.
+    pub window: String,
+    /// Upstream model the window belongs to (bucket windows); `None` for account-wide
+    /// subscription windows.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Remaining fraction, 0–1 (`0` once the upstream says `rejected`); `None` when the
+    /// upstream sent no number.
+    pub remaining: Option<f64>,
+    /// When the window resets, Unix ms.
+    pub reset_at_unix_ms: Option<u64>,
+    /// Upstream status word (`allowed`, `allowed_warning`, `rejected`), when sent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    /// True for the window that limits the connection now.
+    pub binding: bool,
+    /// When it was observed, Unix ms.
+    pub observed_at_unix_ms: u64,
+}
+
+// `remaining` is always a finite fraction (the parser drops NaN and clamps to 0–1), so
+// equality is total and `ConnectionView` keeps its `Eq`.
+impl Eq for HeadroomRowView {}

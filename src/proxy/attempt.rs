@@ -203,6 +203,12 @@ async fn judge(
     body_deadline: Instant,
 ) -> AttemptResult {
     let status = resp.status();
+    state.core.observe_headroom(
+        t.cand.provider,
+        t.cand.connection,
+        &t.cand.model,
+        resp.headers(),
+    );
     if !status.is_success() {
         let (head, b) = resp.into_parts();
         let bytes = read_error_body(b, t.provider.timeout).await;

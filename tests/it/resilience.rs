@@ -11,6 +11,7 @@
 mod admin;
 mod breaker;
 mod cooldown;
+mod headroom;
 mod lockout;
 mod none_eligible;
 mod restart;

@@ -1,0 +1,186 @@
+//! Live quota headroom: one [`Headroom`] per connection, fed from every upstream response
+//! head through [`Core::observe_headroom`], shown in the snapshot's connection rows and
+//! saved behind to the store as one `settings` row per connection
+//! (`headroom/<provider>/<connection>`, the [`Headroom`] as JSON), restored and pruned at
+//! startup.
+
+use super::Core;
+use super::resilience::ResState;
+use super::snapshot::HeadroomRowView;
+use crate::clock::unix_ms;
+use crate::config::Config;
+use crate::policy::headroom::{Headroom, parse};
+use crate::store::{SettingRow, StateWrite};
+
+/// Prefix of the `settings` keys holding saved headroom (`headroom/<provider>/<connection>`).
+pub const SETTINGS_PREFIX: &str = "headroom/";
+
+/// A connection's headroom is written to the store at most this often (10 s, in ms): real
+/// upstreams send rate-limit headers on every response, and a restart losing the last few
+/// seconds of readings only costs accuracy until the next response.
+pub const SAVE_SPACING_MS: u64 = 10_000;
+
+/// The headroom of one connection and when it was last saved.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ConnHeadroom {
+    pub(crate) state: Headroom,
+    saved_at_ms: Option<u64>,
+}
+
+/// The `settings` key for one connection's headroom.
+pub fn settings_key(provider: &str, connection: &str) -> String {
+    format!("{SETTINGS_PREFIX}{provider}/{connection}")
+}
+
+/// The snapshot rows of `h` at `now_unix_ms`: one per live window, binding flagged (empty
+/// when nothing live is known).
+pub fn rows_view(h: &Headroom, now_unix_ms: u64) -> Vec<HeadroomRowView> {
+    h.rows(now_unix_ms)
+        .into_iter()
+        .map(|r| HeadroomRowView {
+            window: r.window.as_str().into(),
+            model: r.model,
+            remaining: r.state.effective_remaining(),
+            reset_at_unix_ms: r.state.reset_at_ms,
+            status: r.state.status.map(|s| s.as_str().into()),
+            binding: r.binding,
+            observed_at_unix_ms: r.state.observed_at_ms,
+        })
+        .collect()
+}
+
+/// True when a connection last saved at `saved_at_ms` should be saved again at `now_ms`.
+fn save_due(saved_at_ms: Option<u64>, now_ms: u64) -> bool {
+    saved_at_ms.is_none_or(|t| now_ms.saturating_sub(t) >= SAVE_SPACING_MS || now_ms < t)
+}
+
+impl Core {
+    /// Folds one upstream response head's rate-limit headers into the headroom of
+    /// (`provider`, `connection`) indices; `model` is the upstream model id sent. Any status,
+    /// success or error; headers sluice does not read are ignored, malformed values too.
+    /// Uses the injected clock's wall time (upstream resets are wall-clock instants).
+    pub fn observe_headroom(
+        &self,
+        provider: usize,
+        connection: usize,
+        model: &str,
+        headers: &http::HeaderMap,
+    ) {
+        let now_ms = unix_ms(self.clock().wall());
+        let save = {
+            let mut r = self.res();
+            let Some(h) = r
+                .providers
+                .get_mut(provider)
+                .and_then(|p| p.headroom.get_mut(connection))
+            else {
+                return;
+            };
+            if !h
+                .state
+                .observe(parse::header_pairs(headers), Some(model), now_ms)
+            {
+                return;
+            }
+            h.state.prune(now_ms);
+            let due = self.store().is_some() && save_due(h.saved_at_ms, now_ms);
+            if due {
+                h.saved_at_ms = Some(now_ms);
+            }
+            due.then(|| serde_json::to_string(&h.state))
+        };
+        self.mark_dirty();
+        if let Some(json) = save {
+            self.save_headroom(provider, connection, json, now_ms);
+        }
+    }
+
+    fn save_headroom(
+        &self,
+        provider: usize,
+        connection: usize,
+        json: serde_json::Result<String>,
+        now_ms: u64,
+    ) {
+        let (Some(store), Some(p)) = (self.store(), self.config().providers.get(provider)) else {
+            return;
+        };
+        let Some(c) = p.connections.get(connection) else {
+            return;
+        };
+        match json {
+            Ok(value_json) => store.write(StateWrite::Setting(SettingRow {
+                key: settings_key(&p.id, &c.id),
+                value_json,
+                updated_at_unix_ms: now_ms,
+            })),
+            Err(e) => tracing::warn!(error = %e, "could not encode headroom"),
+        }
+    }
+}
+
+/// Restores saved headroom from `settings` rows (unknown connections and unreadable rows are
+/// skipped with a warning), pruned at `now_unix_ms`.
+pub(crate) fn restore(res: &mut ResState, cfg: &Config, rows: &[SettingRow], now_unix_ms: u64) {
+    for (p, pres) in cfg.providers.iter().zip(res.providers.iter_mut()) {
+        for (c, h) in p.connections.iter().zip(pres.headroom.iter_mut()) {
+            let key = settings_key(&p.id, &c.id);
+            let Some(row) = rows.iter().find(|r| r.key == key) else {
+                continue;
+            };
+            match serde_json::from_str::<Headroom>(&row.value_json) {
+                Ok(mut state) => {
+                    state.prune(now_unix_ms);
+                    h.state = state;
+                }
+                Err(e) => {
+                    tracing::warn!(key = %key, error = %e, "ignoring unreadable saved headroom")
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn save_is_spaced_and_survives_a_clock_step_back() {
+        assert!(save_due(None, 0));
+        assert!(!save_due(Some(1_000), 1_000 + SAVE_SPACING_MS - 1));
+        assert!(save_due(Some(1_000), 1_000 + SAVE_SPACING_MS));
+        assert!(save_due(Some(50_000), 1_000), "wall clock stepped back");
+    }
+
+    #[test]
+    fn rows_view_flags_the_binding_window_and_is_empty_when_unknown() {
+        assert!(rows_view(&Headroom::default(), 0).is_empty());
+        let now = 1_700_000_000_000;
+        let reset_5h = (now / 1000 + 3600).to_string();
+        let reset_7d = (now / 1000 + 86_400).to_string();
+        let headers = [
+            ("anthropic-ratelimit-unified-5h-utilization", "0.9"),
+            ("anthropic-ratelimit-unified-5h-reset", reset_5h.as_str()),
+            ("anthropic-ratelimit-unified-7d-utilization", "0.3"),
+            ("anthropic-ratelimit-unified-7d-reset", reset_7d.as_str()),
+        ];
+        let mut h = Headroom::default();
+        assert!(h.observe(headers, Some("m"), now));
+        let rows = rows_view(&h, now);
+        assert_eq!(rows.len(), 2);
+        let five = rows
+            .iter()
+            .find(|r| r.window == "five_hour")
+            .expect("5h row");
+        assert!(five.binding);
+        assert!((five.remaining.unwrap_or(1.0) - 0.1).abs() < 1e-9);
+        assert_eq!(five.reset_at_unix_ms, Some((now / 1000 + 3600) * 1000));
+        assert!(rows.iter().any(|r| r.window == "seven_day" && !r.binding));
+    }
+
+    #[test]
+    fn settings_key_names_provider_and_connection() {
+        assert_eq!(settings_key("anthropic", "main"), "headroom/anthropic/main");
+    }
+}

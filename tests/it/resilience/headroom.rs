@@ -1,0 +1,150 @@
+//! Quota headroom: the rate-limit headers of every upstream response head (success or error)
+//! reach the snapshot's connection rows, `GET /api/resilience/cooldowns` and `/metrics`, and
+//! survive a restart.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use sluice::clock::{Clock, ManualClock, unix_ms};
+
+use super::*;
+
+/// A reply carrying subscription windows (5 h at 90 % used, 7 d at 40 %) and an OpenAI-style
+/// requests bucket (80 of 100 left), resets relative to `now_ms`.
+fn with_quota_headers(reply: Reply, now_ms: u64) -> Reply {
+    let secs = now_ms / 1000;
+    reply
+        .header("anthropic-ratelimit-unified-5h-utilization", "0.9")
+        .header(
+            "anthropic-ratelimit-unified-5h-reset",
+            &(secs + 3_600).to_string(),
+        )
+        .header("anthropic-ratelimit-unified-7d-utilization", "0.4")
+        .header(
+            "anthropic-ratelimit-unified-7d-reset",
+            &(secs + 86_400).to_string(),
+        )
+        .header("x-ratelimit-limit-requests", "100")
+        .header("x-ratelimit-remaining-requests", "80")
+        .header("x-ratelimit-reset-requests", "6m0s")
+}
+
+/// The value of the `/metrics` series `series` (name and labels).
+fn gauge(metrics: &str, series: &str) -> f64 {
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {series} in\n{metrics}"))
+}
+
+fn window<'a>(rows: &'a [Value], name: &str) -> &'a Value {
+    rows.iter()
+        .find(|r| r["window"] == name)
+        .unwrap_or_else(|| panic!("no {name} row in {rows:#?}"))
+}
+
+#[tokio::test]
+async fn headroom_from_an_error_head_shows_in_snapshot_cooldowns_and_metrics() {
+    let d = D::Anthropic;
+    let mock = MockUpstream::start().await;
+    let clock = ManualClock::new();
+    let now = unix_ms(clock.wall());
+    // An error head carries the headers too: k1 answers 529, k2 200 without any.
+    on_key(&mock, d, 1).times(1).reply(with_quota_headers(
+        d.error(529, "overloaded_error", "Overloaded"),
+        now,
+    ));
+    let cfg = Cfg::new(d, 2).build(&mock);
+    let s = Sluice::start_with_clock(&cfg, ENV, Arc::new(clock.clone())).await;
+    expect_status(&d.send(&s, "claude-x", &[]).await, 200, "k1 529, then k2");
+
+    let snap = s.snapshot();
+    let k1 = &snap.providers[0].connections[0];
+    let rows: Vec<_> = k1.headroom.iter().map(|r| r.window.as_str()).collect();
+    assert_eq!(rows, vec!["five_hour", "seven_day", "requests"], "{k1:#?}");
+    let five = &k1.headroom[0];
+    assert!(five.binding, "the 5 h window (10 % left) binds: {k1:#?}");
+    assert!((five.remaining.unwrap() - 0.1).abs() < 1e-9);
+    assert_eq!(five.reset_at_unix_ms, Some((now / 1000 + 3_600) * 1000));
+    assert_eq!(k1.headroom[2].model.as_deref(), Some("claude-x"));
+    assert!(
+        snap.providers[0].connections[1].headroom.is_empty(),
+        "k2's response had no headers"
+    );
+
+    let row = conn_state(&s, "p", "k1").await;
+    let hr = row["headroom"].as_array().expect("headroom rows");
+    assert_eq!(window(hr, "five_hour")["binding"], true, "{row:#}");
+    assert_eq!(window(hr, "seven_day")["binding"], false);
+    assert_eq!(window(hr, "requests")["remaining"], 0.8);
+    assert_eq!(window(hr, "requests")["resetAt"], now + 360_000);
+    assert!(
+        conn_state(&s, "p", "k2").await.get("headroom").is_none(),
+        "omitted while nothing is known"
+    );
+
+    let metrics = client::get(&s.admin("/metrics"), &[]).await.text();
+    let k1_5h = "{provider=\"p\",connection=\"k1\",window=\"five_hour\",model=\"\"}";
+    let reset_5h = ((now / 1000 + 3_600) * 1000 - now) as f64 / 1000.0;
+    for (name, labels, want) in [
+        ("sluice_headroom_remaining_ratio", k1_5h, 0.1),
+        ("sluice_headroom_reset_seconds", k1_5h, reset_5h),
+        (
+            "sluice_headroom_remaining_ratio",
+            "{provider=\"p\",connection=\"k1\",window=\"requests\",model=\"claude-x\"}",
+            0.8,
+        ),
+    ] {
+        let got = gauge(&metrics, &format!("{name}{labels}"));
+        assert!(
+            (got - want).abs() < 1e-6,
+            "{name}{labels} = {got}, want {want}"
+        );
+    }
+    assert!(!metrics.contains("connection=\"k2\",window="), "{metrics}");
+
+    // Past the requests reset only the subscription windows stay live.
+    clock.advance(Duration::from_secs(361));
+    let snap = s.snapshot();
+    let rows: Vec<_> = snap.providers[0].connections[0]
+        .headroom
+        .iter()
+        .map(|r| r.window.as_str())
+        .collect();
+    assert_eq!(rows, vec!["five_hour", "seven_day"]);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn headroom_survives_a_restart_and_is_pruned_on_load() {
+    let d = D::Anthropic;
+    let mock = MockUpstream::start().await;
+    let clock = ManualClock::new();
+    let now = unix_ms(clock.wall());
+    mock.on(d.path())
+        .times(1)
+        .reply(with_quota_headers(Reply::anthropic_text("hi"), now));
+    let db_dir = tempfile::tempdir().unwrap();
+    let cfg = format!(
+        "[store]\npath = \"{}\"\n{}",
+        db_dir.path().join("state.db").display(),
+        Cfg::new(d, 1).build(&mock)
+    );
+    let s = Sluice::start_with_clock(&cfg, ENV, Arc::new(clock.clone())).await;
+    expect_status(&d.send(&s, "claude-x", &[]).await, 200, "with headers");
+    assert_eq!(s.snapshot().providers[0].connections[0].headroom.len(), 3);
+    s.stop().await;
+
+    // Seven minutes down: the requests bucket (6 min) has reset, the subscription windows not.
+    clock.advance(Duration::from_secs(420));
+    let s = Sluice::start_with_clock(&cfg, ENV, Arc::new(clock.clone())).await;
+    let row = conn_state(&s, "p", "k1").await;
+    let hr = row["headroom"].as_array().expect("restored headroom");
+    assert_eq!(hr.len(), 2, "{row:#}");
+    assert_eq!(window(hr, "five_hour")["binding"], true);
+    assert_eq!(
+        window(hr, "seven_day")["resetAt"],
+        (now / 1000 + 86_400) * 1000
+    );
+    s.stop().await;
+}
