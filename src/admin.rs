@@ -443,7 +443,7 @@ mod tests {
             providers: vec![ProviderView {
                 id: "anthropic".into(),
                 breaker: BreakerView {
-                    state: "open".into(),
+                    state: crate::core::snapshot::BreakerState::Open,
                     failure_count: 8,
                     degrade_at: 5,
                     open_at: 8,
@@ -454,7 +454,7 @@ mod tests {
                     id: "mine".into(),
                     attempts: 4,
                     failures: 1,
-                    status: "cooling".into(),
+                    status: crate::core::snapshot::ConnectionStatus::Cooling,
                     cooldown_until_unix_ms: Some(6_000),
                     backoff_level: 2,
                     ..Default::default()
@@ -465,7 +465,7 @@ mod tests {
                 provider: "anthropic".into(),
                 connection: "mine".into(),
                 model: "opus".into(),
-                scope: "quota_group".into(),
+                scope: crate::core::snapshot::LockoutScope::QuotaGroup,
                 reason: "rate_limit_exceeded".into(),
                 failures: 1,
                 until_unix_ms: 9_500,

@@ -9,6 +9,7 @@ use super::*;
 use crate::clock::ManualClock;
 use crate::config::{LoadEnv, from_str};
 use crate::core::Core;
+use crate::core::snapshot::ConnectionStatus;
 use crate::policy::select::Candidate;
 
 const CONFIG: &str = r#"
@@ -74,13 +75,13 @@ fn sluice_end(status: u16, body: &[u8]) -> crate::core::resilience::AttemptEnd<'
     }
 }
 
-fn status_of(control: &Control, id: &str) -> String {
+fn status_of(control: &Control, id: &str) -> ConnectionStatus {
     let snap = control.core().snapshot();
     snap.providers
         .iter()
         .flat_map(|p| &p.connections)
         .find(|c| c.id == id)
-        .map(|c| c.status.clone())
+        .map(|c| c.status)
         .unwrap()
 }
 
@@ -125,8 +126,8 @@ fn clear_removes_a_cooldown_and_says_why_a_terminal_row_stays() {
         403,
         "{\"error\":\"account has been disabled\"}",
     );
-    assert_eq!(status_of(&control, "key-a"), "cooling");
-    assert_eq!(status_of(&control, "key-b"), "banned");
+    assert_eq!(status_of(&control, "key-a"), ConnectionStatus::Cooling);
+    assert_eq!(status_of(&control, "key-b"), ConnectionStatus::Banned);
 
     let msg = apply(
         &control,
@@ -135,10 +136,10 @@ fn clear_removes_a_cooldown_and_says_why_a_terminal_row_stays() {
         }),
     );
     assert_eq!(msg, "cleared 1, skipped 1 terminal: banned (key-b)");
-    assert_eq!(status_of(&control, "key-a"), "active");
+    assert_eq!(status_of(&control, "key-a"), ConnectionStatus::Active);
     assert_eq!(
         status_of(&control, "key-b"),
-        "banned",
+        ConnectionStatus::Banned,
         "terminal never cleared"
     );
 }

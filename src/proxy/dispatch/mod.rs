@@ -30,7 +30,7 @@ use super::routes::{Route, RouteKind};
 use crate::clock::Instant;
 use crate::core::admission::Admitted;
 use crate::core::resilience::{Ticket, success};
-use crate::core::snapshot::{AttemptView, RequestView, SkippedView, WaitView};
+use crate::core::snapshot::{AttemptView, RequestOutcome, RequestView, SkippedView, WaitView};
 use crate::policy::select::{self, Candidate, Exclusion, ExclusionReason};
 use crate::policy::{Classified, OutcomeClass, affinity};
 
@@ -121,7 +121,7 @@ fn no_candidates(
         let v = serde_json::json!({ "input_tokens": estimate_tokens(&req.body) });
         return Ok(Outcome::Local {
             resp: json_response(http::StatusCode::OK, v),
-            outcome: "ok",
+            outcome: RequestOutcome::Ok,
         });
     }
     let hint = if mismatched.is_empty() {
@@ -306,7 +306,7 @@ impl Dispatch<'_> {
                 core.report(ticket, &c);
                 Tried::Served(Outcome::Local {
                     resp,
-                    outcome: "ok",
+                    outcome: RequestOutcome::Ok,
                 })
             }
             AttemptResult::Failed {
@@ -352,7 +352,7 @@ impl Dispatch<'_> {
         {
             return Tried::Served(Outcome::Local {
                 resp: pass_through(*status, headers, body.clone()),
-                outcome: "upstream_error",
+                outcome: RequestOutcome::UpstreamError,
             });
         }
         self.last = Some(last);
