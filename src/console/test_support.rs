@@ -61,14 +61,14 @@ pub(super) fn snapshot() -> Snapshot {
                     AttemptView {
                         target: "openrouter:key-c/anthropic/claude-sonnet-4".into(),
                         status: 429,
-                        class: "rate_limited".into(),
+                        class: crate::core::snapshot::AttemptClass::RateLimited,
                         reason: "rate_limit_exceeded".into(),
                         latency_ms: 95,
                     },
                     AttemptView {
                         target: "openrouter:main/anthropic/claude-sonnet-4".into(),
                         status: 502,
-                        class: "transient".into(),
+                        class: crate::core::snapshot::AttemptClass::Transient,
                         reason: "stream_closed".into(),
                         latency_ms: 700,
                     },
@@ -95,7 +95,7 @@ pub(super) fn snapshot() -> Snapshot {
                 attempt_log: vec![AttemptView {
                     target: "local:direct/llama3".into(),
                     status: 200,
-                    class: "success".into(),
+                    class: crate::core::snapshot::AttemptClass::Success,
                     reason: String::new(),
                     latency_ms: 240,
                 }],

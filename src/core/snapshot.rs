@@ -6,6 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::policy::OutcomeClass as AttemptClass;
 pub use crate::policy::Scope as LockoutScope;
 pub use crate::policy::breaker::BreakerState;
 pub use crate::policy::cooldown::ConnectionStatus;
@@ -165,7 +166,7 @@ pub struct AttemptView {
     /// Response status (0 = transport error before the head).
     pub status: u16,
     /// Outcome class, e.g. `success`, `rate_limited`, `transient`, `overloaded`.
-    pub class: String,
+    pub class: AttemptClass,
     /// Reason word, e.g. `rate_limit_exceeded`.
     pub reason: String,
     /// Time to the response head (or the failure), ms.

@@ -29,10 +29,11 @@ use serde::Serialize;
 /// What one attempt's outcome means to the resilience layers (spec §0 table, one variant per
 /// row). Produced once by [`classify`], consumed by breaker, cooldown and lockout, which
 /// never re-parse statuses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum OutcomeClass {
     /// 2xx and, for streams, a complete stream.
+    #[default]
     Success,
     /// 408, 500, 502, 503, 504, a transport error before the response head, a stream that
     /// ended without its terminal marker or broke after the head. Breaker counts it; the
@@ -88,6 +89,12 @@ impl OutcomeClass {
             Self::ClientGone => "client_gone",
             Self::StreamStall => "stream_stall",
         }
+    }
+}
+
+impl std::fmt::Display for OutcomeClass {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self.as_str())
     }
 }
 

@@ -405,7 +405,7 @@ fn log_attempt(view: &mut RequestView, status: u16, c: &Classified, latency: Dur
     view.attempt_log.push(AttemptView {
         target: view.target.clone(),
         status,
-        class: c.class.as_str().into(),
+        class: c.class,
         reason: c.reason.clone(),
         latency_ms: u64::try_from(latency.as_millis()).unwrap_or(u64::MAX),
     });
