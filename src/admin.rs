@@ -16,7 +16,6 @@ use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::core::Core;
 use crate::core::control::{ClearTarget, Control, ControlError, SettingsPatch};
 use crate::core::snapshot::Snapshot;
 use crate::proxy::response::json_response;
@@ -27,7 +26,7 @@ const MAX_ADMIN_BODY: usize = 64 * 1024;
 
 /// Serves the admin API until `stop` (it outlives the drain, so `/readyz` can say 503).
 pub async fn serve(listener: TcpListener, control: Control, stop: CancellationToken) {
-    let limits = Limits::admin(&control.core().config().server);
+    let limits = Limits::admin(&control.config().server);
     serve_http(listener, stop, "admin", limits, move |req| {
         let control = control.clone();
         async move { handle(&control, req).await.map(Either::Left) }
@@ -36,7 +35,6 @@ pub async fn serve(listener: TcpListener, control: Control, stop: CancellationTo
 }
 
 async fn handle(control: &Control, req: Request<Incoming>) -> Response<Full<Bytes>> {
-    let core = control.core();
     let path = req.uri().path().trim_end_matches('/').to_string();
     let method = req.method().clone();
     let get = method == Method::GET || method == Method::HEAD;
@@ -45,7 +43,7 @@ async fn handle(control: &Control, req: Request<Incoming>) -> Response<Full<Byte
             return json_response(StatusCode::OK, json!({"status": "ok"}));
         }
         "/readyz" if get => {
-            return if core.is_draining() {
+            return if control.is_draining() {
                 json_response(
                     StatusCode::SERVICE_UNAVAILABLE,
                     json!({"status": "draining"}),
@@ -56,7 +54,7 @@ async fn handle(control: &Control, req: Request<Incoming>) -> Response<Full<Byte
         }
         _ => {}
     }
-    if !authorized(core, &req) {
+    if !authorized(control, &req) {
         let mut r = error(
             StatusCode::UNAUTHORIZED,
             "missing or wrong admin token; send Authorization: Bearer <token from admin.token_env>",
@@ -71,7 +69,7 @@ async fn handle(control: &Control, req: Request<Incoming>) -> Response<Full<Byte
         Err(r) => return r,
     };
     match (method.as_str(), path.as_str()) {
-        ("GET" | "HEAD", "/api/snapshot") => match serde_json::to_value(core.snapshot()) {
+        ("GET" | "HEAD", "/api/snapshot") => match serde_json::to_value(control.snapshot()) {
             Ok(v) => json_response(StatusCode::OK, v),
             Err(e) => error(
                 StatusCode::INTERNAL_SERVER_ERROR,
@@ -79,7 +77,7 @@ async fn handle(control: &Control, req: Request<Incoming>) -> Response<Full<Byte
             ),
         },
         ("GET" | "HEAD", "/metrics") => {
-            let text = core.metrics().render(&core.snapshot());
+            let text = control.metrics_text();
             let mut r = Response::new(Full::new(Bytes::from(text)));
             r.headers_mut().insert(
                 header::CONTENT_TYPE,
@@ -88,10 +86,10 @@ async fn handle(control: &Control, req: Request<Incoming>) -> Response<Full<Byte
             r
         }
         ("GET" | "HEAD", "/api/queues") => {
-            json_response(StatusCode::OK, json!({"queues": core.gates().views()}))
+            json_response(StatusCode::OK, json!({"queues": control.gate_views()}))
         }
         ("GET" | "HEAD", "/api/monitoring/health") => {
-            json_response(StatusCode::OK, health(&core.snapshot()))
+            json_response(StatusCode::OK, health(&control.snapshot()))
         }
         ("POST", "/api/resilience/reset") => {
             #[derive(Deserialize, Default)]
@@ -112,13 +110,13 @@ async fn handle(control: &Control, req: Request<Incoming>) -> Response<Full<Byte
         ("GET" | "HEAD", "/api/resilience/cooldowns") => {
             let provider = query_param(&query, "provider");
             if let Some(p) = &provider
-                && core.config().provider(p).is_none()
+                && control.config().provider(p).is_none()
             {
                 return error(StatusCode::NOT_FOUND, &format!("unknown provider '{p}'"));
             }
             json_response(
                 StatusCode::OK,
-                cooldowns(&core.snapshot(), provider.as_deref()),
+                cooldowns(&control.snapshot(), provider.as_deref()),
             )
         }
         ("POST", "/api/resilience/cooldowns") => {
@@ -179,7 +177,7 @@ async fn handle(control: &Control, req: Request<Incoming>) -> Response<Full<Byte
             )
         }
         ("GET" | "HEAD", "/api/resilience/model-cooldowns") => {
-            json_response(StatusCode::OK, model_cooldowns(&core.snapshot()))
+            json_response(StatusCode::OK, model_cooldowns(&control.snapshot()))
         }
         ("DELETE", "/api/resilience/model-cooldowns") => {
             #[derive(Deserialize)]
@@ -302,8 +300,8 @@ fn query_param(query: &str, name: &str) -> Option<String> {
         .filter(|v| !v.is_empty())
 }
 
-fn authorized(core: &Core, req: &Request<Incoming>) -> bool {
-    match &core.config().admin.token {
+fn authorized(control: &Control, req: &Request<Incoming>) -> bool {
+    match &control.config().admin.token {
         Some(token) => bearer_matches(req.headers(), token),
         None => true,
     }
@@ -460,7 +458,7 @@ mod tests {
             providers: vec![ProviderView {
                 id: "anthropic".into(),
                 breaker: BreakerView {
-                    state: "open".into(),
+                    state: crate::core::snapshot::BreakerState::Open,
                     failure_count: 8,
                     degrade_at: 5,
                     open_at: 8,
@@ -471,7 +469,7 @@ mod tests {
                     id: "mine".into(),
                     attempts: 4,
                     failures: 1,
-                    status: "cooling".into(),
+                    status: crate::core::snapshot::ConnectionStatus::Cooling,
                     cooldown_until_unix_ms: Some(6_000),
                     backoff_level: 2,
                     ..Default::default()
@@ -482,7 +480,7 @@ mod tests {
                 provider: "anthropic".into(),
                 connection: "mine".into(),
                 model: "opus".into(),
-                scope: "quota_group".into(),
+                scope: crate::core::snapshot::LockoutScope::QuotaGroup,
                 reason: "rate_limit_exceeded".into(),
                 failures: 1,
                 until_unix_ms: 9_500,

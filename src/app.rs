@@ -13,6 +13,7 @@ use crate::clock::Clock;
 use crate::config::Config;
 use crate::core::Core;
 use crate::core::control::Control;
+use crate::core::snapshot::RequestOutcome;
 use crate::store::Store;
 
 /// Why sluice could not start.
@@ -287,7 +288,9 @@ pub fn request_history(store: &Store, limit: usize) -> Vec<crate::core::snapshot
             latency_ms: r.latency_ms,
             attempts: r.attempts,
             bytes: r.bytes,
-            outcome: r.outcome,
+            // A word this build does not know (a newer sluice wrote it) reads as sluice's own
+            // error rather than as a success.
+            outcome: RequestOutcome::parse(&r.outcome).unwrap_or(RequestOutcome::SluiceError),
             ..Default::default()
         })
         .collect()

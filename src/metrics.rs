@@ -16,7 +16,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use crate::core::snapshot::Snapshot;
+use crate::core::snapshot::{BreakerState, ConnectionStatus, Snapshot};
 
 type Labels = Vec<(String, String)>;
 
@@ -191,17 +191,17 @@ impl Metrics {
         self.lockouts
             .set(i64::try_from(snap.lockouts.len()).unwrap_or(i64::MAX));
         for p in &snap.providers {
-            let v = match p.breaker.state.as_str() {
-                "degraded" => 1,
-                "half_open" => 2,
-                "open" => 3,
-                _ => 0,
+            let v = match p.breaker.state {
+                BreakerState::Degraded => 1,
+                BreakerState::HalfOpen => 2,
+                BreakerState::Open => 3,
+                BreakerState::Closed => 0,
             };
             self.breaker
                 .get_or_create(&labels(&[("provider", &p.id)]))
                 .set(v);
             for c in &p.connections {
-                let out = i64::from(!c.status.is_empty() && c.status != "active");
+                let out = i64::from(c.status != ConnectionStatus::Active);
                 self.excluded
                     .get_or_create(&labels(&[("provider", &p.id), ("connection", &c.id)]))
                     .set(out);
@@ -288,12 +288,12 @@ mod tests {
             providers: vec![ProviderView {
                 id: "anthropic".into(),
                 breaker: BreakerView {
-                    state: "open".into(),
+                    state: crate::core::snapshot::BreakerState::Open,
                     ..Default::default()
                 },
                 connections: vec![ConnectionView {
                     id: "mine".into(),
-                    status: "cooling".into(),
+                    status: crate::core::snapshot::ConnectionStatus::Cooling,
                     ..Default::default()
                 }],
                 ..Default::default()

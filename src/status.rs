@@ -308,6 +308,9 @@ mod tests {
         let json = serde_json::to_value(&snap).unwrap();
         let back: Snapshot = serde_json::from_value(json.clone()).unwrap();
         assert_eq!(serde_json::to_value(&back).unwrap(), json);
-        assert!(!back.queues.is_empty() && back.providers[0].breaker.state == "closed");
+        assert!(
+            !back.queues.is_empty()
+                && back.providers[0].breaker.state == crate::core::snapshot::BreakerState::Closed
+        );
     }
 }

@@ -9,6 +9,7 @@ use super::*;
 use crate::clock::ManualClock;
 use crate::config::{LoadEnv, from_str};
 use crate::core::Core;
+use crate::core::snapshot::ConnectionStatus;
 use crate::policy::select::Candidate;
 
 const CONFIG: &str = r#"
@@ -38,6 +39,13 @@ fn control() -> (Control, CancellationToken) {
 }
 
 fn control_with(config: &str) -> (Control, CancellationToken) {
+    let (control, _, token) = rig_with(config);
+    (control, token)
+}
+
+/// The door plus the core behind it: tests drive failures through the request path's own
+/// handle (`Core::report`), as the proxy does, and act through the door.
+fn rig_with(config: &str) -> (Control, Core, CancellationToken) {
     // key-b injects its own key: a ban marker on a passthrough connection is the client's
     // own credential and never terminates the shared connection.
     let env = LoadEnv::fixed(&[("KEY_B", "sk-test-key-b-0123")], "/tmp");
@@ -45,12 +53,11 @@ fn control_with(config: &str) -> (Control, CancellationToken) {
     let clock = ManualClock::new();
     let core = Core::new(Arc::new(cfg), Arc::new(clock), None);
     let token = CancellationToken::new();
-    (Control::new(core, token.clone()), token)
+    (Control::new(core.clone(), token.clone()), core, token)
 }
 
 /// Sends one failed attempt through the core's choke point for provider 0, connection `conn`.
-fn fail(control: &Control, conn: usize, status: u16, body: &str) {
-    let core = control.core();
+fn fail(core: &Core, conn: usize, status: u16, body: &str) {
     let cand = Candidate {
         provider: 0,
         connection: conn,
@@ -74,13 +81,13 @@ fn sluice_end(status: u16, body: &[u8]) -> crate::core::resilience::AttemptEnd<'
     }
 }
 
-fn status_of(control: &Control, id: &str) -> String {
-    let snap = control.core().snapshot();
+fn status_of(control: &Control, id: &str) -> ConnectionStatus {
+    let snap = control.snapshot();
     snap.providers
         .iter()
         .flat_map(|p| &p.connections)
         .find(|c| c.id == id)
-        .map(|c| c.status.clone())
+        .map(|c| c.status)
         .unwrap()
 }
 
@@ -117,16 +124,11 @@ fn clear_on_an_active_connection_changes_nothing() {
 
 #[test]
 fn clear_removes_a_cooldown_and_says_why_a_terminal_row_stays() {
-    let (control, _) = control();
-    fail(&control, 0, 429, "{\"error\":\"slow down\"}");
-    fail(
-        &control,
-        1,
-        403,
-        "{\"error\":\"account has been disabled\"}",
-    );
-    assert_eq!(status_of(&control, "key-a"), "cooling");
-    assert_eq!(status_of(&control, "key-b"), "banned");
+    let (control, core, _) = rig_with(CONFIG);
+    fail(&core, 0, 429, "{\"error\":\"slow down\"}");
+    fail(&core, 1, 403, "{\"error\":\"account has been disabled\"}");
+    assert_eq!(status_of(&control, "key-a"), ConnectionStatus::Cooling);
+    assert_eq!(status_of(&control, "key-b"), ConnectionStatus::Banned);
 
     let msg = apply(
         &control,
@@ -135,10 +137,10 @@ fn clear_removes_a_cooldown_and_says_why_a_terminal_row_stays() {
         }),
     );
     assert_eq!(msg, "cleared 1, skipped 1 terminal: banned (key-b)");
-    assert_eq!(status_of(&control, "key-a"), "active");
+    assert_eq!(status_of(&control, "key-a"), ConnectionStatus::Active);
     assert_eq!(
         status_of(&control, "key-b"),
-        "banned",
+        ConnectionStatus::Banned,
         "terminal never cleared"
     );
 }
@@ -146,9 +148,9 @@ fn clear_removes_a_cooldown_and_says_why_a_terminal_row_stays() {
 #[test]
 fn reenable_removes_a_live_lockout() {
     let config = format!("{CONFIG}\n[resilience.model_lockout]\nenabled = true\n");
-    let (control, _) = control_with(&config);
-    fail(&control, 0, 503, "{\"error\":\"unavailable\"}");
-    let locks = control.core().snapshot().lockouts;
+    let (control, core, _) = rig_with(&config);
+    fail(&core, 0, 503, "{\"error\":\"unavailable\"}");
+    let locks = control.snapshot().lockouts;
     assert_eq!(locks.len(), 1, "{locks:?}");
     let l = &locks[0];
     let action = Action::ReenableModel {
@@ -160,7 +162,7 @@ fn reenable_removes_a_live_lockout() {
         apply(&control, action.clone()),
         "re-enabled 'z-ai/glm-5' on openrouter:key-a"
     );
-    assert!(control.core().snapshot().lockouts.is_empty());
+    assert!(control.snapshot().lockouts.is_empty());
     assert_eq!(
         apply(&control, action),
         "'z-ai/glm-5' on openrouter:key-a was not locked (expired?)"

@@ -29,7 +29,7 @@ fn app_with(providers: usize, requests: u64) -> App {
                     },
                 ],
                 breaker: BreakerView {
-                    state: "closed".into(),
+                    state: crate::core::snapshot::BreakerState::Closed,
                     ..Default::default()
                 },
                 ..Default::default()

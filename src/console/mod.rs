@@ -478,6 +478,8 @@ mod panel_tests;
 #[cfg(test)]
 mod queue_tests;
 #[cfg(test)]
+mod snapshot_json_tests;
+#[cfg(test)]
 mod test_support;
 #[cfg(test)]
 mod tests;

@@ -73,9 +73,9 @@ fn circuits_countdown_is_computed_at_render_time() {
 #[test]
 fn circuits_half_open_degraded_and_multiplier() {
     let mut snap = snapshot();
-    snap.providers[0].breaker.state = "half_open".into();
+    snap.providers[0].breaker.state = crate::core::snapshot::BreakerState::HalfOpen;
     snap.providers[0].breaker.multiplier = 4;
-    snap.providers[1].breaker.state = "degraded".into();
+    snap.providers[1].breaker.state = crate::core::snapshot::BreakerState::Degraded;
     snap.providers[1].breaker.failure_count = 7;
     let theme = Theme::default();
     let buf = circuits_buf(&App::new(Arc::new(snap)), &theme, 100, NOW);
@@ -162,7 +162,8 @@ fn cooldowns_show_marks_and_expired_deadlines_as_active() {
 #[test]
 fn cooldowns_credits_exhausted_is_written_in_full() {
     let mut snap = snapshot();
-    snap.providers[0].connections[1].status = "credits_exhausted".into();
+    snap.providers[0].connections[1].status =
+        crate::core::snapshot::ConnectionStatus::CreditsExhausted;
     let app = App::new(Arc::new(snap));
     let buf = paint(60, 8, |f| {
         cooldowns::render(f, f.area(), &app, &Theme::default(), true, NOW);

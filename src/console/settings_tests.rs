@@ -270,7 +270,7 @@ fn read_only_mode_opens_the_editor_for_viewing_only() {
 #[test]
 fn every_field_sets_and_unsets_cleanly() {
     let control = control();
-    let file = control.core().config().resilience.clone();
+    let file = control.file_settings();
     for field in FIELDS {
         let shown = field.value(&file);
         let value = field

@@ -55,20 +55,20 @@ pub(super) fn snapshot() -> Snapshot {
                 attempts: 2,
                 bytes: 321,
                 stream: true,
-                outcome: "upstream_error".into(),
+                outcome: crate::core::snapshot::RequestOutcome::UpstreamError,
                 error: "upstream closed the stream".into(),
                 attempt_log: vec![
                     AttemptView {
                         target: "openrouter:key-c/anthropic/claude-sonnet-4".into(),
                         status: 429,
-                        class: "rate_limited".into(),
+                        class: crate::core::snapshot::AttemptClass::RateLimited,
                         reason: "rate_limit_exceeded".into(),
                         latency_ms: 95,
                     },
                     AttemptView {
                         target: "openrouter:main/anthropic/claude-sonnet-4".into(),
                         status: 502,
-                        class: "transient".into(),
+                        class: crate::core::snapshot::AttemptClass::Transient,
                         reason: "stream_closed".into(),
                         latency_ms: 700,
                     },
@@ -90,12 +90,12 @@ pub(super) fn snapshot() -> Snapshot {
                 attempts: 1,
                 bytes: 2048,
                 stream: false,
-                outcome: "ok".into(),
+                outcome: crate::core::snapshot::RequestOutcome::Ok,
                 error: String::new(),
                 attempt_log: vec![AttemptView {
                     target: "local:direct/llama3".into(),
                     status: 200,
-                    class: "success".into(),
+                    class: crate::core::snapshot::AttemptClass::Success,
                     reason: String::new(),
                     latency_ms: 240,
                 }],
@@ -115,7 +115,7 @@ pub(super) fn snapshot() -> Snapshot {
                 last_status: 502,
                 last_latency_ms: 812,
                 breaker: BreakerView {
-                    state: "open".into(),
+                    state: crate::core::snapshot::BreakerState::Open,
                     failure_count: 12,
                     degrade_at: 7,
                     open_at: 12,
@@ -124,14 +124,14 @@ pub(super) fn snapshot() -> Snapshot {
                     transitions: vec![
                         TransitionView {
                             at_unix_ms: NOW - 40_000,
-                            from: "closed".into(),
-                            to: "degraded".into(),
+                            from: crate::core::snapshot::BreakerState::Closed,
+                            to: crate::core::snapshot::BreakerState::Degraded,
                             reason: "failure_threshold".into(),
                         },
                         TransitionView {
                             at_unix_ms: NOW - 12_000,
-                            from: "degraded".into(),
-                            to: "open".into(),
+                            from: crate::core::snapshot::BreakerState::Degraded,
+                            to: crate::core::snapshot::BreakerState::Open,
                             reason: "failure_threshold".into(),
                         },
                     ],
@@ -143,7 +143,7 @@ pub(super) fn snapshot() -> Snapshot {
                         attempts: 12,
                         failures: 2,
                         in_flight: 1,
-                        status: "cooling".into(),
+                        status: crate::core::snapshot::ConnectionStatus::Cooling,
                         cooldown_until_unix_ms: Some(NOW + 12_000),
                         backoff_level: 2,
                         last_error_kind: "rate_limited".into(),
@@ -154,14 +154,14 @@ pub(super) fn snapshot() -> Snapshot {
                     ConnectionView {
                         id: "key-b".into(),
                         auth: "env:OR_KEY_B".into(),
-                        status: "banned".into(),
+                        status: crate::core::snapshot::ConnectionStatus::Banned,
                         last_error_kind: "banned".into(),
                         ..Default::default()
                     },
                     ConnectionView {
                         id: "key-c".into(),
                         auth: "env:OR_KEY_C".into(),
-                        status: "quota_wait".into(),
+                        status: crate::core::snapshot::ConnectionStatus::QuotaWait,
                         cooldown_until_unix_ms: Some(NOW + 65_000),
                         backoff_level: 1,
                         last_error_kind: "quota_exhausted".into(),
@@ -176,7 +176,7 @@ pub(super) fn snapshot() -> Snapshot {
                 base_url: "https://api.anthropic.com".into(),
                 profile: "oauth".into(),
                 breaker: BreakerView {
-                    state: "closed".into(),
+                    state: crate::core::snapshot::BreakerState::Closed,
                     failure_count: 3,
                     degrade_at: 7,
                     open_at: 12,
@@ -186,7 +186,7 @@ pub(super) fn snapshot() -> Snapshot {
                 connections: vec![ConnectionView {
                     id: "pass".into(),
                     auth: "passthrough".into(),
-                    status: "active".into(),
+                    status: crate::core::snapshot::ConnectionStatus::Active,
                     ..Default::default()
                 }],
                 ..Default::default()
@@ -202,7 +202,7 @@ pub(super) fn snapshot() -> Snapshot {
                 provider: "anthropic".into(),
                 connection: "pass".into(),
                 model: "claude-opus-4".into(),
-                scope: "model".into(),
+                scope: crate::core::snapshot::LockoutScope::Model,
                 reason: "not_found".into(),
                 failures: 1,
                 until_unix_ms: NOW + 12_000,
@@ -211,7 +211,7 @@ pub(super) fn snapshot() -> Snapshot {
                 provider: "openrouter".into(),
                 connection: "main".into(),
                 model: "z-ai/glm-5".into(),
-                scope: "quota_group".into(),
+                scope: crate::core::snapshot::LockoutScope::QuotaGroup,
                 reason: "rate_limit_exceeded".into(),
                 failures: 2,
                 until_unix_ms: NOW + 65_000,

@@ -6,6 +6,7 @@
 //! (the admin API as JSON, the console in its status bar).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
@@ -367,9 +368,24 @@ impl Control {
         self.shutdown.cancel();
     }
 
-    /// The core this door acts on.
-    pub fn core(&self) -> &Core {
-        &self.core
+    /// The configuration as loaded (what the admin listener's limits and token come from).
+    pub fn config(&self) -> &Arc<Config> {
+        self.core.config()
+    }
+
+    /// True once shutdown started (`/readyz` answers 503).
+    pub fn is_draining(&self) -> bool {
+        self.core.is_draining()
+    }
+
+    /// The Prometheus text exposition of the current state (`/metrics`).
+    pub fn metrics_text(&self) -> String {
+        self.core.metrics().render(&self.core.snapshot())
+    }
+
+    /// Every admission gate with its live counters (`/api/queues`).
+    pub fn gate_views(&self) -> Vec<super::admission::GateView> {
+        self.core.gates().views()
     }
 
     /// Clears connection cooldowns and quota waits (and the cleared connections' live model

@@ -298,7 +298,7 @@ impl Core {
             .unwrap_or(u64::MAX);
         self.inner
             .metrics
-            .observe_request(&view.route, &view.outcome, view.latency_ms);
+            .observe_request(&view.route, view.outcome.as_str(), view.latency_ms);
         if let Some(store) = &self.inner.store {
             store.record_request(RequestLogRow {
                 at_unix_ms: view.at_unix_ms,
@@ -309,7 +309,7 @@ impl Core {
                 latency_ms: view.latency_ms,
                 attempts: view.attempts,
                 bytes: view.bytes,
-                outcome: view.outcome.clone(),
+                outcome: view.outcome.as_str().into(),
             });
         }
         self.stats().record_finish(now, view);

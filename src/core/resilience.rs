@@ -19,7 +19,7 @@ use crate::policy::affinity::Affinity;
 use crate::policy::breaker::{Admit, Breaker, BreakerState, ProbeTicket, ProviderCooldown};
 use crate::policy::classify::{self, Input, Rules};
 use crate::policy::cooldown::{Cooldown, Eligibility};
-use crate::policy::lockout::{self, LockTarget, Lockouts};
+use crate::policy::lockout::{LockTarget, Lockouts};
 use crate::policy::select::{Candidate, Exclusion, ExclusionReason};
 use crate::policy::{Classified, OutcomeClass, Scope};
 
@@ -440,7 +440,7 @@ impl super::Core {
             .map(|(p, res)| {
                 let b = res.breaker.view(now);
                 let breaker = BreakerView {
-                    state: b.state.as_str().into(),
+                    state: b.state,
                     failure_count: b.failure_count,
                     degrade_at: b.degrade_at,
                     open_at: b.open_at,
@@ -451,8 +451,8 @@ impl super::Core {
                         .iter()
                         .map(|t| TransitionView {
                             at_unix_ms: tm.wall(t.at),
-                            from: t.from.as_str().into(),
-                            to: t.to.as_str().into(),
+                            from: t.from,
+                            to: t.to,
                             reason: t.reason.as_str().into(),
                         })
                         .collect(),
@@ -466,7 +466,7 @@ impl super::Core {
                     .map(|((c, cd), h)| {
                         let v = cd.view(now);
                         ConnectionView {
-                            status: v.status.as_str().into(),
+                            status: v.status,
                             cooldown_until_unix_ms: v.until.map(|t| tm.wall(t)),
                             backoff_level: v.backoff_level,
                             last_error_kind: v.last_error_kind,
@@ -493,7 +493,7 @@ impl super::Core {
                 provider: l.provider,
                 connection: l.connection,
                 model: l.model,
-                scope: lockout::scope_as_str(l.scope).into(),
+                scope: l.scope,
                 reason: l.reason,
                 failures: l.failures,
                 until_unix_ms: tm.wall(l.until),

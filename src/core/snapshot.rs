@@ -6,6 +6,11 @@
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::policy::OutcomeClass as AttemptClass;
+pub use crate::policy::Scope as LockoutScope;
+pub use crate::policy::breaker::BreakerState;
+pub use crate::policy::cooldown::ConnectionStatus;
+
 /// Read-only view of sluice at one moment.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(default)]
@@ -115,7 +120,7 @@ pub struct RequestView {
     /// Whether the response was an SSE stream.
     pub stream: bool,
     /// `ok`, `upstream_error`, `sluice_error`, `client_error`, `cancelled` or `truncated`.
-    pub outcome: String,
+    pub outcome: RequestOutcome,
     /// Short error text (no secrets), empty when ok.
     pub error: String,
     /// Every attempt in order (for the console's request details).
@@ -161,7 +166,7 @@ pub struct AttemptView {
     /// Response status (0 = transport error before the head).
     pub status: u16,
     /// Outcome class, e.g. `success`, `rate_limited`, `transient`, `overloaded`.
-    pub class: String,
+    pub class: AttemptClass,
     /// Reason word, e.g. `rate_limit_exceeded`.
     pub reason: String,
     /// Time to the response head (or the failure), ms.
@@ -214,7 +219,7 @@ pub struct ProviderView {
 #[serde(default)]
 pub struct BreakerView {
     /// `closed`, `degraded`, `open` or `half_open`.
-    pub state: String,
+    pub state: BreakerState,
     /// Counted failures now.
     pub failure_count: u32,
     /// Threshold for DEGRADED.
@@ -236,9 +241,9 @@ pub struct TransitionView {
     /// When, Unix ms.
     pub at_unix_ms: u64,
     /// State before.
-    pub from: String,
+    pub from: BreakerState,
     /// State after.
-    pub to: String,
+    pub to: BreakerState,
     /// Why, e.g. `failure threshold`, `probe succeeded`, `operator reset`.
     pub reason: String,
 }
@@ -254,7 +259,7 @@ pub struct LockoutView {
     /// Quota-group name for group locks, model id for exact locks.
     pub model: String,
     /// `quota_group`, `model` or `triple`.
-    pub scope: String,
+    pub scope: LockoutScope,
     /// Reason word, e.g. `rate_limit_exceeded`.
     pub reason: String,
     /// Failure count behind the lock.
@@ -279,7 +284,7 @@ pub struct ConnectionView {
     pub in_flight: u64,
     /// Effective status: `active`, `cooling`, `quota_wait`, `banned`, `expired` or
     /// `credits_exhausted` (spec §2).
-    pub status: String,
+    pub status: ConnectionStatus,
     /// When the cooldown or quota wait ends, Unix ms.
     pub cooldown_until_unix_ms: Option<u64>,
     /// Backoff level (resets only on success).
@@ -338,3 +343,56 @@ pub struct HeadroomRowView {
 // `remaining` is always a finite fraction (the parser drops NaN and clamps to 0–1), so
 // equality is total and `ConnectionView` keeps its `Eq`.
 impl Eq for HeadroomRowView {}
+/// How a finished request ended, as the request log, metrics and console name it. Serialized
+/// snake_case (`ok`, `upstream_error`, …).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RequestOutcome {
+    /// A 2xx and, for streams, a complete stream.
+    #[default]
+    Ok,
+    /// The upstream failed (error status passed through, unreachable, timed out).
+    UpstreamError,
+    /// sluice refused it (draining, every candidate excluded).
+    SluiceError,
+    /// The client's request was bad (unknown model, unreadable body, …).
+    ClientError,
+    /// The client went away before it was answered.
+    Cancelled,
+    /// A stream that ended before its terminal event.
+    Truncated,
+}
+
+impl RequestOutcome {
+    /// `ok`, `upstream_error`, `sluice_error`, `client_error`, `cancelled` or `truncated`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Ok => "ok",
+            Self::UpstreamError => "upstream_error",
+            Self::SluiceError => "sluice_error",
+            Self::ClientError => "client_error",
+            Self::Cancelled => "cancelled",
+            Self::Truncated => "truncated",
+        }
+    }
+
+    /// Parses [`as_str`](Self::as_str) output (request-log rows read back from the store);
+    /// `None` for any other word.
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "ok" => Self::Ok,
+            "upstream_error" => Self::UpstreamError,
+            "sluice_error" => Self::SluiceError,
+            "client_error" => Self::ClientError,
+            "cancelled" => Self::Cancelled,
+            "truncated" => Self::Truncated,
+            _ => return None,
+        })
+    }
+}
+
+impl std::fmt::Display for RequestOutcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self.as_str())
+    }
+}

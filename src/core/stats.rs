@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use hdrhistogram::Histogram;
 
-use super::snapshot::{RECENT_CAP, RequestView, Totals, Window};
+use super::snapshot::{RECENT_CAP, RequestOutcome, RequestView, Totals, Window};
 use crate::clock::Instant;
 
 /// Seconds the rolling window covers (one slot each).
@@ -64,7 +64,7 @@ impl Stats {
 
     /// Counts one finished request at `now`: totals, window, recent list. O(1).
     pub(crate) fn record_finish(&mut self, now: Instant, view: RequestView) {
-        let ok = view.outcome == "ok";
+        let ok = view.outcome == RequestOutcome::Ok;
         self.totals.requests += 1;
         if ok {
             self.totals.ok += 1;
@@ -322,13 +322,17 @@ mod tests {
         let clock = ManualClock::new();
         let mut s = Stats::new(Vec::new(), clock.now());
         for i in 0..(RECENT_CAP as u64 + 3) {
-            let outcome = if i % 2 == 0 { "ok" } else { "upstream_error" };
+            let outcome = if i % 2 == 0 {
+                RequestOutcome::Ok
+            } else {
+                RequestOutcome::UpstreamError
+            };
             s.record_finish(
                 clock.now(),
                 RequestView {
                     id: i,
                     bytes: 1,
-                    outcome: outcome.into(),
+                    outcome,
                     ..Default::default()
                 },
             );

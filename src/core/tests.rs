@@ -1,4 +1,4 @@
-use super::snapshot::RECENT_CAP;
+use super::snapshot::{RECENT_CAP, RequestOutcome};
 use super::*;
 use crate::clock::ManualClock;
 use crate::config::{LoadEnv, from_str};
@@ -27,13 +27,13 @@ fn core() -> (Core, ManualClock) {
     )
 }
 
-fn finish(core: &Core, clock: &ManualClock, latency_ms: u64, outcome: &str) {
+fn finish(core: &Core, clock: &ManualClock, latency_ms: u64, outcome: RequestOutcome) {
     let g = core.begin_request();
     clock.advance(Duration::from_millis(latency_ms));
     core.finish_request(
         &g,
         RequestView {
-            outcome: outcome.into(),
+            outcome,
             status: 200,
             ..Default::default()
         },
@@ -49,7 +49,7 @@ fn counts_requests_and_in_flight() {
     core.finish_request(
         &g,
         RequestView {
-            outcome: "ok".into(),
+            outcome: crate::core::snapshot::RequestOutcome::Ok,
             bytes: 10,
             ..Default::default()
         },
@@ -77,7 +77,11 @@ fn last_minute_percentiles_and_expiry() {
             &core,
             &clock,
             ms,
-            if ms % 10 == 0 { "upstream_error" } else { "ok" },
+            if ms % 10 == 0 {
+                RequestOutcome::UpstreamError
+            } else {
+                RequestOutcome::Ok
+            },
         );
     }
     let w = core.snapshot().last_minute;
@@ -114,7 +118,7 @@ fn attempts_are_counted_per_provider_and_connection() {
 fn recent_is_bounded_newest_first() {
     let (core, clock) = core();
     for _ in 0..(RECENT_CAP + 5) {
-        finish(&core, &clock, 1, "ok");
+        finish(&core, &clock, 1, RequestOutcome::Ok);
     }
     let s = core.snapshot();
     assert_eq!(s.recent.len(), RECENT_CAP);
@@ -127,7 +131,7 @@ async fn publisher_builds_snapshots_only_while_someone_watches() {
     let stop = CancellationToken::new();
     let task = tokio::spawn(core.clone().run_publisher(stop.clone()));
     for _ in 0..50 {
-        finish(&core, &clock, 1, "ok");
+        finish(&core, &clock, 1, RequestOutcome::Ok);
     }
     tokio::time::sleep(Duration::from_secs(3)).await;
     // Only the construction-time snapshot was built; this call builds the second.
@@ -138,7 +142,7 @@ async fn publisher_builds_snapshots_only_while_someone_watches() {
     );
     let rx = core.subscribe();
     let seen = rx.borrow().version;
-    finish(&core, &clock, 1, "ok");
+    finish(&core, &clock, 1, RequestOutcome::Ok);
     tokio::time::sleep(Duration::from_millis(200)).await;
     let now = rx.borrow().clone();
     assert!(

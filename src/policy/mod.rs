@@ -29,10 +29,11 @@ use serde::Serialize;
 /// What one attempt's outcome means to the resilience layers (spec §0 table, one variant per
 /// row). Produced once by [`classify`], consumed by breaker, cooldown and lockout, which
 /// never re-parse statuses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum OutcomeClass {
     /// 2xx and, for streams, a complete stream.
+    #[default]
     Success,
     /// 408, 500, 502, 503, 504, a transport error before the response head, a stream that
     /// ended without its terminal marker or broke after the head. Breaker counts it; the
@@ -91,8 +92,16 @@ impl OutcomeClass {
     }
 }
 
-/// Which key a failure is recorded under (§3 "Scope by status", §7 rule `scope`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+impl std::fmt::Display for OutcomeClass {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self.as_str())
+    }
+}
+
+/// Which key a failure is recorded under (§3 "Scope by status", §7 rule `scope`). Serialized
+/// (and shown) snake_case, as [`lockout::scope_as_str`] spells it; the default (`quota_group`)
+/// only fills hand-built views.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Scope {
     /// The whole provider.
@@ -100,11 +109,25 @@ pub enum Scope {
     /// One connection.
     Connection,
     /// The model's quota group on one connection (429/403/402).
+    #[default]
     QuotaGroup,
     /// Exactly that model id on one connection (404).
     Model,
     /// Exactly the provider/connection/model triple (5xx, transport, quality).
     Triple,
+}
+
+impl Scope {
+    /// `provider`, `connection`, `quota_group`, `model` or `triple`.
+    pub fn as_str(self) -> &'static str {
+        lockout::scope_as_str(self)
+    }
+}
+
+impl std::fmt::Display for Scope {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self.as_str())
+    }
 }
 
 /// The single classification of one attempt's outcome.

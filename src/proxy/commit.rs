@@ -22,6 +22,7 @@ use super::outcome::{Outcome, Pending};
 use super::relay::{BoxError, RelayBody};
 use super::routes::Route;
 use super::sse::heartbeat;
+use crate::core::snapshot::RequestOutcome;
 
 /// A dispatch still running, with the request's bookkeeping.
 pub type Serving = Pin<Box<dyn Future<Output = (Result<Outcome, ProxyError>, Pending)> + Send>>;
@@ -88,15 +89,15 @@ impl EarlyBody {
             Ok(Outcome::Local { resp, .. }) => {
                 let status = resp.status().as_u16();
                 let body = full_bytes(resp.into_body());
-                ("upstream_error", upstream_text(&body), status)
+                (RequestOutcome::UpstreamError, upstream_text(&body), status)
             }
             Err(e) => {
                 let status = e.status().as_u16();
                 let mut p = pending;
                 p.record_error(&e, 200);
                 let ev = sse_error_event(kind, &e.to_string(), matches!(status, 503 | 529));
-                let outcome = p.view.outcome.clone();
-                p.stream_error(&outcome, e.to_string(), ev.len() as u64);
+                let outcome = p.view.outcome;
+                p.stream_error(outcome, e.to_string(), ev.len() as u64);
                 self.phase = Phase::Ended;
                 return Some(ev);
             }

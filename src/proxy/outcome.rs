@@ -17,7 +17,7 @@ use super::sse::hold::Held;
 use crate::clock::Instant;
 use crate::core::admission::Admitted;
 use crate::core::resilience::Ticket;
-use crate::core::snapshot::RequestView;
+use crate::core::snapshot::{RequestOutcome, RequestView};
 use crate::core::{AttemptGuard, RequestGuard};
 
 /// A 2xx SSE attempt past its pre-commit hold, ready to relay.
@@ -46,7 +46,7 @@ pub enum Outcome {
         /// The response.
         resp: Response<Full<Bytes>>,
         /// `ok` or `upstream_error`.
-        outcome: &'static str,
+        outcome: RequestOutcome,
     },
 }
 
@@ -81,9 +81,13 @@ impl Pending {
     }
 
     /// Records a complete response and returns it.
-    pub fn local(mut self, resp: Response<Full<Bytes>>, outcome: &str) -> Response<Full<Bytes>> {
+    pub fn local(
+        mut self,
+        resp: Response<Full<Bytes>>,
+        outcome: RequestOutcome,
+    ) -> Response<Full<Bytes>> {
         self.view.status = resp.status().as_u16();
-        self.view.outcome = outcome.into();
+        self.view.outcome = outcome;
         self.view.bytes = http_body::Body::size_hint(resp.body()).exact().unwrap_or(0);
         self.finish();
         resp
@@ -104,12 +108,11 @@ impl Pending {
         view.status = status;
         view.outcome = match err {
             ProxyError::Unreachable(_) | ProxyError::Timeout(_) | ProxyError::Restated { .. } => {
-                "upstream_error"
+                RequestOutcome::UpstreamError
             }
-            ProxyError::Draining | ProxyError::Excluded(_) => "sluice_error",
-            _ => "client_error",
-        }
-        .into();
+            ProxyError::Draining | ProxyError::Excluded(_) => RequestOutcome::SluiceError,
+            _ => RequestOutcome::ClientError,
+        };
         view.error = err.to_string();
         if let Some(w) = view.waits.last() {
             // Why it took this long: the request waited out a cooldown first.
@@ -121,10 +124,10 @@ impl Pending {
     }
 
     /// Records a 200 stream answered with one error event (early head) and finishes.
-    pub fn stream_error(mut self, outcome: &str, error: String, bytes: u64) {
+    pub fn stream_error(mut self, outcome: RequestOutcome, error: String, bytes: u64) {
         self.view.status = 200;
         self.view.stream = true;
-        self.view.outcome = outcome.into();
+        self.view.outcome = outcome;
         self.view.error = error;
         self.view.bytes = bytes;
         self.finish();
@@ -166,7 +169,7 @@ impl Pending {
 impl Drop for Pending {
     fn drop(&mut self) {
         if self.guard.is_some() {
-            self.view.outcome = "cancelled".into();
+            self.view.outcome = RequestOutcome::Cancelled;
             self.view.error = "client disconnected before the response head".into();
             self.finish();
         }

@@ -29,7 +29,7 @@ use super::sse::hold::Held;
 use super::sse::{StreamEnd, heartbeat};
 use crate::clock::{Clock, Instant};
 use crate::core::resilience::{AttemptEnd, EndKind, Ticket, success};
-use crate::core::snapshot::RequestView;
+use crate::core::snapshot::{RequestOutcome, RequestView};
 use crate::core::{AttemptGuard, Core, RequestGuard};
 use crate::policy::Classified;
 
@@ -83,7 +83,7 @@ impl Finish {
 
     /// Records the request as finished with `outcome` after `bytes` relayed, and hands the
     /// attempt's `verdict` to the core's one choke point.
-    pub fn complete(mut self, outcome: &str, bytes: u64, error: &str, verdict: Verdict) {
+    pub fn complete(mut self, outcome: RequestOutcome, bytes: u64, error: &str, verdict: Verdict) {
         if let Some(ticket) = self.ticket.take() {
             match verdict {
                 Verdict::Success => {
@@ -95,7 +95,7 @@ impl Finish {
                 Verdict::None => self.core.release(ticket),
             }
         }
-        self.view.outcome = outcome.to_string();
+        self.view.outcome = outcome;
         self.view.bytes = bytes;
         if !error.is_empty() {
             self.view.error = error.to_string();
@@ -202,7 +202,7 @@ impl RelayBody {
         self.holding.is_some() || self.inspect.at_boundary()
     }
 
-    fn complete(&mut self, outcome: &str, error: &str, verdict: Verdict) {
+    fn complete(&mut self, outcome: RequestOutcome, error: &str, verdict: Verdict) {
         if let Some(f) = self.finish.take() {
             f.complete(outcome, self.bytes, error, verdict);
         }
@@ -212,7 +212,7 @@ impl RelayBody {
     /// `verdict`.
     fn end_with_error(
         &mut self,
-        outcome: &str,
+        outcome: RequestOutcome,
         message: &str,
         overloaded: bool,
         v: Verdict,
@@ -230,7 +230,7 @@ impl RelayBody {
         let v = self.finish.as_ref().map_or(Verdict::None, |f| {
             f.classify(&AttemptEnd::guard(kind, message))
         });
-        self.end_with_error("truncated", message, false, v)
+        self.end_with_error(RequestOutcome::Truncated, message, false, v)
     }
 
     /// The final error event for a stream cut short, starting on an event boundary.
@@ -266,7 +266,7 @@ impl RelayBody {
             self.holding = None;
             let ev = sse_error_event(self.kind, &err.message, err.is_overloaded());
             self.bytes += ev.len() as u64;
-            self.complete("upstream_error", &what, v);
+            self.complete(RequestOutcome::UpstreamError, &what, v);
             self.ended = true;
             return Some(Poll::Ready(Some(Ok(Frame::data(ev)))));
         }
@@ -290,13 +290,13 @@ impl RelayBody {
             // Ended while holding: a complete (empty) turn is relayed as is.
             if self.inspect.is_complete() {
                 self.bytes += held.len() as u64;
-                self.complete("ok", "", Verdict::Success);
+                self.complete(RequestOutcome::Ok, "", Verdict::Success);
                 return Poll::Ready(Some(Ok(Frame::data(held.freeze()))));
             }
         }
         match self.inspect.end() {
             None | Some((StreamEnd::Complete, _)) => {
-                self.complete("ok", "", Verdict::Success);
+                self.complete(RequestOutcome::Ok, "", Verdict::Success);
                 Poll::Ready(None)
             }
             Some((StreamEnd::Failed, Some(err))) => {
@@ -309,7 +309,7 @@ impl RelayBody {
                     "error event in the stream: {} {}",
                     err.error_type, err.message
                 );
-                self.complete("upstream_error", &what, v);
+                self.complete(RequestOutcome::UpstreamError, &what, v);
                 Poll::Ready(None)
             }
             Some((StreamEnd::Failed, None)) => {
@@ -322,13 +322,17 @@ impl RelayBody {
                     .finish
                     .as_ref()
                     .map_or(Verdict::None, |f| f.classify(&end));
-                self.complete("upstream_error", "the stream reported a failure", v);
+                self.complete(
+                    RequestOutcome::UpstreamError,
+                    "the stream reported a failure",
+                    v,
+                );
                 Poll::Ready(None)
             }
             Some((StreamEnd::Truncated, _)) => {
                 let msg = "the upstream stream ended before its terminal event";
                 let v = self.verdict_truncated(Some(200), msg);
-                self.end_with_error("truncated", msg, false, v)
+                self.end_with_error(RequestOutcome::Truncated, msg, false, v)
             }
         }
     }
@@ -355,7 +359,7 @@ impl RelayBody {
                 Poll::Ready(Some(Err(e))) => {
                     let msg = format!("upstream stream broke: {e}");
                     let v = self.verdict_truncated(None, &msg);
-                    return Some(self.end_with_error("truncated", &msg, false, v));
+                    return Some(self.end_with_error(RequestOutcome::Truncated, &msg, false, v));
                 }
                 Poll::Ready(None) => return Some(self.on_end()),
             }
@@ -366,13 +370,13 @@ impl RelayBody {
     fn poll_limits(&mut self, cx: &mut Context<'_>) -> Option<Next> {
         if self.stop.as_mut().poll(cx).is_ready() {
             let msg = "sluice is shutting down; the stream was ended before it finished";
-            return Some(self.end_with_error("truncated", msg, true, Verdict::None));
+            return Some(self.end_with_error(RequestOutcome::Truncated, msg, true, Verdict::None));
         }
         if let Some(d) = self.deadline.as_mut()
             && d.as_mut().poll(cx).is_ready()
         {
             let msg = "RATE_LIMIT_EXECUTION_TIMEOUT: the request ran longer than [resilience.queue] execution_max_wait";
-            return Some(self.end_with_error("truncated", msg, false, Verdict::None));
+            return Some(self.end_with_error(RequestOutcome::Truncated, msg, false, Verdict::None));
         }
         let (Some(t), Some(limits)) = (self.throughput.as_mut(), self.guards.throughput) else {
             return None;
@@ -458,6 +462,10 @@ impl Body for RelayBody {
 impl Drop for RelayBody {
     fn drop(&mut self) {
         // The client went away before the body ended.
-        self.complete("cancelled", "client disconnected", Verdict::None);
+        self.complete(
+            RequestOutcome::Cancelled,
+            "client disconnected",
+            Verdict::None,
+        );
     }
 }

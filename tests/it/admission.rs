@@ -151,7 +151,11 @@ fn assert_no_penalty(s: &Sluice) {
     );
     assert_eq!(p.failures, 0, "provider failures");
     let c = &p.connections[0];
-    assert_eq!(c.status, "active", "{c:#?}");
+    assert_eq!(
+        c.status,
+        sluice::core::snapshot::ConnectionStatus::Active,
+        "{c:#?}"
+    );
     assert_eq!(
         (c.failures, c.cooldown_until_unix_ms, c.backoff_level),
         (0, None, 0),

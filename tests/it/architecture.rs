@@ -165,3 +165,25 @@ fn the_checks_see_what_they_look_for() {
         "no longer reads time, remove from TIME_ALLOW_LIST: {stale:?}"
     );
 }
+
+#[test]
+fn operator_doors_reach_the_core_only_through_control_methods() {
+    // The console and the admin API act through named `Control` methods; only the core itself,
+    // the request path (src/proxy/) and the wiring (src/app.rs) hold a `Core`.
+    let v = violations(
+        |f| !f.starts_with("src/core/") && !f.starts_with("src/proxy/") && f != "src/app.rs",
+        &[".core()"],
+    );
+    assert!(
+        v.is_empty(),
+        "use a named `Control` method instead of `.core()`:\n{}",
+        v.join("\n")
+    );
+    // And `Control` offers no way around its methods.
+    let v = violations(|f| f == "src/core/control.rs", &["fn core("]);
+    assert!(
+        v.is_empty(),
+        "`Control` must not hand out its `Core`:\n{}",
+        v.join("\n")
+    );
+}

@@ -229,9 +229,9 @@ async fn claude_code_completes_a_prompt_through_sluice() {
     }
     let snap = s.wait_requests(messages.len() as u64).await;
     assert!(
-        snap.recent
-            .iter()
-            .any(|r| r.route == "/v1/messages" && r.status == 200 && r.outcome == "ok"),
+        snap.recent.iter().any(|r| r.route == "/v1/messages"
+            && r.status == 200
+            && r.outcome == sluice::core::snapshot::RequestOutcome::Ok),
         "snapshot counted the request: {:#?}",
         snap.recent
     );

@@ -164,7 +164,8 @@ async fn assert_cancelled(s: &Sluice, mock: &MockUpstream, gone_at: Instant, cas
     );
     let snap = s.wait_requests(1).await;
     assert_eq!(
-        snap.recent[0].outcome, "cancelled",
+        snap.recent[0].outcome,
+        sluice::core::snapshot::RequestOutcome::Cancelled,
         "{case}: {:#?}",
         snap.recent[0]
     );
@@ -500,7 +501,10 @@ async fn a17_heartbeat_never_splits_an_event() {
         "client bytes = upstream bytes + whole ping events"
     );
     assert!(text.contains(&format!("event: content_block_delta\n{SPLIT_DATA}")));
-    assert_eq!(s.wait_requests(1).await.recent[0].outcome, "ok");
+    assert_eq!(
+        s.wait_requests(1).await.recent[0].outcome,
+        sluice::core::snapshot::RequestOutcome::Ok
+    );
 }
 
 // === A18: events split across writes ===
@@ -602,7 +606,11 @@ async fn split_stream_is_relayed_byte_exact(fixture_name: &str, anthropic: bool)
         );
         let snap = s.wait_requests(i as u64 + 1).await;
         let req = snap.recent.iter().max_by_key(|r| r.id).unwrap();
-        assert_eq!(req.outcome, "ok", "{fixture_name} {name}: {req:#?}");
+        assert_eq!(
+            req.outcome,
+            sluice::core::snapshot::RequestOutcome::Ok,
+            "{fixture_name} {name}: {req:#?}"
+        );
     }
     assert_untouched(&s);
 }

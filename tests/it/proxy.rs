@@ -507,7 +507,10 @@ async fn stream_ending_without_its_terminal_event_gets_an_error_event_and_cools_
     );
     assert_last_event_is_anthropic_error(&got[sent.len()..]);
     let snap = s.wait_requests(1).await;
-    assert_eq!(snap.recent[0].outcome, "truncated");
+    assert_eq!(
+        snap.recent[0].outcome,
+        sluice::core::snapshot::RequestOutcome::Truncated
+    );
     let conn = &snap.providers[0].connections[0];
     assert_eq!(
         (conn.status.as_str(), conn.last_error_kind.as_str()),
@@ -545,10 +548,14 @@ async fn error_event_after_content_is_relayed_and_classified_like_its_status() {
         "the upstream's own error event ends the stream; nothing is appended"
     );
     let snap = s.wait_requests(1).await;
-    assert_eq!(snap.recent[0].outcome, "upstream_error");
+    assert_eq!(
+        snap.recent[0].outcome,
+        sluice::core::snapshot::RequestOutcome::UpstreamError
+    );
     let conn = &snap.providers[0].connections[0];
     assert_eq!(
-        conn.status, "active",
+        conn.status,
+        sluice::core::snapshot::ConnectionStatus::Active,
         "529-class errors never cool a connection"
     );
     assert_eq!(conn.last_error_kind, "overloaded");
@@ -1300,7 +1307,10 @@ async fn a_clients_bad_key_never_expires_the_shared_passthrough_connection() {
         "another client is still served: {}",
         good.text()
     );
-    assert_eq!(s.snapshot().providers[0].connections[0].status, "active");
+    assert_eq!(
+        s.snapshot().providers[0].connections[0].status,
+        sluice::core::snapshot::ConnectionStatus::Active
+    );
 }
 
 #[tokio::test]
@@ -1325,7 +1335,7 @@ async fn terminal_reset_endpoint_brings_back_an_injected_key() {
     assert_eq!(r.status, 402);
     assert_eq!(
         s.snapshot().providers[0].connections[0].status,
-        "credits_exhausted"
+        sluice::core::snapshot::ConnectionStatus::CreditsExhausted
     );
 
     let reset = client::post_json(
@@ -1336,7 +1346,10 @@ async fn terminal_reset_endpoint_brings_back_an_injected_key() {
     .await;
     assert_eq!(reset.status, 200, "{}", reset.text());
     assert_eq!(reset.json()["reset"], json!(["mine"]));
-    assert_eq!(s.snapshot().providers[0].connections[0].status, "active");
+    assert_eq!(
+        s.snapshot().providers[0].connections[0].status,
+        sluice::core::snapshot::ConnectionStatus::Active
+    );
     let again = client::post_json(
         &s.url("/v1/messages"),
         &anthropic_body("claude-x", false),

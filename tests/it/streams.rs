@@ -160,7 +160,10 @@ async fn lifecycle_frames_are_held_and_heartbeats_keep_the_client_alive() {
         upstream.replace(PING, ""),
         "the upstream bytes, in order, plus pings between events"
     );
-    assert_eq!(s.wait_requests(1).await.recent[0].outcome, "ok");
+    assert_eq!(
+        s.wait_requests(1).await.recent[0].outcome,
+        sluice::core::snapshot::RequestOutcome::Ok
+    );
 }
 
 #[tokio::test]
@@ -184,7 +187,10 @@ async fn thinking_stream_that_only_pings_within_the_stall_timeout_completes() {
         String::from_utf8_lossy(&got).contains("event: message_stop"),
         "completed"
     );
-    assert_eq!(s.wait_requests(1).await.recent[0].outcome, "ok");
+    assert_eq!(
+        s.wait_requests(1).await.recent[0].outcome,
+        sluice::core::snapshot::RequestOutcome::Ok
+    );
 }
 
 #[tokio::test]
@@ -221,7 +227,10 @@ async fn stream_that_pings_past_the_stall_timeout_without_output_is_abandoned() 
         "{text}"
     );
     let snap = s.wait_requests(1).await;
-    assert_eq!(snap.recent[0].outcome, "truncated");
+    assert_eq!(
+        snap.recent[0].outcome,
+        sluice::core::snapshot::RequestOutcome::Truncated
+    );
     assert_eq!(
         snap.providers[0].connections[0].last_error_kind,
         "stream_stall"
@@ -256,7 +265,10 @@ async fn stalled_stream_after_content_is_abandoned_with_an_error_event() {
         (Some("error"), Some("api_error"))
     );
     let snap = s.wait_requests(1).await;
-    assert_eq!(snap.recent[0].outcome, "truncated");
+    assert_eq!(
+        snap.recent[0].outcome,
+        sluice::core::snapshot::RequestOutcome::Truncated
+    );
     let c = &snap.providers[0].connections[0];
     assert_eq!(
         (c.status.as_str(), c.last_error_kind.as_str()),
@@ -337,7 +349,10 @@ async fn opt_in_throughput_watchdog_abandons_a_trickling_stream() {
         "{text}"
     );
     let snap = s.wait_requests(1).await;
-    assert_eq!(snap.recent[0].outcome, "truncated");
+    assert_eq!(
+        snap.recent[0].outcome,
+        sluice::core::snapshot::RequestOutcome::Truncated
+    );
     assert_eq!(
         snap.providers[0].connections[0].last_error_kind,
         "stream_stall"

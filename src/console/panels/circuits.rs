@@ -13,7 +13,7 @@ use super::selectable_table;
 use super::{Col, fit, fmt_ago, fmt_countdown, frame, name_width, pick};
 use crate::console::app::{App, Focus};
 use crate::console::theme::{Role, Theme};
-use crate::core::snapshot::{BreakerView, ProviderView};
+use crate::core::snapshot::{BreakerState, BreakerView, ProviderView};
 
 /// Rows this panel would like (borders, header, one per provider).
 pub fn wanted_height(app: &App) -> u16 {
@@ -21,13 +21,12 @@ pub fn wanted_height(app: &App) -> u16 {
 }
 
 /// The theme role of a breaker state word (`muted` for an unknown one).
-pub fn state_role(state: &str) -> Role {
+pub fn state_role(state: BreakerState) -> Role {
     match state {
-        "closed" => Role::BreakerClosed,
-        "degraded" => Role::BreakerDegraded,
-        "open" => Role::BreakerOpen,
-        "half_open" => Role::BreakerHalfOpen,
-        _ => Role::Muted,
+        BreakerState::Closed => Role::BreakerClosed,
+        BreakerState::Degraded => Role::BreakerDegraded,
+        BreakerState::Open => Role::BreakerOpen,
+        BreakerState::HalfOpen => Role::BreakerHalfOpen,
     }
 }
 
@@ -87,7 +86,7 @@ fn state_width<'a>(providers: impl Iterator<Item = &'a ProviderView>, now: u64) 
     let w = providers
         .map(|p| {
             let cool = provider_cooling(p, now).map_or(0, |c| " · cooling ".len() + c.len());
-            p.breaker.state.chars().count() + cool
+            p.breaker.state.as_str().len() + cool
         })
         .max()
         .unwrap_or(0)
@@ -98,11 +97,10 @@ fn state_width<'a>(providers: impl Iterator<Item = &'a ProviderView>, now: u64) 
 fn cells<'a>(p: &ProviderView, theme: &Theme, now: u64) -> Vec<Cell<'a>> {
     let b = &p.breaker;
     let muted = theme.style(Role::Muted);
-    let mut state = vec![if b.state.is_empty() {
-        Span::styled("—", muted)
-    } else {
-        Span::styled(b.state.clone(), theme.style(state_role(&b.state)))
-    }];
+    let mut state = vec![Span::styled(
+        b.state.as_str(),
+        theme.style(state_role(b.state)),
+    )];
     if let Some(left) = provider_cooling(p, now) {
         state.push(Span::styled(" · ", muted));
         state.push(Span::styled(
@@ -114,7 +112,7 @@ fn cells<'a>(p: &ProviderView, theme: &Theme, now: u64) -> Vec<Cell<'a>> {
     let fail_style = if b.failure_count == 0 {
         muted
     } else if b.failure_count >= b.degrade_at {
-        theme.style(state_role(&b.state))
+        theme.style(state_role(b.state))
     } else {
         Style::default()
     };
@@ -160,7 +158,7 @@ fn last_transition<'a>(b: &BreakerView, theme: &Theme, now: u64) -> Line<'a> {
     let muted = theme.style(Role::Muted);
     match b.transitions.last() {
         Some(t) => Line::from(vec![
-            Span::styled(t.to.clone(), theme.style(state_role(&t.to))),
+            Span::styled(t.to.as_str(), theme.style(state_role(t.to))),
             Span::raw(format!(" ← {} ", t.reason)),
             Span::styled(fmt_ago(t.at_unix_ms, now), muted),
         ]),

@@ -91,7 +91,7 @@ fn cells<'a>(l: &LockoutView, theme: &Theme, now: u64) -> Vec<Cell<'a>> {
         Cell::from(l.provider.clone()),
         Cell::from(l.connection.clone()),
         Cell::from(Span::styled(l.model.clone(), lockout)),
-        Cell::from(Span::styled(l.scope.clone(), muted)),
+        Cell::from(Span::styled(l.scope.as_str(), muted)),
         Cell::from(l.reason.clone()),
         Cell::from(l.failures.to_string()),
         Cell::from(expires),

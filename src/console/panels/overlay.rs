@@ -12,7 +12,7 @@ use crate::console::app::{App, Confirm};
 use crate::console::keymap::{Keymap, Scope};
 use crate::console::panels::requests::route_label;
 use crate::console::theme::{Role, Theme};
-use crate::core::snapshot::RequestView;
+use crate::core::snapshot::{AttemptClass, RequestOutcome, RequestView};
 
 /// The help's lines: a heading per scope, then one line per command: its keys, its
 /// `[console.keys]` action name and what it does. Generated from the effective key map.
@@ -109,7 +109,7 @@ pub fn render_details(f: &mut Frame, area: Rect, app: &App, theme: &Theme) {
         return;
     };
     let label = |s: &'static str| Span::styled(format!(" {s:<9}"), theme.style(Role::Muted));
-    let outcome_role = if r.outcome == "ok" {
+    let outcome_role = if r.outcome == RequestOutcome::Ok {
         Role::Ok
     } else {
         Role::Error
@@ -125,7 +125,7 @@ pub fn render_details(f: &mut Frame, area: Rect, app: &App, theme: &Theme) {
             label("status"),
             Span::styled(fmt_status(r.status), status_style(r.status, theme)),
             Span::raw("  "),
-            Span::styled(r.outcome.clone(), theme.style(outcome_role)),
+            Span::styled(r.outcome.as_str(), theme.style(outcome_role)),
         ]),
         Line::from(vec![
             label("latency"),
@@ -189,7 +189,7 @@ fn attempt_lines<'a>(r: &RequestView, theme: &Theme) -> Vec<Line<'a>> {
             theme.style(Role::Title),
         )));
         for (i, a) in r.attempt_log.iter().enumerate() {
-            let class_role = if a.class == "success" {
+            let class_role = if a.class == AttemptClass::Success {
                 Role::Ok
             } else {
                 Role::Error

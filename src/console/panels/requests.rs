@@ -11,7 +11,7 @@ use super::{
 };
 use crate::console::app::{App, Focus};
 use crate::console::theme::{Role, Theme};
-use crate::core::snapshot::RequestView;
+use crate::core::snapshot::{RequestOutcome, RequestView};
 
 /// Columns: time, model → target, status, latency, attempts, outcome. Narrow panels drop the
 /// highest `drop` ranks first.
@@ -70,7 +70,7 @@ pub fn route_label(r: &RequestView) -> String {
 /// with `…` when cut.
 fn cells<'a>(r: &RequestView, theme: &Theme, route_w: u16) -> Vec<Cell<'a>> {
     let outcome_w = COLS[5].width;
-    let outcome_role = if r.outcome == "ok" {
+    let outcome_role = if r.outcome == RequestOutcome::Ok {
         Role::Ok
     } else {
         Role::Error
@@ -88,7 +88,7 @@ fn cells<'a>(r: &RequestView, theme: &Theme, route_w: u16) -> Vec<Cell<'a>> {
         Cell::from(Line::from(fmt_ms(r.latency_ms)).right_aligned()),
         Cell::from(Line::from(r.attempts.to_string()).right_aligned()),
         Cell::from(Span::styled(
-            ellipsize(&r.outcome, outcome_w),
+            ellipsize(r.outcome.as_str(), outcome_w),
             theme.style(outcome_role),
         )),
     ]

@@ -1,6 +1,6 @@
 //! `BreakerState` and `Transition`: the vocabulary of the §1 state machine and its history.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::clock::Instant;
 
@@ -9,10 +9,11 @@ pub const TRANSITION_HISTORY: usize = 20;
 
 /// The four breaker states of §1. Serialized (and shown) as `closed`, `degraded`, `open`,
 /// `half_open`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum BreakerState {
     /// Normal operation.
+    #[default]
     Closed,
     /// Still passing traffic; `failure_count >= degrade_at` (an early warning).
     Degraded,
@@ -42,6 +43,12 @@ impl BreakerState {
             "half_open" => Some(Self::HalfOpen),
             _ => None,
         }
+    }
+}
+
+impl std::fmt::Display for BreakerState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self.as_str())
     }
 }
 

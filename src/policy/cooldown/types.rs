@@ -43,7 +43,7 @@ pub(crate) fn truncate_chars(s: &str, max: usize) -> String {
 
 /// A connection's status (§2 "Per-connection fields"). Serialized snake_case, as stored in
 /// table `connections` and shown in the console.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ConnectionStatus {
     /// Eligible.
@@ -59,6 +59,12 @@ pub enum ConnectionStatus {
     Expired,
     /// Terminal: 402 or a credit/billing marker.
     CreditsExhausted,
+}
+
+impl std::fmt::Display for ConnectionStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self.as_str())
+    }
 }
 
 impl ConnectionStatus {

@@ -11,6 +11,7 @@ use super::super::dialect::{self, Excluded, ProxyError};
 use super::super::headers;
 use super::super::outcome::Outcome;
 use crate::clock::unix_ms;
+use crate::core::snapshot::RequestOutcome;
 use crate::policy::Classified;
 use crate::policy::select::{Exclusion, none_eligible};
 
@@ -52,7 +53,7 @@ fn upstream_failure(
     add_retry_after(&mut resp, classified);
     Ok(Outcome::Local {
         resp,
-        outcome: "upstream_error",
+        outcome: RequestOutcome::UpstreamError,
     })
 }
 

@@ -30,7 +30,7 @@ use super::routes::{Route, RouteKind};
 use crate::clock::Instant;
 use crate::core::admission::Admitted;
 use crate::core::resilience::{Ticket, success};
-use crate::core::snapshot::{AttemptView, RequestView, SkippedView, WaitView};
+use crate::core::snapshot::{AttemptView, RequestOutcome, RequestView, SkippedView, WaitView};
 use crate::policy::select::{self, Candidate, Exclusion, ExclusionReason};
 use crate::policy::{Classified, OutcomeClass, affinity};
 
@@ -122,7 +122,7 @@ fn no_candidates(
         let v = serde_json::json!({ "input_tokens": estimate_tokens(&req.body) });
         return Ok(Outcome::Local {
             resp: json_response(http::StatusCode::OK, v),
-            outcome: "ok",
+            outcome: RequestOutcome::Ok,
         });
     }
     let hint = if mismatched.is_empty() {
@@ -307,7 +307,7 @@ impl Dispatch<'_> {
                 core.report(ticket, &c);
                 Tried::Served(Outcome::Local {
                     resp,
-                    outcome: "ok",
+                    outcome: RequestOutcome::Ok,
                 })
             }
             AttemptResult::Failed {
@@ -353,7 +353,7 @@ impl Dispatch<'_> {
         {
             return Tried::Served(Outcome::Local {
                 resp: pass_through(*status, headers, body.clone()),
-                outcome: "upstream_error",
+                outcome: RequestOutcome::UpstreamError,
             });
         }
         self.last = Some(last);
@@ -406,7 +406,7 @@ fn log_attempt(view: &mut RequestView, status: u16, c: &Classified, latency: Dur
     view.attempt_log.push(AttemptView {
         target: view.target.clone(),
         status,
-        class: c.class.as_str().into(),
+        class: c.class,
         reason: c.reason.clone(),
         latency_ms: u64::try_from(latency.as_millis()).unwrap_or(u64::MAX),
     });

@@ -52,7 +52,10 @@ async fn reset_closes_an_open_breaker() {
     );
     expect_status(&d.send(&s, "gpt-x", &[]).await, 200, "traffic flows again");
     assert_eq!(mock.count(), 3);
-    assert_eq!(s.snapshot().providers[0].breaker.state, "closed");
+    assert_eq!(
+        s.snapshot().providers[0].breaker.state,
+        sluice::core::snapshot::BreakerState::Closed
+    );
 
     let all = admin(&s, Method::POST, "/api/resilience/reset", json!({})).await;
     assert_eq!(all.json(), json!({"reset": ["p"]}));
@@ -108,7 +111,7 @@ async fn clearing_cooldowns_reports_cleared_unchanged_and_skipped_terminal() {
     );
     assert_eq!(
         s.snapshot().providers[0].connections[1].status,
-        "credits_exhausted"
+        sluice::core::snapshot::ConnectionStatus::CreditsExhausted
     );
 
     expect_status(&d.send(&s, "claude-x", &[]).await, 200, "K1 serves again");

@@ -66,7 +66,10 @@ async fn a01_second_429_in_flight_extends_the_cooldown_to_the_max() {
         (Some("closed"), Some(0)),
         "429 is never a breaker failure: {b:#}"
     );
-    assert_eq!(s.snapshot().providers[0].breaker.state, "closed");
+    assert_eq!(
+        s.snapshot().providers[0].breaker.state,
+        sluice::core::snapshot::BreakerState::Closed
+    );
 
     // Past the max deadline K1 serves again, and its success clears the whole record.
     clock.advance(Duration::from_millis(1_500));
@@ -309,7 +312,7 @@ async fn credits_exhausted_is_terminal_and_never_cleared_by_the_cooldown_manager
     );
     assert_eq!(
         s.snapshot().providers[0].connections[0].status,
-        "credits_exhausted"
+        sluice::core::snapshot::ConnectionStatus::CreditsExhausted
     );
 }
 

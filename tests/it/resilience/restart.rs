@@ -127,7 +127,10 @@ async fn cooldowns_lockouts_and_breakers_survive_a_restart() {
         "transition history restored"
     );
     let snap = s.snapshot();
-    assert_eq!(snap.providers[0].connections[0].status, "cooling");
+    assert_eq!(
+        snap.providers[0].connections[0].status,
+        sluice::core::snapshot::ConnectionStatus::Cooling
+    );
     assert_eq!(snap.lockouts.len(), 1);
 
     // The restored state routes: nothing is dispatched to the excluded targets.
