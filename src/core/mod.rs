@@ -12,6 +12,7 @@ pub mod persist;
 mod report;
 pub mod resilience;
 pub mod routing;
+pub mod settings;
 pub mod snapshot;
 pub mod stats;
 

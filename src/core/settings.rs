@@ -1,0 +1,281 @@
+//! Operator settings: the typed partial edit of the live resilience tunables
+//! ([`SettingsPatch`], the shape of `PATCH /api/resilience` and of the console's settings
+//! editor), how a patch is validated against the file's values with the config file's own
+//! rules ([`apply_patch`]), and how saved overrides are applied at startup. `Control` is the
+//! only caller that changes live settings; this module holds no state.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::control::{ControlError, SETTINGS_KEY};
+use super::resilience::ResState;
+use crate::config::raw::{
+    RawConnectionCooldown, RawCooldownProfile, RawModelLockout, RawQueue, RawResilience,
+};
+use crate::config::{Config, Profile, Resilience};
+use crate::store::SettingRow;
+
+/// A partial edit of the live tunables (`PATCH /api/resilience`, the console's settings
+/// editor). Field names and value formats are those of `config.toml`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SettingsPatch {
+    /// `[resilience.connection_cooldown] stream_stall_cooldown`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream_stall_cooldown: Option<bool>,
+    /// `[resilience.connection_cooldown.<profile>]` `base` / `max_backoff_level`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub connection_cooldown: BTreeMap<String, CooldownPatch>,
+    /// `[resilience.model_lockout]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_lockout: Option<LockoutPatch>,
+    /// `[resilience.queue]` `max_wait` / `execution_max_wait` / `max_queue_depth` (§5: a saved
+    /// value overrides the file and the environment; a connection's own `queue` wins over it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<QueuePatch>,
+}
+
+/// Admission queue edit (§5).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QueuePatch {
+    /// e.g. `"30s"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_wait: Option<String>,
+    /// e.g. `"10m"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub execution_max_wait: Option<String>,
+    /// 0–100000 (0 = unlimited).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_queue_depth: Option<i64>,
+}
+
+/// Profile ladder edit.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CooldownPatch {
+    /// e.g. `"3s"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base: Option<String>,
+    /// 0–30.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_backoff_level: Option<i64>,
+}
+
+/// Model lockout edit (§3 settings).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LockoutPatch {
+    /// Master switch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+    /// Statuses 400–599.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_codes: Option<Vec<i64>>,
+    /// e.g. `"120s"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_cooldown: Option<String>,
+    /// e.g. `"30m"`; must be at least `base_cooldown`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_cooldown: Option<String>,
+    /// 0–30.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_backoff_steps: Option<i64>,
+    /// Double per repeated failure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exponential: Option<bool>,
+}
+
+impl SettingsPatch {
+    /// Overlays `other` on `self` (later values win).
+    pub fn merge(&mut self, other: &SettingsPatch) {
+        if other.stream_stall_cooldown.is_some() {
+            self.stream_stall_cooldown = other.stream_stall_cooldown;
+        }
+        for (k, v) in &other.connection_cooldown {
+            let e = self.connection_cooldown.entry(k.clone()).or_default();
+            if v.base.is_some() {
+                e.base.clone_from(&v.base);
+            }
+            if v.max_backoff_level.is_some() {
+                e.max_backoff_level = v.max_backoff_level;
+            }
+        }
+        if let Some(o) = &other.model_lockout {
+            let e = self.model_lockout.get_or_insert_with(LockoutPatch::default);
+            macro_rules! take {
+                ($f:ident) => {
+                    if o.$f.is_some() {
+                        e.$f.clone_from(&o.$f);
+                    }
+                };
+            }
+            take!(enabled);
+            take!(error_codes);
+            take!(base_cooldown);
+            take!(max_cooldown);
+            take!(max_backoff_steps);
+            take!(exponential);
+        }
+        if let Some(o) = &other.queue {
+            let e = self.queue.get_or_insert_with(QueuePatch::default);
+            if o.max_wait.is_some() {
+                e.max_wait.clone_from(&o.max_wait);
+            }
+            if o.execution_max_wait.is_some() {
+                e.execution_max_wait.clone_from(&o.execution_max_wait);
+            }
+            if o.max_queue_depth.is_some() {
+                e.max_queue_depth = o.max_queue_depth;
+            }
+        }
+    }
+
+    /// True when it changes nothing.
+    pub fn is_empty(&self) -> bool {
+        self.stream_stall_cooldown.is_none()
+            && self.connection_cooldown.is_empty()
+            && self.model_lockout.is_none()
+            && self.queue.is_none()
+    }
+}
+
+fn fmt(d: std::time::Duration) -> String {
+    humantime::format_duration(d).to_string()
+}
+
+/// `base` with `patch` applied, validated with the config file's rules
+/// (`config::validate::resilience_from_raw`). Errors name the field as `section.key`.
+pub fn apply_patch(base: &Resilience, patch: &SettingsPatch) -> Result<Resilience, ControlError> {
+    for k in patch.connection_cooldown.keys() {
+        if crate::config::validate::parse_profile(k).is_none() {
+            return Err(ControlError::Invalid {
+                field: format!("connection_cooldown.{k}"),
+                message: format!("'{k}' is not a profile; use oauth, api_key or local"),
+            });
+        }
+    }
+    let ml = &base.model_lockout;
+    let lp = patch.model_lockout.clone().unwrap_or_default();
+    let mut raw = RawResilience {
+        model_lockout: RawModelLockout {
+            enabled: Some(lp.enabled.unwrap_or(ml.enabled)),
+            error_codes: Some(
+                lp.error_codes
+                    .unwrap_or_else(|| ml.error_codes.iter().map(|c| i64::from(*c)).collect()),
+            ),
+            base_cooldown: Some(lp.base_cooldown.unwrap_or_else(|| fmt(ml.base_cooldown))),
+            max_cooldown: Some(lp.max_cooldown.unwrap_or_else(|| fmt(ml.max_cooldown))),
+            max_backoff_steps: Some(
+                lp.max_backoff_steps
+                    .unwrap_or(i64::from(ml.max_backoff_steps)),
+            ),
+            exponential: Some(lp.exponential.unwrap_or(ml.exponential)),
+        },
+        connection_cooldown: RawConnectionCooldown::default(),
+        queue: {
+            let q = &base.queue;
+            let qp = patch.queue.clone().unwrap_or_default();
+            RawQueue {
+                max_wait: Some(qp.max_wait.unwrap_or_else(|| fmt(q.max_wait))),
+                execution_max_wait: Some(
+                    qp.execution_max_wait
+                        .unwrap_or_else(|| fmt(q.execution_max_wait)),
+                ),
+                max_queue_depth: Some(qp.max_queue_depth.unwrap_or(i64::from(q.max_queue_depth))),
+                auto_enable_api_key_connections: Some(q.auto_enable_api_key_connections),
+            }
+        },
+        ..RawResilience::default()
+    };
+    for p in Profile::ALL {
+        let cur = base
+            .cooldown
+            .get(&p)
+            .copied()
+            .unwrap_or_else(|| crate::config::validate::default_cooldown(p));
+        let cp = patch
+            .connection_cooldown
+            .get(p.as_str())
+            .cloned()
+            .unwrap_or_default();
+        let prof = Some(RawCooldownProfile {
+            base: Some(cp.base.unwrap_or_else(|| fmt(cur.base))),
+            max_backoff_level: Some(
+                cp.max_backoff_level
+                    .unwrap_or(i64::from(cur.max_backoff_level)),
+            ),
+        });
+        match p {
+            Profile::Oauth => raw.connection_cooldown.oauth = prof,
+            Profile::ApiKey => raw.connection_cooldown.api_key = prof,
+            Profile::Local => raw.connection_cooldown.local = prof,
+        }
+    }
+    if let Some(q) = &patch.queue {
+        for (name, v) in [
+            ("max_wait", &q.max_wait),
+            ("execution_max_wait", &q.execution_max_wait),
+        ] {
+            if let Some(v) = v
+                && humantime::parse_duration(v.trim()).is_ok_and(|d| {
+                    d < std::time::Duration::from_millis(1)
+                        || d > std::time::Duration::from_secs(86_400)
+                })
+            {
+                return Err(ControlError::Invalid {
+                    field: format!("queue.{name}"),
+                    message: format!("'{v}' is outside 1ms–24h; use a duration in that range"),
+                });
+            }
+        }
+    }
+    let checked = crate::config::validate::resilience_from_raw(&raw).map_err(|problems| {
+        let p = problems
+            .into_iter()
+            .next()
+            .unwrap_or(crate::config::Problem {
+                key: "settings".into(),
+                message: "invalid".into(),
+                fix: String::new(),
+            });
+        ControlError::Invalid {
+            field: p.key.trim_start_matches("resilience.").to_string(),
+            message: format!("{}; {}", p.message, p.fix),
+        }
+    })?;
+    let mut out = base.clone();
+    out.model_lockout = checked.model_lockout;
+    out.cooldown = checked.cooldown;
+    if patch.queue.is_some() {
+        out.queue = checked.queue;
+    }
+    if let Some(v) = patch.stream_stall_cooldown {
+        out.connection_cooldown.stream_stall_cooldown = v;
+    }
+    Ok(out)
+}
+
+/// Applies the saved overrides (if any) on top of the file's settings at startup; an override
+/// that no longer validates is logged and ignored.
+pub(crate) fn apply_saved_settings(res: &mut ResState, cfg: &Config, rows: &[SettingRow]) {
+    let Some(row) = rows.iter().find(|r| r.key == SETTINGS_KEY) else {
+        return;
+    };
+    let patch: SettingsPatch = match serde_json::from_str(&row.value_json) {
+        Ok(p) => p,
+        Err(e) => {
+            tracing::warn!(error = %e, "ignoring unreadable saved settings");
+            return;
+        }
+    };
+    match apply_patch(&cfg.resilience, &patch) {
+        Ok(s) => {
+            res.settings = s;
+            res.overrides = patch;
+            res.apply_settings(cfg);
+        }
+        Err(e) => tracing::warn!(error = %e, "ignoring saved settings that no longer validate"),
+    }
+}
