@@ -334,10 +334,12 @@ async fn guard(rig: &mut Rig, o: &Opts, res: &mut Value) -> std::io::Result<()> 
     );
     let sat = &res["saturation"];
     let (fresh, after) = (g(&sat["fresh"], "p99_us"), g(&sat["after"], "p99_us"));
+    // Generous: this VM's c=1 p99 swings 3× between runs; the defect it guards against (cost
+    // growing with recent load) showed as 564 µs → 13.4 ms, far past this bound.
     check(
-        "c=1 p99 after saturation, µs (limit: 2 × fresh + 200)",
+        "c=1 p99 after saturation, µs (limit: 4 × fresh + 1,000)",
         after,
-        2.0 * fresh + 200.0,
+        4.0 * fresh + 1_000.0,
     );
     let failed = checks.iter().any(|c| c["pass"] != Value::Bool(true));
     res["guard"] = Value::Array(checks);
