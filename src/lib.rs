@@ -23,6 +23,8 @@ pub mod ct;
 pub mod metrics;
 pub mod policy;
 pub mod proxy;
+pub mod remote;
+pub mod snapshot_stream;
 pub mod status;
 pub mod store;
 pub mod telemetry;
