@@ -8,6 +8,8 @@
 //! - **admin**: the loopback admin API: [`admin`].
 //! - **store**: SQLite write-behind persistence on one thread: [`store`].
 //! - **console**: the ratatui operator console: [`console`].
+//! - **remote**: the console attached to a running sluice over the admin API, reading the
+//!   SSE snapshot stream ([`snapshot_stream`]): [`remote`].
 //! - **translate**: pure dialect translation (requests, responses, streams, errors): [`translate`].
 //! - support: [`config`], [`clock`], [`telemetry`], [`app`] (wires everything together).
 

@@ -9,6 +9,7 @@
 //! - admin: `sluice::admin` — `/livez`, `/readyz`, `/metrics`, `/api/snapshot`.
 //! - store: `sluice::store` — SQLite (WAL) on one writer thread.
 //! - console: `sluice::console` — ratatui panels, keymap, themes.
+//! - remote: `sluice::remote` — `sluice console` attached to a running sluice.
 #![allow(
     clippy::print_stdout,
     clippy::print_stderr,
