@@ -503,6 +503,8 @@ async fn event_loop(
 }
 
 #[cfg(test)]
+mod door_tests;
+#[cfg(test)]
 mod filter_mouse_tests;
 #[cfg(test)]
 mod newcomer_tests;

@@ -132,6 +132,71 @@ async fn the_snapshot_stream_needs_the_token_and_serves_several_subscribers() {
     s.stop().await;
 }
 
+#[tokio::test]
+async fn the_endpoints_an_attached_console_uses_and_readonly() {
+    let s = Sluice::start(
+        "[[providers]]\nid = \"up\"\ndialect = \"openai\"\nbase_url = \"{CLOSED}\"\n  [[providers.connections]]\n  id = \"key-a\"\n  auth = \"passthrough\"\n",
+        &[],
+    )
+    .await;
+    let url = s.admin("/api/resilience");
+    let put = |body: Value| {
+        let url = url.clone();
+        async move {
+            client::send(client::request(
+                http::Method::PUT,
+                &url,
+                &[("content-type", "application/json")],
+                client::full(serde_json::to_vec(&body).unwrap()),
+            ))
+            .await
+        }
+    };
+    // PUT replaces the overrides with exactly its body (what reverting one field sends).
+    let r = client::send(client::request(
+        http::Method::PATCH,
+        &url,
+        &[],
+        client::full(r#"{"stream_stall_cooldown":true,"queue":{"max_wait":"7s"}}"#),
+    ))
+    .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let r = put(json!({"queue": {"max_wait": "7s"}})).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["overrides"], json!({"queue": {"max_wait": "7s"}}));
+    let r = put(json!({"queue": {"max_wait": "soon"}})).await;
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert_eq!(r.json()["error"]["field"], "queue.max_wait");
+    let got = client::get(&url, &[]).await.json();
+    assert_eq!(
+        got["overrides"],
+        json!({"queue": {"max_wait": "7s"}}),
+        "unchanged"
+    );
+    assert!(
+        got["file"]["queue"].is_object(),
+        "GET names the file's settings too: {got}"
+    );
+
+    // Read-only: every change is refused, reads still work.
+    s.control().set_readonly(true);
+    let r = client::post_json(
+        &s.admin("/api/resilience/cooldowns"),
+        &json!({"all": true}),
+        &[],
+    )
+    .await;
+    assert_eq!(r.status, 403, "{}", r.text());
+    assert!(r.text().contains("read-only"), "{}", r.text());
+    assert_eq!(put(json!({})).await.status, 403);
+    assert_eq!(client::get(&url, &[]).await.status, 200);
+    assert_eq!(
+        client::get(&s.admin("/api/snapshot"), &[]).await.status,
+        200
+    );
+    s.stop().await;
+}
+
 /// A tmux server on a private socket with one session per attached console; killed on drop.
 struct Panes {
     socket: PathBuf,
