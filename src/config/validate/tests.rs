@@ -170,3 +170,27 @@ fn durations_are_bounded_at_validation() {
         .to_string();
     assert!(err.contains("env SLUICE_QUEUE_MAX_WAIT"), "{err}");
 }
+
+#[test]
+fn a_bare_number_where_a_string_belongs_gets_a_quoted_fix() {
+    let env = LoadEnv {
+        var: Box::new(|_| Some("k".into())),
+        data_dir: std::env::temp_dir(),
+    };
+    let fix = |line: &str| {
+        let text = format!(
+            "[server]\n{line}\n[[providers]]\nid = \"a\"\ndialect = \"anthropic\"\nbase_url = \"http://127.0.0.1:9\"\n"
+        );
+        match from_str(&text, Path::new("t.toml"), &env) {
+            Err(ConfigError::Parse { message, .. }) => message,
+            other => panic!("expected a parse error, got {other:?}"),
+        }
+    };
+    assert!(
+        fix("drain_timeout = 30").contains("write drain_timeout = \"30s\""),
+        "{}",
+        fix("drain_timeout = 30")
+    );
+    assert!(fix("max_body = 16").contains("write max_body = \"16MiB\""));
+    assert!(fix("listen = 8080").contains("write listen = \"8080\""));
+}
