@@ -381,8 +381,9 @@ fn describe(e: &hyper_util::client::legacy::Error) -> String {
     s
 }
 
-/// When a transport failure is a configuration problem rather than an outage, says so: a
-/// host name that does not resolve, or nothing listening on a loopback address.
+/// When a transport failure is likely a configuration or local-network problem rather than an
+/// outage, says so: a host name that does not resolve (or a DNS lookup that failed
+/// temporarily, as on an offline machine), or nothing listening on a loopback address.
 pub fn config_hint(error: &str, base_url: &http::Uri) -> String {
     let e = error.to_ascii_lowercase();
     let host = base_url.host().unwrap_or("");
@@ -393,9 +394,14 @@ pub fn config_hint(error: &str, base_url: &http::Uri) -> String {
         "no such host",
         "nodename nor servname",
     ];
+    if e.contains("temporary failure in name resolution") {
+        return format!(
+            " (the DNS lookup of '{host}' failed temporarily; check this machine's network or DNS)"
+        );
+    }
     if dns.iter().any(|m| e.contains(m)) {
         return format!(
-            " (configuration problem: the host name '{host}' does not resolve; check the provider's base_url)"
+            " (the host name '{host}' does not resolve; check the provider's base_url, or this machine's network if it is offline)"
         );
     }
     let loopback = host == "localhost"
@@ -438,6 +444,15 @@ mod tests {
             dns.contains("does not resolve") && dns.contains("api.exmaple.invalid"),
             "{dns}"
         );
+        let offline = config_hint(
+            "connect failed: dns error: failed to lookup address information: Temporary failure in name resolution",
+            &u("https://api.anthropic.com"),
+        );
+        assert!(
+            offline.contains("failed temporarily") && offline.contains("network"),
+            "an offline machine is not blamed on base_url: {offline}"
+        );
+        assert!(!offline.contains("base_url"), "{offline}");
         let lo = config_hint(
             "connect failed: tcp connect error: Connection refused (os error 111)",
             &u("http://127.0.0.1:11434/v1"),
