@@ -434,4 +434,6 @@ impl Core {
 }
 
 #[cfg(test)]
+mod breaker_model;
+#[cfg(test)]
 mod tests;
