@@ -299,6 +299,8 @@ struct State {
     /// When each inbound connection was closed (by either side), in order.
     closed: Mutex<Vec<Instant>>,
     closed_notify: Notify,
+    /// When set, the only inference paths this mock serves (others answer 404).
+    speaks: Mutex<Option<Vec<&'static str>>>,
 }
 
 /// Marks its exchange ended when dropped (response body finished, or handler/body dropped).
@@ -450,6 +452,22 @@ impl MockUpstream {
     /// The bound address.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// Makes this mock speak only OpenAI Chat Completions (`/v1/chat/completions`, and
+    /// `/v1/models`): every other path answers 404, like Ollama or DeepSeek would.
+    pub fn speak_only_chat(&self) {
+        *self.state.speaks.lock().unwrap() = Some(vec!["/v1/chat/completions", "/v1/models"]);
+    }
+
+    /// Makes this mock speak only Anthropic Messages (`/v1/messages`, count_tokens and
+    /// `/v1/models`): every other path answers 404.
+    pub fn speak_only_anthropic(&self) {
+        *self.state.speaks.lock().unwrap() = Some(vec![
+            "/v1/messages",
+            "/v1/messages/count_tokens",
+            "/v1/models",
+        ]);
     }
 
     /// Starts a rule for requests to `path` (no query); `"*"` matches any path.
@@ -626,7 +644,16 @@ async fn handle(
         body: body.clone(),
     };
     let model = body_model(&body);
-    let reply = pick(&state, &rec.path, model.as_deref(), &rec.headers);
+    let speaks = state.speaks.lock().unwrap().clone();
+    let reply = match speaks {
+        Some(paths) if !paths.contains(&rec.path.as_str()) => Reply::openai_error(
+            404,
+            "invalid_request_error",
+            "not_found",
+            &format!("mock: this server does not speak {}", rec.path),
+        ),
+        _ => pick(&state, &rec.path, model.as_deref(), &rec.headers),
+    };
     let guard = {
         let mut ex = state.exchanges.lock().unwrap();
         ex.push(Exchange {
