@@ -272,6 +272,7 @@ struct Rule {
     path: String,
     model: Option<String>,
     header: Option<(String, String)>,
+    body: Option<String>,
     remaining: Option<usize>,
     reply: Reply,
 }
@@ -387,6 +388,7 @@ pub struct RuleBuilder<'a> {
     path: String,
     model: Option<String>,
     header: Option<(String, String)>,
+    body: Option<String>,
     remaining: Option<usize>,
 }
 
@@ -404,6 +406,13 @@ impl RuleBuilder<'_> {
         self
     }
 
+    /// Only requests whose raw body contains `needle` (e.g. `"role":"tool"` to answer a
+    /// tool result differently from the first turn).
+    pub fn body_contains(mut self, needle: &str) -> Self {
+        self.body = Some(needle.to_string());
+        self
+    }
+
     /// Only the next `n` matching requests; later ones fall through to the next rule.
     pub fn times(mut self, n: usize) -> Self {
         self.remaining = Some(n);
@@ -416,6 +425,7 @@ impl RuleBuilder<'_> {
             path: self.path,
             model: self.model,
             header: self.header,
+            body: self.body,
             remaining: self.remaining,
             reply,
         };
@@ -477,6 +487,7 @@ impl MockUpstream {
             path: path.to_string(),
             model: None,
             header: None,
+            body: None,
             remaining: None,
         }
     }
@@ -604,7 +615,9 @@ async fn accept_loop(listener: TcpListener, state: Arc<State>, cancel: Cancellat
     }
 }
 
-fn pick(state: &State, path: &str, model: Option<&str>, headers: &http::HeaderMap) -> Reply {
+fn pick(state: &State, rec: &Recorded, model: Option<&str>) -> Reply {
+    let (path, headers) = (rec.path.as_str(), &rec.headers);
+    let body = String::from_utf8_lossy(&rec.body);
     let mut rules = state.rules.lock().unwrap();
     let found = rules.iter_mut().find(|r| {
         (r.path == "*" || r.path == path)
@@ -616,6 +629,7 @@ fn pick(state: &State, path: &str, model: Option<&str>, headers: &http::HeaderMa
                     .filter_map(|v| v.to_str().ok())
                     .any(|v| v.contains(needle.as_str()))
             })
+            && r.body.as_ref().is_none_or(|b| body.contains(b.as_str()))
             && r.remaining != Some(0)
     });
     match found {
@@ -652,7 +666,7 @@ async fn handle(
             "not_found",
             &format!("mock: this server does not speak {}", rec.path),
         ),
-        _ => pick(&state, &rec.path, model.as_deref(), &rec.headers),
+        _ => pick(&state, &rec, model.as_deref()),
     };
     let guard = {
         let mut ex = state.exchanges.lock().unwrap();
