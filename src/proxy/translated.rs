@@ -171,12 +171,7 @@ pub fn prepare(
     created: u64,
 ) -> Result<Prepared, ProxyError> {
     let Some(upstream) = upstream_dialect(client, p) else {
-        let body = if rewrite {
-            rewrite_model(body, model)?
-        } else {
-            body.clone()
-        };
-        return Ok(Prepared { body, seam: None });
+        return native(client, p, body, model, rewrite);
     };
     let t = translate::translate_request(client, upstream, body, model, &target_options(p))
         .map_err(ProxyError::Untranslatable)?;
@@ -189,6 +184,29 @@ pub fn prepare(
         body: t.body,
         seam: Some(Seam { upstream, context }),
     })
+}
+
+/// The client's body for a provider of its own format: `model` rewritten when `rewrite`,
+/// and — for an Anthropic provider — without thinking blocks an earlier translated turn
+/// produced (their empty signature would be rejected).
+fn native(
+    client: ClientFormat,
+    p: &Provider,
+    body: &Bytes,
+    model: &str,
+    rewrite: bool,
+) -> Result<Prepared, ProxyError> {
+    let stripped = match (client, p.dialect) {
+        (ClientFormat::Anthropic, Dialect::Anthropic) => translate::strip_unsigned_thinking(body),
+        _ => None,
+    };
+    let body = stripped.as_ref().unwrap_or(body);
+    let body = if rewrite {
+        rewrite_model(body, model)?
+    } else {
+        body.clone()
+    };
+    Ok(Prepared { body, seam: None })
 }
 
 /// An upstream response body, translated on the fly when the attempt has a seam. The
