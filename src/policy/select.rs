@@ -28,7 +28,7 @@ pub struct Candidate {
 pub struct Skipped {
     /// `provider/model` as configured.
     pub target: String,
-    /// Diagnostic reason, e.g. `dialect_mismatch`.
+    /// Diagnostic reason (an [`ExclusionReason`] word).
     pub reason: &'static str,
 }
 
@@ -216,7 +216,9 @@ pub enum ExclusionReason {
     Terminal,
     /// Anything else (auth / not found exclusions).
     Unavailable,
-    /// The target's provider speaks the other dialect (listed in diagnostics only).
+    /// The target's provider speaks the other dialect (listed in diagnostics only). No
+    /// longer produced since translation: every dialect is reachable; kept so the wire word
+    /// stays defined.
     DialectMismatch,
 }
 
