@@ -24,3 +24,4 @@ mod pipeline;
 mod proxy;
 mod resilience;
 mod streams;
+mod translation;
