@@ -33,9 +33,8 @@ pub struct Snapshot {
     pub totals: Totals,
     /// Rolling last-minute statistics.
     pub last_minute: Window,
-    /// Most recent finished requests, newest first (at most [`RECENT_CAP`]). Not read back
-    /// when a snapshot is parsed (`sluice status` does not show them).
-    #[serde(skip_deserializing)]
+    /// Most recent finished requests, newest first (at most [`RECENT_CAP`]). Read back when a
+    /// snapshot is parsed, so an attached console (`sluice console`) shows them too.
     pub recent: Vec<RequestView>,
     /// Configured providers with live per-provider counters.
     pub providers: Vec<ProviderView>,
@@ -97,7 +96,8 @@ pub struct Window {
 }
 
 /// One finished request as the Requests panel shows it.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct RequestView {
     /// Sequence number since start.
     pub id: u64,
@@ -152,7 +152,8 @@ impl WaitView {
 
 /// One cooldown-aware wait of a request: every candidate was excluded by a short cooldown or
 /// lockout, and the request waited for the earliest to end.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct WaitView {
     /// The target whose exclusion ended first, `provider:connection/model`.
     pub target: String,
@@ -163,7 +164,8 @@ pub struct WaitView {
 }
 
 /// One upstream attempt of a request.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct AttemptView {
     /// `provider:connection/model`.
     pub target: String,
@@ -181,7 +183,8 @@ pub struct AttemptView {
 }
 
 /// A candidate excluded before dispatch.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct SkippedView {
     /// `provider:connection/model`.
     pub target: String,

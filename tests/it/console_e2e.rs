@@ -75,7 +75,7 @@ impl Drop for Tmux {
     }
 }
 
-fn tmux_available() -> bool {
+pub(crate) fn tmux_available() -> bool {
     Command::new("tmux")
         .arg("-V")
         .output()
@@ -84,7 +84,7 @@ fn tmux_available() -> bool {
 
 /// Whether the test runs: with tmux always; without it, `Err` (a failure) when `ci` (the
 /// `CI` variable) is `true` or `1`, else `Ok(false)` (skipped locally).
-fn must_run(tmux: bool, ci: Option<&str>) -> Result<bool, String> {
+pub(crate) fn must_run(tmux: bool, ci: Option<&str>) -> Result<bool, String> {
     let in_ci = ci.is_some_and(|v| v.eq_ignore_ascii_case("true") || v == "1");
     match (tmux, in_ci) {
         (true, _) => Ok(true),
@@ -107,7 +107,7 @@ fn missing_tmux_fails_under_ci_and_skips_locally() {
 }
 
 /// A port that was free a moment ago (bound to `127.0.0.1:0`, read, released).
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     l.local_addr().unwrap().port()
 }

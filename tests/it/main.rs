@@ -17,6 +17,7 @@ mod architecture;
 mod claude_code;
 mod cli;
 mod config;
+mod console_attach;
 mod console_e2e;
 mod console_settings;
 mod edge;
