@@ -129,6 +129,10 @@ pub struct RequestView {
     pub skipped: Vec<SkippedView>,
     /// Every cooldown-aware wait (§4) the request made, in order.
     pub waits: Vec<WaitView>,
+    /// The client's format: `anthropic`, `chat` or `responses` (empty for `/v1/models`).
+    pub client_format: String,
+    /// The dialect of the last target tried (`anthropic` or `openai`; empty when none).
+    pub upstream_dialect: String,
 }
 
 impl WaitView {
@@ -173,6 +177,9 @@ pub struct AttemptView {
     pub reason: String,
     /// Time to the response head (or the failure), ms.
     pub latency_ms: u64,
+    /// `client→upstream` when the request was translated for this target, e.g.
+    /// `anthropic→openai`; empty when it was forwarded in the client's format.
+    pub translated: String,
 }
 
 /// A candidate excluded before dispatch.

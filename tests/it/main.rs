@@ -25,3 +25,4 @@ mod pipeline;
 mod proxy;
 mod resilience;
 mod streams;
+mod translation;
