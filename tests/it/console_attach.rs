@@ -507,3 +507,56 @@ async fn attached_consoles_clear_a_cooldown_and_ride_out_a_restart() {
     panes.keys("b", &["q"]);
     drop(server);
 }
+
+#[test]
+fn sluice_console_names_a_missing_token_variable_and_needs_a_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("config.toml");
+    std::fs::write(
+        &path,
+        config(dir.path(), free_port(), free_port(), "http://127.0.0.1:9"),
+    )
+    .unwrap();
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .arg("console")
+            .arg("--config")
+            .arg(&path)
+            .args(args)
+            .env_remove("SLUICE_ATTACH_TOKEN")
+            .env_remove("NOT_SET_ANYWHERE")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let out = run(&[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("admin.token_env") && err.contains("SLUICE_ATTACH_TOKEN"),
+        "{err}"
+    );
+    let out = run(&["--token-env", "NOT_SET_ANYWHERE"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--token-env") && err.contains("NOT_SET_ANYWHERE"),
+        "{err}"
+    );
+    assert!(!err.contains(TOKEN));
+    let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .arg("console")
+        .arg("--config")
+        .arg(&path)
+        .env("SLUICE_ATTACH_TOKEN", TOKEN)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("needs a terminal") && err.contains("sluice status"),
+        "{err}"
+    );
+    assert!(!err.contains(TOKEN), "the token is never printed: {err}");
+}
