@@ -11,14 +11,14 @@
 //! (both resume and show a new cooldown), and `c` is refused with the reason in the status
 //! bar while the admin API still says cooling.
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::console_e2e::{free_port, must_run, tmux_available};
 use crate::support::client;
+use crate::support::tmux::{Panes, free_port, tmux_or_skip};
 use crate::support::{MockUpstream, Reply, Sluice};
 
 /// The longest any one wait may take (a reconnect waits at most 5 s between attempts).
@@ -197,63 +197,13 @@ async fn the_endpoints_an_attached_console_uses_and_readonly() {
     s.stop().await;
 }
 
-/// A tmux server on a private socket with one session per attached console; killed on drop.
-struct Panes {
-    socket: PathBuf,
-}
-
-impl Panes {
-    fn run(&self, args: &[&str]) -> Output {
-        Command::new("tmux")
-            .arg("-S")
-            .arg(&self.socket)
-            .args(args)
-            .output()
-            .expect("run tmux")
-    }
-
-    /// Starts `command` in a detached 120×40 session `name`, kept when the command exits.
-    fn start(&self, name: &str, command: &str) {
-        let out = self.run(&[
-            "new-session",
-            "-d",
-            "-s",
-            name,
-            "-x",
-            "120",
-            "-y",
-            "40",
-            command,
-        ]);
-        assert!(out.status.success(), "tmux new-session: {out:?}");
-        self.run(&["set-option", "-t", name, "remain-on-exit", "on"]);
-    }
-
-    fn keys(&self, name: &str, keys: &[&str]) {
-        let mut args = vec!["send-keys", "-t", name];
-        args.extend_from_slice(keys);
-        let out = self.run(&args);
-        assert!(out.status.success(), "tmux send-keys {keys:?}: {out:?}");
-    }
-
-    fn screen(&self, name: &str) -> String {
-        String::from_utf8_lossy(&self.run(&["capture-pane", "-p", "-t", name]).stdout).into_owned()
-    }
-
-    /// Both screens, for failure messages.
-    fn screens(&self) -> String {
-        format!(
-            "--- console a ---\n{}\n--- console b ---\n{}",
-            self.screen("a"),
-            self.screen("b")
-        )
-    }
-}
-
-impl Drop for Panes {
-    fn drop(&mut self) {
-        let _ = self.run(&["kill-server"]);
-    }
+/// Both consoles' screens, for failure messages.
+fn screens(panes: &Panes) -> String {
+    format!(
+        "--- console a ---\n{}\n--- console b ---\n{}",
+        panes.screen("a"),
+        panes.screen("b")
+    )
 }
 
 /// A headless `sluice --no-console` child process; killed on drop.
@@ -372,15 +322,8 @@ fn status_bar(screen: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn attached_consoles_clear_a_cooldown_and_ride_out_a_restart() {
-    match must_run(tmux_available(), std::env::var("CI").ok().as_deref()) {
-        Ok(true) => {}
-        Ok(false) => {
-            eprintln!(
-                "SKIPPED console_attach: tmux is not installed (CI=true makes this a failure)"
-            );
-            return;
-        }
-        Err(e) => panic!("{e}"),
+    if !tmux_or_skip("console_attach") {
+        return;
     }
     let mock = MockUpstream::start().await;
     mock.on("*").reply(Reply::openai_error(
@@ -427,7 +370,7 @@ async fn attached_consoles_clear_a_cooldown_and_ride_out_a_restart() {
             dir.path().join("b.txt").display()
         ),
     );
-    let screens = || panes.screens();
+    let screens = || screens(&panes);
     let on_both = |needle: &'static str| {
         let (a, b) = (panes.screen("a"), panes.screen("b"));
         async move { a.contains(needle) && b.contains(needle) }
