@@ -13,8 +13,10 @@ const EMPTY_SIGNATURE: [&[u8]; 2] = [b"\"signature\":\"\"", b"\"signature\": \"\
 /// `body` without the `thinking` blocks whose `signature` is empty, or `None` when it has
 /// none (the common case costs one byte scan, no parse) or is not a JSON object.
 pub fn strip_unsigned_thinking(body: &[u8]) -> Option<Bytes> {
-    let has = |m: &[u8]| body.windows(m.len()).any(|w| w == m);
-    if !EMPTY_SIGNATURE.iter().any(|m| has(m)) {
+    if !EMPTY_SIGNATURE
+        .iter()
+        .any(|m| memchr::memmem::find(body, m).is_some())
+    {
         return None;
     }
     let mut v: Value = serde_json::from_slice(body).ok()?;

@@ -16,6 +16,7 @@ mod admission;
 mod architecture;
 mod claude_code;
 mod cli;
+mod codex_cli;
 mod config;
 mod console_attach;
 mod console_e2e;

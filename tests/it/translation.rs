@@ -528,3 +528,27 @@ async fn the_model_list_includes_models_of_both_dialects() {
         assert!(ids.iter().any(|i| i == want), "{want} missing from {ids:?}");
     }
 }
+
+#[tokio::test]
+async fn chat_client_streams_from_an_anthropic_only_upstream() {
+    let t = start().await;
+    let body = json!({"model": "claude", "stream": true, "stream_options": {"include_usage": true},
+        "messages": [{"role": "user", "content": "hi"}]});
+    let mut st = client::open_json(&t.s.url("/v1/chat/completions"), &body, &[BEARER]).await;
+    let (got, clean) = st.read_to_end(READ).await;
+    let text = String::from_utf8_lossy(&got);
+
+    assert_eq!(st.status, 200);
+    assert!(clean, "{text}");
+    assert!(
+        text.contains("\"object\":\"chat.completion.chunk\""),
+        "{text}"
+    );
+    assert!(!text.contains("event: message_start"), "{text}");
+    assert_eq!(count(&text, "data: [DONE]"), 1, "{text}");
+    assert!(text.trim_end().ends_with("data: [DONE]"), "{text}");
+    assert!(text.contains("\"usage\""), "the usage chunk: {text}");
+    assert_eq!(t.an.single().json()["stream"], true);
+    let snap = t.s.wait_requests(1).await;
+    assert_eq!(snap.recent[0].attempt_log[0].translated, "chat→anthropic");
+}

@@ -274,6 +274,15 @@ fn tools(v: &Value, d: &mut Draft) -> Result<(), TranslateError> {
                 ));
                 dropped.insert(k.to_string());
             }
+            // A named group of function tools (Codex's sub-agent tools): its calls carry the
+            // namespace, which an Anthropic tool list cannot express. Dropped like a built-in.
+            "namespace" => {
+                let name = s(t, "name").unwrap_or_default();
+                d.warn(format!(
+                    "dropped tools[{i}] namespace '{name}' (tool groups have no counterpart)"
+                ));
+                dropped.insert("namespace".to_string());
+            }
             k => {
                 return Err(TranslateError::unsupported(
                     format!("tools[{i}].type={k}"),

@@ -312,3 +312,29 @@ fn tool_call_fragments_across_many_chunks_reassemble_exactly() {
     assert_eq!(args[&0], a);
     assert_eq!(args[&1], b);
 }
+
+#[test]
+fn a_codex_namespace_tool_group_is_dropped_not_refused() {
+    let body = json!({"model": "m", "input": "hi", "tools": [
+        {"type": "function", "name": "exec_command", "parameters": {"type": "object"}},
+        {"type": "namespace", "name": "multi_agent_v1", "tools": [{"type": "function", "name": "close_agent"}]},
+        {"type": "web_search"}
+    ]});
+    for up in [Dialect::Anthropic, Dialect::OpenAi] {
+        let t = translate_request(
+            ClientFormat::Responses,
+            up,
+            body.to_string().as_bytes(),
+            "m",
+            &TargetOptions::default(),
+        )
+        .unwrap();
+        let v: Value = serde_json::from_slice(&t.body).unwrap();
+        assert_eq!(v["tools"].as_array().unwrap().len(), 1, "{v}");
+        assert!(
+            t.warnings.iter().any(|w| w.contains("multi_agent_v1")),
+            "{:?}",
+            t.warnings
+        );
+    }
+}

@@ -9,6 +9,7 @@ pub mod body;
 pub mod client;
 pub mod harness;
 pub mod mock_upstream;
+pub mod npm_tool;
 pub mod recorded;
 pub mod tmux;
 pub mod wire;

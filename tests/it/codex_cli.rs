@@ -1,0 +1,161 @@
+//! Codex CLI end to end: the real `codex exec` (npm `@openai/codex`, pinned) speaks OpenAI
+//! Responses to sluice, which translates the turn for a mock that speaks only Anthropic
+//! Messages, and the stream back.
+//!
+//! The CLI is installed once under `target/codex-cli/` (about 400 MB: the package ships a
+//! native binary).
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use crate::support::{MockUpstream, Reply, Sluice, fill, npm_tool};
+
+const CODEX_VERSION: &str = "0.169.0";
+const PHRASE: &str = "sluice-codex-ok 41b7";
+const DUMMY_KEY: &str = "sk-codex-test-dummy";
+const RUN_TIMEOUT: Duration = Duration::from_secs(120);
+const POLL: Duration = Duration::from_millis(100);
+
+const CONFIG: &str = r#"
+[routing]
+default_provider = "anthropic"
+
+[[providers]]
+id = "anthropic"
+dialect = "anthropic"
+base_url = "{MOCK}"
+
+  [[providers.connections]]
+  id = "mine"
+  auth = "passthrough"
+
+[[combos]]
+name = "claude"
+targets = ["anthropic/claude-sonnet-4-5"]
+"#;
+
+fn ensure_codex() -> PathBuf {
+    npm_tool::ensure(
+        "codex-cli",
+        &format!("@openai/codex@{CODEX_VERSION}"),
+        "node_modules/.bin/codex",
+    )
+}
+
+/// Codex's own config: sluice as a Responses provider, model `claude`.
+fn codex_config(base_url: &str) -> String {
+    format!(
+        "model_provider = \"sluice\"\nmodel = \"claude\"\n\n[model_providers.sluice]\nname = \"sluice\"\nbase_url = \"{base_url}/v1\"\nenv_key = \"OPENAI_API_KEY\"\nwire_api = \"responses\"\n"
+    )
+}
+
+/// Output of a finished `codex exec`.
+#[derive(Debug)]
+struct Run {
+    success: bool,
+    stdout: String,
+    #[allow(dead_code, reason = "shown through Debug when the test fails")]
+    stderr: String,
+}
+
+fn run_codex(codex: &Path, home: &Path, prompt: &str) -> Run {
+    let path = std::env::var("PATH").unwrap_or_default();
+    let mut child = Command::new(codex)
+        .args(["exec", "--skip-git-repo-check", prompt])
+        .env_clear()
+        .env("PATH", path)
+        .env("HOME", home)
+        .env("CODEX_HOME", home.join(".codex"))
+        .env("OPENAI_API_KEY", DUMMY_KEY)
+        .current_dir(home)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start codex: {e}"));
+    let drain = |mut r: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = r.read_to_string(&mut s);
+            s
+        })
+    };
+    let out = drain(Box::new(child.stdout.take().unwrap()));
+    let err = drain(Box::new(child.stderr.take().unwrap()));
+    let mut status = None;
+    for _ in 0..(RUN_TIMEOUT.as_millis() / POLL.as_millis()) {
+        if let Some(s) = child.try_wait().unwrap() {
+            status = Some(s);
+            break;
+        }
+        std::thread::sleep(POLL);
+    }
+    let timed_out = status.is_none();
+    if timed_out {
+        let _ = child.kill();
+        status = child.wait().ok();
+    }
+    let run = Run {
+        success: status.is_some_and(|s| s.success()) && !timed_out,
+        stdout: out.join().unwrap_or_default(),
+        stderr: err.join().unwrap_or_default(),
+    };
+    assert!(
+        !timed_out,
+        "codex exec did not finish within {RUN_TIMEOUT:?}: {run:#?}"
+    );
+    run
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_exec_completes_a_turn_through_an_anthropic_only_provider() {
+    let codex = tokio::task::spawn_blocking(ensure_codex).await.unwrap();
+    let mock = MockUpstream::start().await;
+    mock.speak_only_anthropic();
+    mock.on("/v1/messages").reply(Reply::anthropic_text(PHRASE));
+    let s = Sluice::start(&fill(CONFIG, &mock), &[]).await;
+    let home = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(home.path().join(".codex")).unwrap();
+    std::fs::write(
+        home.path().join(".codex/config.toml"),
+        codex_config(&s.base_url()),
+    )
+    .unwrap();
+
+    let home_path = home.path().to_path_buf();
+    let run = tokio::task::spawn_blocking(move || run_codex(&codex, &home_path, "say the phrase"))
+        .await
+        .unwrap();
+
+    let seen = mock.requests();
+    assert!(
+        run.success,
+        "codex exec failed: {run:#?}\nupstream saw: {seen:#?}"
+    );
+    assert!(
+        run.stdout.contains(PHRASE),
+        "stdout lacks the phrase: {run:#?}"
+    );
+    let turn = seen
+        .iter()
+        .find(|r| r.path == "/v1/messages")
+        .unwrap_or_else(|| panic!("no Messages request reached the mock: {seen:#?}"));
+    assert_eq!(turn.model().as_deref(), Some("claude-sonnet-4-5"));
+    assert_eq!(
+        turn.header("x-api-key"),
+        Some(DUMMY_KEY),
+        "the key moved to x-api-key"
+    );
+    let snap = s.wait_requests(1).await;
+    assert!(
+        snap.recent.iter().any(|r| r
+            .attempt_log
+            .iter()
+            .any(|a| a.translated == "responses→anthropic")),
+        "{:#?}",
+        snap.recent
+    );
+    s.stop().await;
+}

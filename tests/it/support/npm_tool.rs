@@ -1,0 +1,69 @@
+//! Installs a pinned npm CLI once under `target/<dir>/` for an end-to-end test: an in-process
+//! mutex plus a lock file keep parallel test runs from installing it twice.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
+use std::time::Duration;
+
+const POLL: Duration = Duration::from_millis(100);
+
+/// `npm install`s `pkg` (e.g. `@openai/codex@0.169.0`) under `target/<dir>/` unless
+/// `target/<dir>/<bin>` (a path under the install prefix) exists; returns that path.
+pub fn ensure(dir: &str, pkg: &str, bin: &str) -> PathBuf {
+    static IN_PROCESS: Mutex<()> = Mutex::new(());
+    let _guard = IN_PROCESS.lock().unwrap_or_else(|e| e.into_inner());
+    let prefix = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("target")
+        .join(dir);
+    let want = prefix.join(bin);
+    if want.exists() {
+        return want;
+    }
+    std::fs::create_dir_all(&prefix).unwrap();
+    let lock = prefix.join(".install.lock");
+    let mut owned = false;
+    for _ in 0..(300_000 / POLL.as_millis() as u64) {
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&lock)
+        {
+            Ok(_) => {
+                owned = true;
+                break;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                if want.exists() {
+                    return want;
+                }
+                std::thread::sleep(POLL);
+            }
+            Err(e) => panic!("cannot create {}: {e}", lock.display()),
+        }
+    }
+    if !owned {
+        eprintln!("{} looks stale (5 min); installing anyway", lock.display());
+    }
+    let status = Command::new("npm")
+        .args(["install", "--prefix"])
+        .arg(&prefix)
+        .args(["--no-audit", "--no-fund", pkg])
+        .stdin(Stdio::null())
+        .status();
+    let _ = std::fs::remove_file(&lock);
+    match status {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            panic!("`npm` not found: this end-to-end test needs Node.js (>= 18) and npm on PATH")
+        }
+        Err(e) => panic!("cannot run npm: {e}"),
+        Ok(s) if !s.success() => panic!("`npm install {pkg}` failed ({s}); see its output above"),
+        Ok(_) => {}
+    }
+    assert!(
+        want.exists(),
+        "npm install finished but {} is missing",
+        want.display()
+    );
+    want
+}
