@@ -1,5 +1,5 @@
 //! Command-line arguments (clap): `sluice` runs the proxy with the console, `--no-console`
-//! runs it headless, `check` validates the config and prints the routing table, `status`
+//! runs it headless (as does `serve`, the form for service managers), `check` validates the config and prints the routing table, `status`
 //! reads a running sluice's state, `env <client>` prints how to point a client at sluice.
 
 use std::path::PathBuf;
@@ -33,9 +33,19 @@ pub struct Cli {
     pub command: Option<Command>,
 }
 
+impl Cli {
+    /// True when sluice runs without the console: `--no-console` or `sluice serve`.
+    pub fn headless(&self) -> bool {
+        self.no_console || matches!(self.command, Some(Command::Serve))
+    }
+}
+
 /// Subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Run the proxy headless, the same as `--no-console`: for systemd, launchd or a
+    /// terminal multiplexer (logs go to the log dir and stderr).
+    Serve,
     /// Validate the config and print the resolved routing table.
     Check,
     /// Print breakers, connection cooldowns and model lockouts of a running sluice (via its
@@ -69,5 +79,9 @@ mod tests {
             })
         ));
         assert!(Cli::try_parse_from(["sluice", "env", "vim"]).is_err());
+        let c = Cli::try_parse_from(["sluice", "serve", "-c", "z.toml"]).unwrap();
+        assert!(matches!(c.command, Some(Command::Serve)));
+        assert!(c.headless());
+        assert!(!Cli::try_parse_from(["sluice"]).unwrap().headless());
     }
 }

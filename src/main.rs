@@ -52,7 +52,11 @@ fn main() -> ExitCode {
         Ok(p) => p,
         Err(e) => return fail(&e.to_string(), 2),
     };
-    if let Some(command) = &cli.command {
+    if let Some(command) = cli
+        .command
+        .as_ref()
+        .filter(|c| !matches!(c, Command::Serve))
+    {
         return run_command(command, &path);
     }
     let cfg = match config::load(&path) {
@@ -64,7 +68,7 @@ fn main() -> ExitCode {
         Err(e) => return fail(&format!("{}: {e}", path.display()), 2),
     };
     let use_console =
-        !cli.no_console && std::io::stdout().is_terminal() && std::io::stdin().is_terminal();
+        !cli.headless() && std::io::stdout().is_terminal() && std::io::stdin().is_terminal();
     let _log = match sluice::telemetry::init(&cfg.log.dir, &cfg.log.level, !use_console) {
         Ok(g) => g,
         Err(e) => return fail(&e.to_string(), 2),
@@ -229,6 +233,8 @@ fn run_command(command: &Command, path: &std::path::Path) -> ExitCode {
             print!("{}", sluice::client_env::render(*client, cfg));
             ExitCode::SUCCESS
         }
+        // `main` runs the server itself; never dispatched here.
+        Command::Serve => ExitCode::SUCCESS,
     }
 }
 
