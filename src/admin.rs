@@ -91,6 +91,7 @@ async fn handle(control: &Control, req: Request<Incoming>) -> Response<Full<Byte
         ("GET" | "HEAD", "/api/monitoring/health") => {
             json_response(StatusCode::OK, health(&control.snapshot()))
         }
+        ("POST", "/api/config/reload") => reload(control),
         ("POST", "/api/resilience/reset") => {
             #[derive(Deserialize, Default)]
             #[serde(deny_unknown_fields)]
@@ -288,6 +289,18 @@ fn answer(r: Result<Value, ControlError>) -> Response<Full<Bytes>> {
         Err(e @ (ControlError::UnknownProvider(_) | ControlError::UnknownConnection(_))) => {
             error(StatusCode::NOT_FOUND, &e.to_string())
         }
+    }
+}
+
+/// `POST /api/config/reload`: 200 with what changed, or 422 with the error (`code`
+/// `config_invalid` or `restart_required`, `message` naming file, key and fix).
+fn reload(control: &Control) -> Response<Full<Bytes>> {
+    match control.reload_config() {
+        Ok(diff) => json_response(StatusCode::OK, json!({"reloaded": diff})),
+        Err(e) => json_response(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            json!({"error": {"message": e.to_string(), "type": "admin_error", "code": 422, "reason": e.code()}}),
+        ),
     }
 }
 

@@ -121,6 +121,7 @@ pub async fn start(
     };
     let tasks = vec![
         tokio::spawn(retention),
+        tokio::spawn(watch_config(control.clone(), hard_stop.clone())),
         tokio::spawn(core.clone().run_publisher(hard_stop.clone())),
         tokio::spawn(crate::proxy::server::serve(
             listener,
@@ -147,6 +148,39 @@ pub async fn start(
         hard_stop,
         tasks,
     })
+}
+
+/// How often `[server] watch_config` looks at the config file's modification time.
+pub const WATCH_CONFIG_EVERY: Duration = Duration::from_secs(2);
+
+/// `[server] watch_config`: reloads through [`Control::reload_config`] when the file's
+/// modification time changes (the key is read on every poll, so a reload can turn it on or
+/// off). A refused reload is logged and not retried until the file changes again.
+fn watch_config(control: Control, stop: CancellationToken) -> impl Future<Output = ()> {
+    let mtime = |c: &Control| {
+        std::fs::metadata(&c.config().file)
+            .and_then(|m| m.modified())
+            .ok()
+    };
+    // Read now, not when the task first runs: an edit right after start must count.
+    let mut last = mtime(&control);
+    async move {
+        loop {
+            tokio::select! {
+                () = tokio::time::sleep(WATCH_CONFIG_EVERY) => {}
+                () = stop.cancelled() => return,
+            }
+            let now = mtime(&control);
+            if !control.config().server.watch_config || now == last {
+                last = now;
+                continue;
+            }
+            last = now;
+            let c = control.clone();
+            // The reload reads the file: keep that off the async workers.
+            let _ = tokio::task::spawn_blocking(move || c.reload_config()).await;
+        }
+    }
 }
 
 impl Running {

@@ -146,6 +146,8 @@ fn main() -> ExitCode {
         };
         let shutdown = running.shutdown_token();
         tokio::spawn(signals(shutdown.clone()));
+        #[cfg(unix)]
+        tokio::spawn(reload_on_hangup(running.control.clone()));
         let console_thread = theme.map(|theme| {
             let snapshots = running.core.subscribe();
             let control = running.control.clone();
@@ -264,6 +266,22 @@ async fn signals(shutdown: tokio_util::sync::CancellationToken) {
     wait_signal().await;
     eprintln!("sluice: second signal; exiting now");
     std::process::exit(130);
+}
+
+/// SIGHUP reloads the config through `Control::reload_config` (the outcome is logged).
+#[cfg(unix)]
+async fn reload_on_hangup(control: sluice::core::control::Control) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let Ok(mut hup) = signal(SignalKind::hangup()) else {
+        tracing::warn!(
+            "cannot listen for SIGHUP; reload the config from the console or the admin API"
+        );
+        return;
+    };
+    while hup.recv().await.is_some() {
+        let c = control.clone();
+        let _ = tokio::task::spawn_blocking(move || c.reload_config()).await;
+    }
 }
 
 async fn wait_signal() {

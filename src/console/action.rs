@@ -41,6 +41,8 @@ pub enum Action {
     RevertSetting(Field),
     /// Drop every settings override (`Control::revert_settings`).
     RevertAllSettings,
+    /// Re-read and apply the config file (`Control::reload_config`).
+    ReloadConfig,
 }
 
 /// What came of an [`Action`].
@@ -143,6 +145,11 @@ pub fn perform(control: &Control, action: Action) -> Outcome {
                 message: Some("reverted every setting to the config file".to_owned()),
             };
         }
+        Action::ReloadConfig => match control.reload_config() {
+            Ok(diff) => diff.summary(),
+            // The status bar is one line: the file's problems are joined.
+            Err(e) => format!("reload refused: {}", e.to_string().replace('\n', " | ")),
+        },
         Action::Quit => {
             control.request_shutdown();
             "shutting down".to_owned()

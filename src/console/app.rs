@@ -382,6 +382,7 @@ impl App {
                 let prompt = format!("Reset breaker '{}'?", p.id);
                 return self.gate(Action::ResetBreaker(Some(p.id.clone())), Some(prompt));
             }
+            Cmd::ReloadConfig => return self.gate(Action::ReloadConfig, None),
             Cmd::ResetAllBreakers => {
                 // Resets every breaker, hidden by the filter or not.
                 let n = self.unfiltered().providers.len();

@@ -105,6 +105,8 @@ pub enum Cmd {
     ResetBreaker,
     /// Reset every breaker (confirm).
     ResetAllBreakers,
+    /// Reload the config file (`Control::reload_config`).
+    ReloadConfig,
     /// Mark / unmark the selected connection.
     Mark,
     /// Mark every connection (or unmark all when all are marked).
@@ -148,6 +150,7 @@ impl Cmd {
             self,
             Cmd::ResetBreaker
                 | Cmd::ResetAllBreakers
+                | Cmd::ReloadConfig
                 | Cmd::Mark
                 | Cmd::MarkAll
                 | Cmd::Clear

@@ -22,5 +22,6 @@ mod console_settings;
 mod edge;
 mod pipeline;
 mod proxy;
+mod reload;
 mod resilience;
 mod streams;

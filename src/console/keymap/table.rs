@@ -210,6 +210,14 @@ pub const COMMANDS: &[CommandSpec] = &[
         "reset all",
     ),
     spec(
+        "reload_config",
+        Cmd::ReloadConfig,
+        Global,
+        keys![Key::ch('L')],
+        "reload the config file (live state kept; a bad file changes nothing)",
+        "",
+    ),
+    spec(
         "mark",
         Cmd::Mark,
         Panel(Focus::Cooldowns),

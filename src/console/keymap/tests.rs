@@ -63,6 +63,11 @@ fn every_default_key_gives_its_command() {
         (ev(KeyCode::End), Global, Cmd::Last),
         (ch('/'), Global, Cmd::Filter),
         (ch('e'), Global, Cmd::EditSettings),
+        (
+            KeyEvent::new(KeyCode::Char('L'), KeyModifiers::SHIFT),
+            Global,
+            Cmd::ReloadConfig,
+        ),
         (ch('r'), Panel(Focus::Circuits), Cmd::ResetBreaker),
         (ch('R'), Panel(Focus::Circuits), Cmd::ResetAllBreakers),
         (ch(' '), Panel(Focus::Cooldowns), Cmd::Mark),
