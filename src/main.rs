@@ -235,6 +235,37 @@ fn run_command(command: &Command, path: &std::path::Path) -> ExitCode {
             print!("{}", sluice::client_env::render(*client, cfg));
             ExitCode::SUCCESS
         }
+        Command::Log {
+            since,
+            status,
+            model,
+            provider,
+            outcome,
+            json,
+            limit,
+        } => {
+            let query = sluice::store::history::LogQuery {
+                since_unix_ms: since
+                    .map(|d| sluice::history::since(unix_ms(SystemClock.wall()), d)),
+                status: *status,
+                model: model.clone(),
+                provider: provider.clone(),
+                outcome: outcome.clone(),
+                before_id: None,
+                limit: *limit,
+            };
+            match sluice::store::history::read_request_log(&cfg.store.path, &query) {
+                Ok(rows) if *json => {
+                    print!("{}", sluice::history::render_json(&rows));
+                    ExitCode::SUCCESS
+                }
+                Ok(rows) => {
+                    print!("{}", sluice::history::render_text(&rows));
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail(&e.to_string(), 1),
+            }
+        }
         // `main` runs the server itself; never dispatched here.
         Command::Serve => ExitCode::SUCCESS,
     }

@@ -28,6 +28,7 @@
 //! `sluice --reset-state` ([`reset_state`]). Reading helpers use a separate read-only connection,
 //! which WAL lets run beside the writer.
 
+pub mod history;
 mod schema;
 mod state;
 #[cfg(test)]

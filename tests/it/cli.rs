@@ -194,3 +194,77 @@ fn serve_runs_headless_and_sighup_reloads_the_config() {
     let status = child.wait().unwrap();
     assert!(status.success(), "{status:?}; {seen:?}");
 }
+
+#[test]
+fn log_prints_the_request_log_filtered_as_text_or_json() {
+    use sluice::clock::Clock as _;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    let store_cfg = sluice::config::StoreConfig {
+        path: db.clone(),
+        request_log_max_rows: 100,
+        request_log_max_age: std::time::Duration::from_secs(30 * 86_400),
+    };
+    let store = sluice::store::Store::open(&store_cfg).unwrap();
+    let now = sluice::clock::unix_ms(sluice::clock::SystemClock.wall());
+    // Two hours ago (outside --since 1h), then two recent rows: one 429, one 200.
+    for (ago_ms, status, model) in [
+        (7_200_000, 429, "old"),
+        (60_000, 429, "slow"),
+        (1_000, 200, "fast"),
+    ] {
+        store.record_request(sluice::store::RequestLogRow {
+            at_unix_ms: now - ago_ms,
+            route: "/v1/messages".into(),
+            client_model: model.into(),
+            target: format!("p/up-{model}"),
+            status,
+            latency_ms: 7,
+            attempts: 1,
+            bytes: 3,
+            outcome: if status == 200 {
+                "ok"
+            } else {
+                "upstream_error"
+            }
+            .into(),
+        });
+    }
+    store.flush();
+    let cfg = dir.path().join("config.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[store]\npath = \"{}\"\n\n[[providers]]\nid = \"p\"\ndialect = \"anthropic\"\nbase_url = \"http://127.0.0.1:9\"\n  [[providers.connections]]\n  id = \"c\"\n  auth = \"passthrough\"\n",
+            db.display()
+        ),
+    )
+    .unwrap();
+    let c = cfg.to_str().unwrap();
+    // The store stays open (as a running server's would) while `sluice log` reads.
+    let out = sluice(&["log", "-c", c, "--status", "429"]);
+    let text = text(&out.stdout);
+    assert!(out.status.success(), "{}", self::text(&out.stderr));
+    assert!(
+        text.contains("slow → p/up-slow") && text.contains("old → p/up-old"),
+        "{text}"
+    );
+    assert!(!text.contains("fast"), "{text}");
+    assert!(
+        text.find("old →").unwrap() < text.find("slow →").unwrap(),
+        "oldest first: {text}"
+    );
+
+    let out = sluice(&["log", "-c", c, "--since", "1h", "--json"]);
+    let lines: Vec<serde_json::Value> = self::text(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let models: Vec<&str> = lines.iter().map(|v| v["model"].as_str().unwrap()).collect();
+    assert_eq!(models, ["slow", "fast"]);
+    assert_eq!(lines[1]["status"], 200);
+
+    let out = sluice(&["log", "-c", c, "--model", "up-fast", "--limit", "1"]);
+    assert!(self::text(&out.stdout).contains("fast → p/up-fast"));
+    store.close();
+}
