@@ -13,7 +13,6 @@ use crate::clock::Clock;
 use crate::config::Config;
 use crate::core::Core;
 use crate::core::control::Control;
-use crate::core::snapshot::RequestOutcome;
 use crate::store::Store;
 
 /// Why sluice could not start.
@@ -313,20 +312,7 @@ pub fn request_history(store: &Store, limit: usize) -> Vec<crate::core::snapshot
         }
     };
     rows.into_iter()
-        .map(|r| crate::core::snapshot::RequestView {
-            at_unix_ms: r.at_unix_ms,
-            route: r.route,
-            client_model: r.client_model,
-            target: r.target,
-            status: r.status,
-            latency_ms: r.latency_ms,
-            attempts: r.attempts,
-            bytes: r.bytes,
-            // A word this build does not know (a newer sluice wrote it) reads as sluice's own
-            // error rather than as a success.
-            outcome: RequestOutcome::parse(&r.outcome).unwrap_or(RequestOutcome::SluiceError),
-            ..Default::default()
-        })
+        .map(crate::core::snapshot::RequestView::from_log)
         .collect()
 }
 

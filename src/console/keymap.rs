@@ -107,6 +107,11 @@ pub enum Cmd {
     ResetAllBreakers,
     /// Reload the config file (`Control::reload_config`).
     ReloadConfig,
+    /// Requests panel: the next older page of the request log.
+    HistoryOlder,
+    /// Requests panel: the next newer page of the request log (the live view after the
+    /// first page).
+    HistoryNewer,
     /// Mark / unmark the selected connection.
     Mark,
     /// Mark every connection (or unmark all when all are marked).

@@ -472,6 +472,8 @@ async fn event_loop(
 #[cfg(test)]
 mod filter_mouse_tests;
 #[cfg(test)]
+mod history_tests;
+#[cfg(test)]
 mod newcomer_tests;
 #[cfg(test)]
 mod panel_tests;

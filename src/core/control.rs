@@ -446,6 +446,35 @@ impl Control {
         self.core.config().resilience.clone()
     }
 
+    /// One page of the request log, newest first: at most `limit` rows older than row
+    /// `before_id` (all rows when `None`), each with its row id (the next page's
+    /// `before_id` is the last one's). Empty without a store; a read error logs a warning and
+    /// gives none.
+    pub fn request_log_page(
+        &self,
+        before_id: Option<i64>,
+        limit: usize,
+    ) -> Vec<(i64, super::snapshot::RequestView)> {
+        let Some(store) = self.core.store() else {
+            return Vec::new();
+        };
+        let q = crate::store::history::LogQuery {
+            before_id,
+            limit,
+            ..Default::default()
+        };
+        match store.query_requests(&q) {
+            Ok(rows) => rows
+                .into_iter()
+                .map(|r| (r.id, super::snapshot::RequestView::from_log(r.row)))
+                .collect(),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read the request log for the console");
+                Vec::new()
+            }
+        }
+    }
+
     /// A snapshot of the current state at the clock's `now`.
     pub fn snapshot(&self) -> super::snapshot::Snapshot {
         self.core.snapshot()

@@ -96,6 +96,26 @@ pub struct Window {
     pub sparkline: Vec<u64>,
 }
 
+impl RequestView {
+    /// A `request_log` row as the Requests panel shows it (no attempt details; `id` 0). An
+    /// outcome word this build does not know (a newer sluice wrote it) reads as sluice's own
+    /// error rather than as a success.
+    pub fn from_log(r: crate::store::RequestLogRow) -> Self {
+        Self {
+            at_unix_ms: r.at_unix_ms,
+            route: r.route,
+            client_model: r.client_model,
+            target: r.target,
+            status: r.status,
+            latency_ms: r.latency_ms,
+            attempts: r.attempts,
+            bytes: r.bytes,
+            outcome: RequestOutcome::parse(&r.outcome).unwrap_or(RequestOutcome::SluiceError),
+            ..Default::default()
+        }
+    }
+}
+
 /// One finished request as the Requests panel shows it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct RequestView {

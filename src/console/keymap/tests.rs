@@ -76,6 +76,16 @@ fn every_default_key_gives_its_command() {
         (ch('C'), Panel(Focus::Cooldowns), Cmd::ClearProvider),
         (ch('x'), Panel(Focus::Lockouts), Cmd::Reenable),
         (ev(KeyCode::Enter), Panel(Focus::Requests), Cmd::Details),
+        (
+            ev(KeyCode::PageDown),
+            Panel(Focus::Requests),
+            Cmd::HistoryOlder,
+        ),
+        (
+            ev(KeyCode::PageUp),
+            Panel(Focus::Requests),
+            Cmd::HistoryNewer,
+        ),
         (ch('y'), Dialog, Cmd::Confirm),
         (ev(KeyCode::Enter), Dialog, Cmd::Confirm),
         (ch('n'), Dialog, Cmd::Cancel),
