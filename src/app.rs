@@ -331,6 +331,8 @@ mod history_tests {
         let store = Store::open(&cfg).unwrap();
         for n in 0..5u64 {
             store.record_request(RequestLogRow {
+                tokens_in: None,
+                tokens_out: None,
                 at_unix_ms: 1_700_000_000_000 + n,
                 route: "/v1/messages".into(),
                 client_model: format!("m{n}"),

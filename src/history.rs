@@ -39,14 +39,22 @@ pub fn render_text(rows: &[LoggedRequest]) -> String {
     let mut o = String::new();
     let _ = writeln!(
         o,
-        "{:<19}  {:>3}  {:<15} {:>8} {:>3}  {:<24} {:<40} {:>9}",
-        "time (UTC)", "st", "outcome", "latency", "att", "route", "model → target", "bytes"
+        "{:<19}  {:>3}  {:<15} {:>8} {:>3}  {:<24} {:<40} {:>9} {:>15}",
+        "time (UTC)",
+        "st",
+        "outcome",
+        "latency",
+        "att",
+        "route",
+        "model → target",
+        "bytes",
+        "tokens in/out"
     );
     for r in rows.iter().rev() {
         let r = &r.row;
         let _ = writeln!(
             o,
-            "{:<19}  {:>3}  {:<15} {:>6}ms {:>3}  {:<24} {:<40} {:>9}",
+            "{:<19}  {:>3}  {:<15} {:>6}ms {:>3}  {:<24} {:<40} {:>9} {:>15}",
             utc_text(r.at_unix_ms),
             r.status,
             r.outcome,
@@ -54,14 +62,22 @@ pub fn render_text(rows: &[LoggedRequest]) -> String {
             r.attempts,
             r.route,
             format!("{} → {}", r.client_model, r.target),
-            r.bytes
+            r.bytes,
+            tokens_text(r.tokens_in, r.tokens_out)
         );
     }
     o
 }
 
+/// `12/345`, with `—` for a count the upstream did not report.
+fn tokens_text(input: Option<u64>, output: Option<u64>) -> String {
+    let n = |v: Option<u64>| v.map_or_else(|| "—".to_owned(), |n| n.to_string());
+    format!("{}/{}", n(input), n(output))
+}
+
 /// Rows as JSON lines, oldest first: `{"id","at","atUnixMs","route","model","target",
-/// "status","latencyMs","attempts","bytes","outcome"}`.
+/// "status","latencyMs","attempts","bytes","outcome","tokensIn","tokensOut"}` (the token
+/// counts `null` when unknown).
 pub fn render_json(rows: &[LoggedRequest]) -> String {
     let mut o = String::new();
     for r in rows.iter().rev() {
@@ -78,6 +94,8 @@ pub fn render_json(rows: &[LoggedRequest]) -> String {
             "attempts": r.attempts,
             "bytes": r.bytes,
             "outcome": r.outcome,
+            "tokensIn": r.tokens_in,
+            "tokensOut": r.tokens_out,
         });
         let _ = writeln!(o, "{v}");
     }

@@ -27,6 +27,8 @@ fn store_with(dir: &Path, n: u64) -> Arc<Store> {
     .unwrap();
     for i in 0..n {
         store.record_request(RequestLogRow {
+            tokens_in: None,
+            tokens_out: None,
             at_unix_ms: 1_700_000_000_000 + i,
             route: "/v1/messages".into(),
             client_model: format!("m{i}"),

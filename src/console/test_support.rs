@@ -45,6 +45,8 @@ pub(super) fn snapshot() -> Snapshot {
         },
         recent: vec![
             RequestView {
+                tokens_in: None,
+                tokens_out: None,
                 id: 41,
                 at_unix_ms: NOW - 2_000,
                 route: "/v1/messages".into(),
@@ -80,6 +82,8 @@ pub(super) fn snapshot() -> Snapshot {
                 waits: Vec::new(),
             },
             RequestView {
+                tokens_in: None,
+                tokens_out: None,
                 id: 40,
                 at_unix_ms: NOW - 5_000,
                 route: "/v1/chat/completions".into(),

@@ -339,6 +339,8 @@ impl Core {
                 attempts: view.attempts,
                 bytes: view.bytes,
                 outcome: view.outcome.as_str().into(),
+                tokens_in: view.tokens_in,
+                tokens_out: view.tokens_out,
             });
         }
         self.stats().record_finish(now, view);

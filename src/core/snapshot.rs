@@ -111,6 +111,8 @@ impl RequestView {
             attempts: r.attempts,
             bytes: r.bytes,
             outcome: RequestOutcome::parse(&r.outcome).unwrap_or(RequestOutcome::SluiceError),
+            tokens_in: r.tokens_in,
+            tokens_out: r.tokens_out,
             ..Default::default()
         }
     }
@@ -123,6 +125,13 @@ pub struct RequestView {
     pub id: u64,
     /// When it started, Unix ms.
     pub at_unix_ms: u64,
+    /// Prompt tokens the upstream reported (JSON `usage`, or the stream's usage events);
+    /// left out of JSON while unknown.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tokens_in: Option<u64>,
+    /// Completion tokens the upstream reported; left out of JSON while unknown.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tokens_out: Option<u64>,
     /// Client route path, e.g. `/v1/messages`.
     pub route: String,
     /// Model name the client sent (empty when none was readable).

@@ -262,7 +262,13 @@ async fn read_complete(
             humantime::format_duration(t.provider.timeout)
         ),
         Ok(Ok(c)) => {
-            let mut out = Response::new(Full::new(c.to_bytes()));
+            let body = c.to_bytes();
+            let usage = crate::proxy::usage::Usage::of_json(&body);
+            let mut out = Response::new(Full::new(body));
+            if usage.is_known() {
+                // Read back by `Pending::local` for the request log.
+                out.extensions_mut().insert(usage);
+            }
             *out.status_mut() = head.status;
             *out.headers_mut() = headers::client_response(&head.headers, false);
             out.headers_mut().remove(header::CONTENT_LENGTH);

@@ -17,6 +17,7 @@ pub mod routes;
 pub mod server;
 pub mod sse;
 pub mod upstream;
+pub mod usage;
 
 use std::sync::Arc;
 

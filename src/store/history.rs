@@ -67,7 +67,7 @@ pub fn read_request_log(path: &Path, q: &LogQuery) -> Result<Vec<LoggedRequest>,
 /// The SQL of `q`: a fixed statement per filter set, values bound (never spliced in).
 fn run(conn: &Connection, q: &LogQuery) -> rusqlite::Result<Vec<LoggedRequest>> {
     let mut sql = String::from(
-        "SELECT id, at_unix_ms, route, client_model, target, status, latency_ms, attempts, bytes, outcome
+        "SELECT id, at_unix_ms, route, client_model, target, status, latency_ms, attempts, bytes, outcome, tokens_in, tokens_out
          FROM request_log WHERE 1 = 1",
     );
     let mut args: Vec<Value> = Vec::new();
@@ -118,6 +118,8 @@ fn run(conn: &Connection, q: &LogQuery) -> rusqlite::Result<Vec<LoggedRequest>> 
                 attempts: u32::try_from(r.get::<_, i64>(7)?).unwrap_or(0),
                 bytes: from_sql_int(r.get(8)?),
                 outcome: r.get(9)?,
+                tokens_in: r.get::<_, Option<i64>>(10)?.map(from_sql_int),
+                tokens_out: r.get::<_, Option<i64>>(11)?.map(from_sql_int),
             },
         })
     })?;
@@ -140,6 +142,8 @@ mod tests {
 
     fn row(n: u64, status: u16, model: &str, target: &str) -> RequestLogRow {
         RequestLogRow {
+            tokens_in: None,
+            tokens_out: None,
             at_unix_ms: 1_700_000_000_000 + n * 1000,
             route: "/v1/messages".into(),
             client_model: model.into(),

@@ -174,8 +174,14 @@ DROP TABLE session_affinity_v1;
 ALTER TABLE settings RENAME COLUMN value TO value_json;
 ";
 
+/// Version 3: token counts on `request_log` rows (additive: old rows read as NULL).
+const V3: &str = "
+ALTER TABLE request_log ADD COLUMN tokens_in INTEGER;
+ALTER TABLE request_log ADD COLUMN tokens_out INTEGER;
+";
+
 /// Every migration step, in order; `MIGRATIONS[i]` moves `user_version` from `i` to `i + 1`.
-pub(crate) const MIGRATIONS: &[&str] = &[V1, V2];
+pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3];
 
 /// Schema version this binary writes (the number of migration steps).
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;

@@ -214,6 +214,8 @@ fn log_prints_the_request_log_filtered_as_text_or_json() {
         (1_000, 200, "fast"),
     ] {
         store.record_request(sluice::store::RequestLogRow {
+            tokens_in: None,
+            tokens_out: None,
             at_unix_ms: now - ago_ms,
             route: "/v1/messages".into(),
             client_model: model.into(),

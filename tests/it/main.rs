@@ -20,6 +20,7 @@ mod config;
 mod console_e2e;
 mod console_settings;
 mod edge;
+mod history;
 mod pipeline;
 mod proxy;
 mod reload;
