@@ -244,9 +244,11 @@ fn run_command(command: &Command, path: &std::path::Path) -> ExitCode {
             json,
             limit,
         } => {
+            // The one place `sluice log` needs the time: where `--since` starts.
+            let clock: &dyn Clock = &SystemClock;
+            let now_ms = unix_ms(clock.wall());
             let query = sluice::store::history::LogQuery {
-                since_unix_ms: since
-                    .map(|d| sluice::history::since(unix_ms(SystemClock.wall()), d)),
+                since_unix_ms: since.map(|d| sluice::history::since(now_ms, d)),
                 status: *status,
                 model: model.clone(),
                 provider: provider.clone(),
