@@ -142,6 +142,8 @@ async fn handle(control: &Control, req: Request<Incoming>) -> Response<Full<Byte
         ("GET" | "HEAD", "/api/monitoring/health") => {
             json_response(StatusCode::OK, health(&control.snapshot()))
         }
+        ("POST", "/api/config/reload") => reload(control),
+        ("GET" | "HEAD", "/api/requests") => request_log_page(control, &query),
         ("POST", "/api/resilience/reset") => {
             #[derive(Deserialize, Default)]
             #[serde(deny_unknown_fields)]
@@ -352,6 +354,55 @@ fn answer(r: Result<Value, ControlError>) -> Response<Full<Bytes>> {
             error(StatusCode::NOT_FOUND, &e.to_string())
         }
     }
+}
+
+/// `POST /api/config/reload`: 200 with what changed, or 422 with the error (`code`
+/// `config_invalid` or `restart_required`, `message` naming file, key and fix).
+fn reload(control: &Control) -> Response<Full<Bytes>> {
+    match control.reload_config() {
+        Ok(diff) => json_response(StatusCode::OK, json!({"reloaded": diff})),
+        Err(e) => json_response(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            json!({"error": {"message": e.to_string(), "type": "admin_error", "code": 422, "reason": e.code()}}),
+        ),
+    }
+}
+
+/// Most rows one `GET /api/requests` returns.
+const MAX_LOG_PAGE: usize = 500;
+
+/// `GET /api/requests?limit=N&before_id=ID`: one page of the request log, newest first
+/// (`limit` 1–500, default 50; rows older than `before_id` when given), as
+/// `{"rows":[{"id","request"}]}` with each `request` shaped like a snapshot's `recent` row.
+/// An attached console pages through history with it. 400 on a non-numeric parameter.
+fn request_log_page(control: &Control, query: &str) -> Response<Full<Bytes>> {
+    let number = |name: &str| query_param(query, name).map(|v| v.parse::<i64>());
+    let limit = match number("limit") {
+        None => 50,
+        Some(Ok(n)) if n >= 1 => usize::try_from(n).unwrap_or(MAX_LOG_PAGE).min(MAX_LOG_PAGE),
+        Some(_) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "limit must be a whole number from 1 to 500",
+            );
+        }
+    };
+    let before_id = match number("before_id") {
+        None => None,
+        Some(Ok(id)) => Some(id),
+        Some(Err(_)) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "before_id must be a request-log row id",
+            );
+        }
+    };
+    let rows: Vec<Value> = control
+        .request_log_page(before_id, limit)
+        .into_iter()
+        .map(|(id, request)| json!({"id": id, "request": request}))
+        .collect();
+    json_response(StatusCode::OK, json!({"rows": rows}))
 }
 
 fn query_param(query: &str, name: &str) -> Option<String> {

@@ -13,7 +13,6 @@ use crate::clock::Clock;
 use crate::config::Config;
 use crate::core::Core;
 use crate::core::control::Control;
-use crate::core::snapshot::RequestOutcome;
 use crate::store::Store;
 
 /// Why sluice could not start.
@@ -121,6 +120,7 @@ pub async fn start(
     };
     let tasks = vec![
         tokio::spawn(retention),
+        tokio::spawn(watch_config(control.clone(), hard_stop.clone())),
         tokio::spawn(core.clone().run_publisher(hard_stop.clone())),
         tokio::spawn(crate::proxy::server::serve(
             listener,
@@ -147,6 +147,39 @@ pub async fn start(
         hard_stop,
         tasks,
     })
+}
+
+/// How often `[server] watch_config` looks at the config file's modification time.
+pub const WATCH_CONFIG_EVERY: Duration = Duration::from_secs(2);
+
+/// `[server] watch_config`: reloads through [`Control::reload_config`] when the file's
+/// modification time changes (the key is read on every poll, so a reload can turn it on or
+/// off). A refused reload is logged and not retried until the file changes again.
+fn watch_config(control: Control, stop: CancellationToken) -> impl Future<Output = ()> {
+    let mtime = |c: &Control| {
+        std::fs::metadata(&c.config().file)
+            .and_then(|m| m.modified())
+            .ok()
+    };
+    // Read now, not when the task first runs: an edit right after start must count.
+    let mut last = mtime(&control);
+    async move {
+        loop {
+            tokio::select! {
+                () = tokio::time::sleep(WATCH_CONFIG_EVERY) => {}
+                () = stop.cancelled() => return,
+            }
+            let now = mtime(&control);
+            if !control.config().server.watch_config || now == last {
+                last = now;
+                continue;
+            }
+            last = now;
+            let c = control.clone();
+            // The reload reads the file: keep that off the async workers.
+            let _ = tokio::task::spawn_blocking(move || c.reload_config()).await;
+        }
+    }
 }
 
 impl Running {
@@ -279,20 +312,7 @@ pub fn request_history(store: &Store, limit: usize) -> Vec<crate::core::snapshot
         }
     };
     rows.into_iter()
-        .map(|r| crate::core::snapshot::RequestView {
-            at_unix_ms: r.at_unix_ms,
-            route: r.route,
-            client_model: r.client_model,
-            target: r.target,
-            status: r.status,
-            latency_ms: r.latency_ms,
-            attempts: r.attempts,
-            bytes: r.bytes,
-            // A word this build does not know (a newer sluice wrote it) reads as sluice's own
-            // error rather than as a success.
-            outcome: RequestOutcome::parse(&r.outcome).unwrap_or(RequestOutcome::SluiceError),
-            ..Default::default()
-        })
+        .map(crate::core::snapshot::RequestView::from_log)
         .collect()
 }
 
@@ -311,6 +331,8 @@ mod history_tests {
         let store = Store::open(&cfg).unwrap();
         for n in 0..5u64 {
             store.record_request(RequestLogRow {
+                tokens_in: None,
+                tokens_out: None,
                 at_unix_ms: 1_700_000_000_000 + n,
                 route: "/v1/messages".into(),
                 client_model: format!("m{n}"),

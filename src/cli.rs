@@ -1,7 +1,7 @@
 //! Command-line arguments (clap): `sluice` runs the proxy with the console, `--no-console`
-//! runs it headless, `check` validates the config and prints the routing table, `status`
-//! reads a running sluice's state, `env <client>` prints how to point a client at sluice,
-//! `console` attaches the console to a running sluice.
+//! runs it headless (as does `serve`, the form for service managers), `check` validates the
+//! config and prints the routing table, `status` reads a running sluice's state, `env <client>`
+//! prints how to point a client at sluice, `console` attaches the console to a running sluice.
 
 use std::path::PathBuf;
 
@@ -35,14 +35,54 @@ pub struct Cli {
     pub command: Option<Command>,
 }
 
+/// `--since`: a duration like the config's (`1h`, `30m`), bounded like them.
+fn parse_since(s: &str) -> Result<std::time::Duration, String> {
+    crate::config::validate::parse_bounded_duration(s).map_err(|(msg, fix)| format!("{msg}; {fix}"))
+}
+
+impl Cli {
+    /// True when sluice runs without the console: `--no-console` or `sluice serve`.
+    pub fn headless(&self) -> bool {
+        self.no_console || matches!(self.command, Some(Command::Serve))
+    }
+}
+
 /// Subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Run the proxy headless, the same as `--no-console`: for systemd, launchd or a
+    /// terminal multiplexer (logs go to the log dir and stderr).
+    Serve,
     /// Validate the config and print the resolved routing table.
     Check,
     /// Print breakers, connection cooldowns and model lockouts of a running sluice (via its
     /// admin API); exits non-zero when it cannot be reached.
     Status,
+    /// Print the request log from the state database (works while a server runs), oldest of
+    /// the selected rows first.
+    Log {
+        /// Only requests from this long ago until now, e.g. `1h`, `30m`, `2days`.
+        #[arg(long, value_name = "DURATION", value_parser = parse_since)]
+        since: Option<std::time::Duration>,
+        /// Only requests answered with this HTTP status.
+        #[arg(long)]
+        status: Option<u16>,
+        /// Only requests for this model (the client's model name, or the upstream model).
+        #[arg(long)]
+        model: Option<String>,
+        /// Only requests served (or last tried) by this provider.
+        #[arg(long)]
+        provider: Option<String>,
+        /// Only requests with this outcome (`ok`, `upstream_error`, `cancelled`, ...).
+        #[arg(long)]
+        outcome: Option<String>,
+        /// Print JSON lines instead of a table.
+        #[arg(long)]
+        json: bool,
+        /// At most this many rows (the newest ones).
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+    },
     /// Print what to export (or paste) to point a client at this sluice.
     Env {
         /// The client to configure.
@@ -100,5 +140,19 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+        let c = Cli::try_parse_from([
+            "sluice", "log", "--since", "1h", "--status", "429", "--json",
+        ])
+        .unwrap();
+        assert!(matches!(
+            c.command,
+            Some(Command::Log { since: Some(d), status: Some(429), json: true, limit: 50, .. })
+                if d.as_secs() == 3600
+        ));
+        assert!(Cli::try_parse_from(["sluice", "log", "--since", "soon"]).is_err());
+        let c = Cli::try_parse_from(["sluice", "serve", "-c", "z.toml"]).unwrap();
+        assert!(matches!(c.command, Some(Command::Serve)));
+        assert!(c.headless());
+        assert!(!Cli::try_parse_from(["sluice"]).unwrap().headless());
     }
 }

@@ -22,6 +22,7 @@ pub mod config;
 pub mod console;
 pub mod core;
 pub mod ct;
+pub mod history;
 pub mod metrics;
 pub mod policy;
 pub mod proxy;

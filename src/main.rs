@@ -56,7 +56,11 @@ fn main() -> ExitCode {
     if let Some(Command::Console { admin, token_env }) = &cli.command {
         return attach(&cli, &path, admin.clone(), token_env.as_deref());
     }
-    if let Some(command) = &cli.command {
+    if let Some(command) = cli
+        .command
+        .as_ref()
+        .filter(|c| !matches!(c, Command::Serve))
+    {
         return run_command(command, &path);
     }
     let cfg = match config::load(&path) {
@@ -68,7 +72,7 @@ fn main() -> ExitCode {
         Err(e) => return fail(&format!("{}: {e}", path.display()), 2),
     };
     let use_console =
-        !cli.no_console && std::io::stdout().is_terminal() && std::io::stdin().is_terminal();
+        !cli.headless() && std::io::stdout().is_terminal() && std::io::stdin().is_terminal();
     let _log = match sluice::telemetry::init(&cfg.log.dir, &cfg.log.level, !use_console) {
         Ok(g) => g,
         Err(e) => return fail(&e.to_string(), 2),
@@ -148,6 +152,8 @@ fn main() -> ExitCode {
         running.control.set_readonly(readonly);
         let shutdown = running.shutdown_token();
         tokio::spawn(signals(shutdown.clone()));
+        #[cfg(unix)]
+        tokio::spawn(reload_on_hangup(running.control.clone()));
         let console_thread = theme.map(|theme| {
             let snapshots = running.core.subscribe();
             let control = running.control.clone();
@@ -235,6 +241,41 @@ fn run_command(command: &Command, path: &std::path::Path) -> ExitCode {
             print!("{}", sluice::client_env::render(*client, cfg));
             ExitCode::SUCCESS
         }
+        Command::Log {
+            since,
+            status,
+            model,
+            provider,
+            outcome,
+            json,
+            limit,
+        } => {
+            // The one place `sluice log` needs the time: where `--since` starts.
+            let clock: &dyn Clock = &SystemClock;
+            let now_ms = unix_ms(clock.wall());
+            let query = sluice::store::history::LogQuery {
+                since_unix_ms: since.map(|d| sluice::history::since(now_ms, d)),
+                status: *status,
+                model: model.clone(),
+                provider: provider.clone(),
+                outcome: outcome.clone(),
+                before_id: None,
+                limit: *limit,
+            };
+            match sluice::store::history::read_request_log(&cfg.store.path, &query) {
+                Ok(rows) if *json => {
+                    print!("{}", sluice::history::render_json(&rows));
+                    ExitCode::SUCCESS
+                }
+                Ok(rows) => {
+                    print!("{}", sluice::history::render_text(&rows));
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail(&e.to_string(), 1),
+            }
+        }
+        // `main` runs the server itself; never dispatched here.
+        Command::Serve => ExitCode::SUCCESS,
         Command::Console { .. } => fail("internal: console is handled before", 1),
     }
 }
@@ -333,6 +374,22 @@ async fn signals(shutdown: tokio_util::sync::CancellationToken) {
     wait_signal().await;
     eprintln!("sluice: second signal; exiting now");
     std::process::exit(130);
+}
+
+/// SIGHUP reloads the config through `Control::reload_config` (the outcome is logged).
+#[cfg(unix)]
+async fn reload_on_hangup(control: sluice::core::control::Control) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let Ok(mut hup) = signal(SignalKind::hangup()) else {
+        tracing::warn!(
+            "cannot listen for SIGHUP; reload the config from the console or the admin API"
+        );
+        return;
+    };
+    while hup.recv().await.is_some() {
+        let c = control.clone();
+        let _ = tokio::task::spawn_blocking(move || c.reload_config()).await;
+    }
 }
 
 async fn wait_signal() {

@@ -8,6 +8,7 @@
 pub mod advice;
 pub mod key_values;
 pub mod raw;
+pub mod reload;
 pub mod resilience;
 pub mod validate;
 
@@ -395,6 +396,9 @@ pub struct ServerConfig {
     /// connected (or after its previous response) is closed (HTTP/1). Default 10s
     /// ([`validate::DEFAULT_HEADER_READ_TIMEOUT`]).
     pub header_read_timeout: Duration,
+    /// Reload the config when the file's modification time changes (polled every 2 s).
+    /// Default false: reload on SIGHUP, the console key or `POST /api/config/reload`.
+    pub watch_config: bool,
 }
 
 /// `[admin]`

@@ -51,6 +51,7 @@ pub struct RawServer {
     pub drain_timeout: Option<String>,
     pub max_connections: Option<i64>,
     pub header_read_timeout: Option<String>,
+    pub watch_config: Option<bool>,
 }
 
 /// `[admin]`

@@ -588,6 +588,7 @@ impl<'e, 'a> Validator<'e, 'a> {
             drain_timeout,
             max_connections,
             header_read_timeout,
+            watch_config: raw.watch_config.unwrap_or(false),
         }
     }
 

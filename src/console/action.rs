@@ -43,7 +43,19 @@ pub enum Action {
     RevertSetting(Field),
     /// Drop every settings override (`Control::revert_settings`).
     RevertAllSettings,
+    /// Re-read and apply the config file (`Control::reload_config`).
+    ReloadConfig,
+    /// Read one page of the request log (`Control::request_log_page`), not mutating.
+    HistoryPage {
+        /// Rows older than this row id; `None` = the newest page.
+        before_id: Option<i64>,
+        /// True when paging back (the page is pushed), false when returning to a newer one.
+        older: bool,
+    },
 }
+
+/// Rows per page of the request log in the Requests panel.
+pub const HISTORY_PAGE: usize = crate::core::snapshot::RECENT_CAP;
 
 /// What came of an [`Action`].
 #[derive(Debug, Clone)]
@@ -61,6 +73,15 @@ pub enum Outcome {
     Saved {
         /// Fields changed.
         count: usize,
+    },
+    /// A page of the request log (newest first, with row ids) for the Requests panel.
+    History {
+        /// The `before_id` the page was read with.
+        before_id: Option<i64>,
+        /// See [`Action::HistoryPage`].
+        older: bool,
+        /// The rows with their ids.
+        rows: Vec<(i64, crate::core::snapshot::RequestView)>,
     },
     /// `Control` refused a settings change: `field` is the dotted key.
     Rejected {
@@ -80,6 +101,7 @@ impl Outcome {
                 message.clone().unwrap_or_else(|| "settings".to_owned())
             }
             Outcome::Saved { count } => saved_text(*count),
+            Outcome::History { rows, .. } => format!("{} rows of the request log", rows.len()),
             Outcome::Rejected { field, message } => format!("not saved: {field}: {message}"),
         }
     }
@@ -94,7 +116,10 @@ impl Action {
     /// True when the action changes live state (refused in read-only mode): all but `Quit`
     /// and `OpenSettings`.
     pub fn is_mutating(&self) -> bool {
-        !matches!(self, Action::Quit | Action::OpenSettings)
+        !matches!(
+            self,
+            Action::Quit | Action::OpenSettings | Action::HistoryPage { .. }
+        )
     }
 }
 
@@ -155,6 +180,21 @@ pub fn perform(control: &dyn Door, action: Action) -> Outcome {
                 Some("reverted every setting to the config file".to_owned()),
             );
         }
+        Action::HistoryPage { before_id, older } => {
+            return Outcome::History {
+                before_id,
+                older,
+                rows: match control.request_log_page(before_id, HISTORY_PAGE) {
+                    Ok(rows) => rows,
+                    Err(e) => return refused(e),
+                },
+            };
+        }
+        Action::ReloadConfig => match control.reload_config() {
+            Ok(summary) => summary,
+            Err(DoorError::Refused(why)) => format!("reload refused: {why}"),
+            Err(e) => return refused(e),
+        },
         Action::Quit => {
             control.request_shutdown();
             "shutting down".to_owned()

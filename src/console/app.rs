@@ -99,6 +99,13 @@ pub struct App {
     /// An attached console lost its sluice: why (the header shows "reconnecting…"); `None`
     /// while snapshots arrive (always, in-process). Set with [`App::set_link`].
     pub link_lost: Option<String>,
+    /// Paging back through the request log (PgDn / PgUp): the `before_id` of every page
+    /// shown so far, the current one last; empty = live rows (with the startup history).
+    history_pages: Vec<Option<i64>>,
+    /// The oldest row id of the page shown (the next older page starts below it).
+    history_oldest_id: Option<i64>,
+    /// The startup history, put back when paging returns to the live rows.
+    startup_history: Arc<Vec<RequestView>>,
 }
 
 /// Every connection in provider order, with its provider: the Cooldowns panel's rows.
@@ -187,8 +194,77 @@ impl App {
             r.id = u64::MAX - i as u64;
         }
         self.history = Arc::new(rows);
+        if self.history_pages.is_empty() {
+            self.startup_history = Arc::clone(&self.history);
+        }
         let raw = Arc::clone(self.unfiltered());
         self.set_snapshot(raw);
+    }
+
+    /// True while the Requests panel shows a page of the request log instead of live rows.
+    pub fn paging_history(&self) -> bool {
+        !self.history_pages.is_empty()
+    }
+
+    /// PgDn: the page below the one shown (the newest page when showing live rows).
+    fn history_older(&self) -> Action {
+        let before_id = if self.paging_history() {
+            self.history_oldest_id
+        } else {
+            None
+        };
+        Action::HistoryPage {
+            before_id,
+            older: true,
+        }
+    }
+
+    /// PgUp: the page above the one shown, or back to the live rows from the newest page.
+    fn history_newer(&mut self) -> Option<Action> {
+        if self.history_pages.len() <= 1 {
+            if self.history_pages.pop().is_some() {
+                let rows = (*self.startup_history).clone();
+                self.set_history(rows);
+                self.request_selected = 0;
+                self.flash("live requests");
+            }
+            return None;
+        }
+        self.history_pages.pop();
+        Some(Action::HistoryPage {
+            before_id: self.history_pages.last().copied().flatten(),
+            older: false,
+        })
+    }
+
+    /// Shows a page read for [`Action::HistoryPage`]; an empty older page keeps the one shown.
+    pub(crate) fn show_history_page(
+        &mut self,
+        before_id: Option<i64>,
+        older: bool,
+        rows: Vec<(i64, RequestView)>,
+    ) {
+        if rows.is_empty() {
+            self.flash(if self.paging_history() {
+                "no older requests in the log"
+            } else {
+                "the request log is empty"
+            });
+            return;
+        }
+        if older {
+            self.history_pages.push(before_id);
+        }
+        self.history_oldest_id = rows.last().map(|(id, _)| *id);
+        let page = self.history_pages.len();
+        let oldest = rows.last().map(|(_, r)| r.at_unix_ms).unwrap_or_default();
+        let views: Vec<RequestView> = rows.into_iter().map(|(_, r)| r).collect();
+        self.set_history(views);
+        self.request_selected = 0;
+        self.flash(format!(
+            "request log page {page}, back to {} UTC; PgUp newer, PgDn older",
+            crate::history::utc_text(oldest)
+        ));
     }
 
     /// `snap` with the history rows appended to `recent` (at most [`RECENT_CAP`] in all);
@@ -196,6 +272,12 @@ impl App {
     fn with_history(&self, snap: Arc<Snapshot>) -> Arc<Snapshot> {
         let first_history = self.history.first().map(|r| r.id);
         let has_them = snap.recent.iter().any(|r| Some(r.id) == first_history);
+        if self.paging_history() {
+            // A page of the log replaces the live rows.
+            let mut paged = (*snap).clone();
+            paged.recent = (*self.history).clone();
+            return Arc::new(paged);
+        }
         if self.history.is_empty() || has_them || snap.recent.len() >= RECENT_CAP {
             return snap;
         }
@@ -393,6 +475,9 @@ impl App {
                 let prompt = format!("Reset breaker '{}'?", p.id);
                 return self.gate(Action::ResetBreaker(Some(p.id.clone())), Some(prompt));
             }
+            Cmd::ReloadConfig => return self.gate(Action::ReloadConfig, None),
+            Cmd::HistoryOlder => return Some(self.history_older()),
+            Cmd::HistoryNewer => return self.history_newer(),
             Cmd::ResetAllBreakers => {
                 // Resets every breaker, hidden by the filter or not.
                 let n = self.unfiltered().providers.len();

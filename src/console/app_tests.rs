@@ -333,6 +333,7 @@ fn readonly_blocks_every_mutating_action() {
     assert_eq!(app.marked.len(), 1, "marking is harmless and allowed");
     blocked(&mut app, &[ch('C')]);
     blocked(&mut app, &[ch('3'), ch('x')]);
+    blocked(&mut app, &[ch('L')]);
     assert_eq!(app.on_key(ch('q')), Some(Action::Quit), "quit still works");
 }
 

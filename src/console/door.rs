@@ -5,7 +5,7 @@
 
 use crate::config::Resilience;
 use crate::core::control::{ClearReport, ClearTarget, Control, ControlError, SettingsPatch};
-use crate::core::snapshot::Snapshot;
+use crate::core::snapshot::{RequestView, Snapshot};
 
 /// The state of an attached console's connection to its sluice (an in-process console is
 /// always [`Link::Live`]).
@@ -74,6 +74,17 @@ pub trait Door: Send + Sync {
     ) -> Result<bool, DoorError>;
     /// [`Control::snapshot`].
     fn snapshot(&self) -> Result<Snapshot, DoorError>;
+    /// [`Control::reload_config`]: the status-line summary of what changed. A refused
+    /// reload (invalid file, restart-only key) is [`DoorError::Refused`] with the reason, its
+    /// lines joined with ` | ` (the status bar is one line).
+    fn reload_config(&self) -> Result<String, DoorError>;
+    /// [`Control::request_log_page`]: at most `limit` request-log rows older than row
+    /// `before_id` (the newest when `None`), newest first, each with its row id.
+    fn request_log_page(
+        &self,
+        before_id: Option<i64>,
+        limit: usize,
+    ) -> Result<Vec<(i64, RequestView)>, DoorError>;
     /// The console's `q`: in-process [`Control::request_shutdown`] (sluice stops with its
     /// console); an attached console only leaves, the instance keeps running.
     fn request_shutdown(&self);
@@ -125,6 +136,20 @@ impl Door for Control {
 
     fn snapshot(&self) -> Result<Snapshot, DoorError> {
         Ok(Control::snapshot(self))
+    }
+
+    fn reload_config(&self) -> Result<String, DoorError> {
+        Control::reload_config(self)
+            .map(|diff| diff.summary())
+            .map_err(|e| DoorError::Refused(e.to_string().replace('\n', " | ")))
+    }
+
+    fn request_log_page(
+        &self,
+        before_id: Option<i64>,
+        limit: usize,
+    ) -> Result<Vec<(i64, RequestView)>, DoorError> {
+        Ok(Control::request_log_page(self, before_id, limit))
     }
 
     fn request_shutdown(&self) {

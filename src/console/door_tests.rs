@@ -56,6 +56,16 @@ impl Door for Scripted {
     fn snapshot(&self) -> Result<Snapshot, DoorError> {
         self.refuse("snapshot")
     }
+    fn reload_config(&self) -> Result<String, DoorError> {
+        self.refuse("reload_config")
+    }
+    fn request_log_page(
+        &self,
+        _: Option<i64>,
+        _: usize,
+    ) -> Result<Vec<(i64, crate::core::snapshot::RequestView)>, DoorError> {
+        self.refuse("request_log_page")
+    }
     fn request_shutdown(&self) {
         self.calls.lock().unwrap().push("request_shutdown".into());
     }

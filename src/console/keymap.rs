@@ -105,6 +105,13 @@ pub enum Cmd {
     ResetBreaker,
     /// Reset every breaker (confirm).
     ResetAllBreakers,
+    /// Reload the config file (`Control::reload_config`).
+    ReloadConfig,
+    /// Requests panel: the next older page of the request log.
+    HistoryOlder,
+    /// Requests panel: the next newer page of the request log (the live view after the
+    /// first page).
+    HistoryNewer,
     /// Mark / unmark the selected connection.
     Mark,
     /// Mark every connection (or unmark all when all are marked).
@@ -148,6 +155,7 @@ impl Cmd {
             self,
             Cmd::ResetBreaker
                 | Cmd::ResetAllBreakers
+                | Cmd::ReloadConfig
                 | Cmd::Mark
                 | Cmd::MarkAll
                 | Cmd::Clear

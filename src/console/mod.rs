@@ -507,6 +507,8 @@ mod door_tests;
 #[cfg(test)]
 mod filter_mouse_tests;
 #[cfg(test)]
+mod history_tests;
+#[cfg(test)]
 mod newcomer_tests;
 #[cfg(test)]
 mod panel_tests;

@@ -45,6 +45,8 @@ pub(super) fn snapshot() -> Snapshot {
         },
         recent: vec![
             RequestView {
+                tokens_in: None,
+                tokens_out: None,
                 id: 41,
                 at_unix_ms: NOW - 2_000,
                 route: "/v1/messages".into(),
@@ -84,6 +86,8 @@ pub(super) fn snapshot() -> Snapshot {
                 upstream_dialect: "openai".into(),
             },
             RequestView {
+                tokens_in: None,
+                tokens_out: None,
                 id: 40,
                 at_unix_ms: NOW - 5_000,
                 route: "/v1/chat/completions".into(),

@@ -84,6 +84,42 @@ impl ClearReport {
     }
 }
 
+/// Why a config reload changed nothing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReloadError {
+    /// The file did not load or validate (the same rules as at startup); one line per
+    /// problem, each naming the file, the key and the fix.
+    #[error("{0}")]
+    Invalid(String),
+    /// The file changes keys only a restart applies (listen addresses, the store, the log,
+    /// the console, the provider/connection layout); the rest was not applied either.
+    #[error("{}", render_restart(file, problems))]
+    RestartNeeded {
+        /// The config file.
+        file: String,
+        /// One per restart-only key that changed.
+        problems: Vec<crate::config::Problem>,
+    },
+}
+
+fn render_restart(file: &str, problems: &[crate::config::Problem]) -> String {
+    let lines: Vec<String> = problems
+        .iter()
+        .map(|p| format!("{file}: {}: {}; {}", p.key, p.message, p.fix))
+        .collect();
+    format!("nothing reloaded (restart needed):\n{}", lines.join("\n"))
+}
+
+impl ReloadError {
+    /// The admin API's error code: `config_invalid` or `restart_required`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::Invalid(_) => "config_invalid",
+            Self::RestartNeeded { .. } => "restart_required",
+        }
+    }
+}
+
 /// Handle through which operators act on sluice.
 #[derive(Clone)]
 pub struct Control {
@@ -92,6 +128,8 @@ pub struct Control {
     /// Set by `sluice --readonly`: the admin API refuses every mutating request, so an
     /// attached console cannot change state either. Shared by clones.
     readonly: Arc<AtomicBool>,
+    /// One reload at a time (SIGHUP, the console, the API and the file watch may race).
+    reloading: Arc<std::sync::Mutex<()>>,
 }
 
 impl Control {
@@ -101,7 +139,42 @@ impl Control {
             core,
             shutdown,
             readonly: Arc::new(AtomicBool::new(false)),
+            reloading: Arc::default(),
         }
+    }
+
+    /// Re-reads the config file sluice started with, validates it exactly like startup,
+    /// and applies it when only live keys changed: in-flight requests keep the config they
+    /// started with, and every provider, connection and model keeps its live state
+    /// (breakers, cooldowns, lockouts, headroom, pins, queues and permits). The operator's
+    /// saved setting overrides stay on top of the new file. The one door for SIGHUP, the
+    /// console key, `POST /api/config/reload` and `[server] watch_config`.
+    ///
+    /// Errors: [`ReloadError::Invalid`] (the file is broken) or
+    /// [`ReloadError::RestartNeeded`] (a restart-only key changed); either way nothing changed.
+    pub fn reload_config(&self) -> Result<crate::config::reload::ReloadDiff, ReloadError> {
+        let _one = self.reloading.lock().unwrap_or_else(|e| e.into_inner());
+        let old = self.core.config();
+        let new = match crate::config::load(&old.file) {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!("config reload refused: {e}");
+                return Err(ReloadError::Invalid(e.to_string()));
+            }
+        };
+        let problems = crate::config::reload::restart_only_changes(&old, &new);
+        if !problems.is_empty() {
+            let e = ReloadError::RestartNeeded {
+                file: old.file.display().to_string(),
+                problems,
+            };
+            tracing::warn!("config reload refused: {e}");
+            return Err(e);
+        }
+        let diff = crate::config::reload::ReloadDiff::between(&old, &new);
+        self.core.replace_config(Arc::new(new));
+        tracing::info!(changed = ?diff.changed, file = %diff.file, "config reloaded");
+        Ok(diff)
     }
 
     /// Marks this sluice read-only (CLI `--readonly`): the admin API then answers every
@@ -127,7 +200,7 @@ impl Control {
     }
 
     /// The configuration as loaded (what the admin listener's limits and token come from).
-    pub fn config(&self) -> &Arc<Config> {
+    pub fn config(&self) -> Arc<Config> {
         self.core.config()
     }
 
@@ -393,6 +466,35 @@ impl Control {
     /// The config file's resilience settings (what a revert goes back to).
     pub fn file_settings(&self) -> Resilience {
         self.core.config().resilience.clone()
+    }
+
+    /// One page of the request log, newest first: at most `limit` rows older than row
+    /// `before_id` (all rows when `None`), each with its row id (the next page's
+    /// `before_id` is the last one's). Empty without a store; a read error logs a warning and
+    /// gives none.
+    pub fn request_log_page(
+        &self,
+        before_id: Option<i64>,
+        limit: usize,
+    ) -> Vec<(i64, super::snapshot::RequestView)> {
+        let Some(store) = self.core.store() else {
+            return Vec::new();
+        };
+        let q = crate::store::history::LogQuery {
+            before_id,
+            limit,
+            ..Default::default()
+        };
+        match store.query_requests(&q) {
+            Ok(rows) => rows
+                .into_iter()
+                .map(|r| (r.id, super::snapshot::RequestView::from_log(r.row)))
+                .collect(),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read the request log for the console");
+                Vec::new()
+            }
+        }
     }
 
     /// A snapshot of the current state at the clock's `now`.

@@ -102,7 +102,8 @@ impl Core {
         json: serde_json::Result<String>,
         now_ms: u64,
     ) {
-        let (Some(store), Some(p)) = (self.store(), self.config().providers.get(provider)) else {
+        let cfg = self.config();
+        let (Some(store), Some(p)) = (self.store(), cfg.providers.get(provider)) else {
             return;
         };
         let Some(c) = p.connections.get(connection) else {

@@ -43,7 +43,8 @@ pub struct Core {
 
 struct Inner {
     clock: Arc<dyn Clock>,
-    config: Arc<Config>,
+    /// Swapped whole by a config reload; each request keeps the `Arc` it started with.
+    config: std::sync::RwLock<Arc<Config>>,
     started_wall: SystemTime,
     addrs: Mutex<(String, String)>,
     stats: Mutex<Stats>,
@@ -135,7 +136,7 @@ impl Core {
             inner: Arc::new(Inner {
                 started_wall: clock.wall(),
                 clock,
-                config,
+                config: std::sync::RwLock::new(config),
                 addrs: Mutex::new((String::new(), String::new())),
                 stats: Mutex::new(stats),
                 in_flight: AtomicU64::new(0),
@@ -180,9 +181,35 @@ impl Core {
         self.inner.stats.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The configuration this core serves.
-    pub fn config(&self) -> &Arc<Config> {
-        &self.inner.config
+    /// The configuration this core serves now (a reload swaps it; a caller keeps the one
+    /// it got for as long as it holds the `Arc`).
+    pub fn config(&self) -> Arc<Config> {
+        self.inner
+            .config
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Serves `config` from now on; the live resilience settings become its file settings
+    /// with the operator's saved overrides on top (overrides that no longer validate against
+    /// the new file are dropped with a warning). Only `Control::reload_config` calls this,
+    /// after checking the provider/connection layout is unchanged.
+    pub(crate) fn replace_config(&self, config: Arc<Config>) {
+        {
+            let mut r = self.res();
+            match control::apply_patch(&config.resilience, &r.overrides) {
+                Ok(s) => r.settings = s,
+                Err(e) => {
+                    tracing::warn!(error = %e, "saved setting overrides do not validate against the reloaded file; using the file's values");
+                    r.settings = config.resilience.clone();
+                    r.overrides = Default::default();
+                }
+            }
+            r.apply_settings(&config);
+            *self.inner.config.write().unwrap_or_else(|e| e.into_inner()) = config;
+        }
+        self.mark_dirty();
     }
 
     /// The injected clock.
@@ -269,7 +296,8 @@ impl Core {
     /// after `latency`. A failure is a transport error or a status >= 500.
     pub fn attempt_result(&self, p: usize, c: usize, status: Option<u16>, latency: Duration) {
         let failed = status.is_none_or(|s| s >= 500);
-        if let Some(pv) = self.inner.config.providers.get(p)
+        let cfg = self.config();
+        if let Some(pv) = cfg.providers.get(p)
             && let Some(cv) = pv.connections.get(c)
         {
             self.inner.metrics.observe_attempt(&pv.id, &cv.id, failed);
@@ -316,6 +344,8 @@ impl Core {
                     .last()
                     .map(|a| a.translated.clone())
                     .unwrap_or_default(),
+                tokens_in: view.tokens_in,
+                tokens_out: view.tokens_out,
             });
         }
         self.stats().record_finish(now, view);
@@ -324,7 +354,7 @@ impl Core {
 
     /// Builds a snapshot of the current state at the clock's `now`.
     pub fn snapshot(&self) -> Snapshot {
-        let cfg = &self.inner.config;
+        let cfg = self.config();
         let now = self.inner.clock.now();
         let wall = self.inner.clock.wall();
         let (listen, admin_listen) = self

@@ -95,6 +95,28 @@ pub struct Window {
     pub sparkline: Vec<u64>,
 }
 
+impl RequestView {
+    /// A `request_log` row as the Requests panel shows it (no attempt details; `id` 0). An
+    /// outcome word this build does not know (a newer sluice wrote it) reads as sluice's own
+    /// error rather than as a success.
+    pub fn from_log(r: crate::store::RequestLogRow) -> Self {
+        Self {
+            at_unix_ms: r.at_unix_ms,
+            route: r.route,
+            client_model: r.client_model,
+            target: r.target,
+            status: r.status,
+            latency_ms: r.latency_ms,
+            attempts: r.attempts,
+            bytes: r.bytes,
+            outcome: RequestOutcome::parse(&r.outcome).unwrap_or(RequestOutcome::SluiceError),
+            tokens_in: r.tokens_in,
+            tokens_out: r.tokens_out,
+            ..Default::default()
+        }
+    }
+}
+
 /// One finished request as the Requests panel shows it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
@@ -103,6 +125,13 @@ pub struct RequestView {
     pub id: u64,
     /// When it started, Unix ms.
     pub at_unix_ms: u64,
+    /// Prompt tokens the upstream reported (JSON `usage`, or the stream's usage events);
+    /// left out of JSON while unknown.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tokens_in: Option<u64>,
+    /// Completion tokens the upstream reported; left out of JSON while unknown.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tokens_out: Option<u64>,
     /// Client route path, e.g. `/v1/messages`.
     pub route: String,
     /// Model name the client sent (empty when none was readable).

@@ -286,22 +286,31 @@ async fn read_complete(
             "the upstream response body was not complete within the provider timeout ({})",
             humantime::format_duration(t.provider.timeout)
         ),
-        Ok(Ok(c)) => match complete_body(t, c.to_bytes()) {
-            Ok(body) => {
-                let mut out = Response::new(Full::new(body));
-                *out.status_mut() = head.status;
-                *out.headers_mut() = headers::client_response(&head.headers, false);
-                out.headers_mut().remove(header::CONTENT_LENGTH);
-                if t.seam.is_some() {
-                    out.headers_mut().insert(
-                        header::CONTENT_TYPE,
-                        HeaderValue::from_static("application/json"),
-                    );
+        Ok(Ok(c)) => {
+            let raw = c.to_bytes();
+            // Usage is read from the upstream's own reply (every dialect's shape is known).
+            let usage = crate::proxy::usage::Usage::of_json(&raw);
+            match complete_body(t, raw) {
+                Ok(body) => {
+                    let mut out = Response::new(Full::new(body));
+                    if usage.is_known() {
+                        // Read back by `Pending::local` for the request log.
+                        out.extensions_mut().insert(usage);
+                    }
+                    *out.status_mut() = head.status;
+                    *out.headers_mut() = headers::client_response(&head.headers, false);
+                    out.headers_mut().remove(header::CONTENT_LENGTH);
+                    if t.seam.is_some() {
+                        out.headers_mut().insert(
+                            header::CONTENT_TYPE,
+                            HeaderValue::from_static("application/json"),
+                        );
+                    }
+                    return AttemptResult::Complete(out);
                 }
-                return AttemptResult::Complete(out);
+                Err(e) => return untranslatable_reply(state, t, &e),
             }
-            Err(e) => return untranslatable_reply(state, t, &e),
-        },
+        }
         Ok(Err(e))
             if e.downcast_ref::<http_body_util::LengthLimitError>()
                 .is_some() =>

@@ -18,6 +18,7 @@ pub mod server;
 pub mod sse;
 pub mod translated;
 pub mod upstream;
+pub mod usage;
 
 use std::sync::Arc;
 

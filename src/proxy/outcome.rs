@@ -90,6 +90,10 @@ impl Pending {
         self.view.status = resp.status().as_u16();
         self.view.outcome = outcome;
         self.view.bytes = http_body::Body::size_hint(resp.body()).exact().unwrap_or(0);
+        if let Some(u) = resp.extensions().get::<crate::proxy::usage::Usage>() {
+            self.view.tokens_in = u.input;
+            self.view.tokens_out = u.output;
+        }
         self.finish();
         resp
     }

@@ -203,7 +203,10 @@ impl RelayBody {
     }
 
     fn complete(&mut self, outcome: RequestOutcome, error: &str, verdict: Verdict) {
-        if let Some(f) = self.finish.take() {
+        if let Some(mut f) = self.finish.take() {
+            let usage = self.inspect.usage();
+            f.view.tokens_in = usage.input;
+            f.view.tokens_out = usage.output;
             f.complete(outcome, self.bytes, error, verdict);
         }
     }

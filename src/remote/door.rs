@@ -28,7 +28,7 @@ use super::client::{AdminClient, CALL_TIMEOUT};
 use crate::config::Resilience;
 use crate::console::door::{Door, DoorError, Settings};
 use crate::core::control::{ClearReport, ClearTarget, SettingsPatch, apply_patch};
-use crate::core::snapshot::Snapshot;
+use crate::core::snapshot::{RequestView, Snapshot};
 
 /// The console's door onto a running sluice.
 pub struct RemoteDoor {
@@ -59,14 +59,10 @@ impl RemoteDoor {
     }
 
     /// Runs one admin call on the runtime and waits for its answer.
-    fn call(
-        &self,
-        method: Method,
-        path: &'static str,
-        body: Option<Value>,
-    ) -> Result<Value, DoorError> {
+    fn call(&self, method: Method, path: &str, body: Option<Value>) -> Result<Value, DoorError> {
         let client = Arc::clone(&self.client);
-        self.block(async move { client.call(method, path, body.as_ref()).await })
+        let path = path.to_owned();
+        self.block(async move { client.call(method, &path, body.as_ref()).await })
     }
 
     fn block<T: Send + 'static>(
@@ -80,6 +76,13 @@ impl RemoteDoor {
         rx.recv_timeout(CALL_TIMEOUT.saturating_add(Duration::from_secs(1)))
             .unwrap_or_else(|_| Err(DoorError::Unreachable("no answer".into())))
     }
+}
+
+/// One row of `GET /api/requests`.
+#[derive(serde::Deserialize)]
+struct LogRow {
+    id: i64,
+    request: RequestView,
 }
 
 /// `v[key]` as `T`. Errors: missing or another shape ([`DoorError::Unreachable`]: the
@@ -156,6 +159,26 @@ impl Door for RemoteDoor {
 
     fn snapshot(&self) -> Result<Snapshot, DoorError> {
         whole(self.call(Method::GET, "/api/snapshot", None)?)
+    }
+
+    fn reload_config(&self) -> Result<String, DoorError> {
+        let v = self.call(Method::POST, "/api/config/reload", None)?;
+        let diff: crate::config::reload::ReloadDiff = field(&v, "reloaded")?;
+        Ok(diff.summary())
+    }
+
+    fn request_log_page(
+        &self,
+        before_id: Option<i64>,
+        limit: usize,
+    ) -> Result<Vec<(i64, RequestView)>, DoorError> {
+        let path = match before_id {
+            Some(id) => format!("/api/requests?limit={limit}&before_id={id}"),
+            None => format!("/api/requests?limit={limit}"),
+        };
+        let v = self.call(Method::GET, &path, None)?;
+        let rows: Vec<LogRow> = field(&v, "rows")?;
+        Ok(rows.into_iter().map(|r| (r.id, r.request)).collect())
     }
 
     fn request_shutdown(&self) {

@@ -28,6 +28,7 @@
 //! `sluice --reset-state` ([`reset_state`]). Reading helpers use a separate read-only connection,
 //! which WAL lets run beside the writer.
 
+pub mod history;
 mod schema;
 mod state;
 #[cfg(test)]
@@ -128,6 +129,10 @@ impl StoreError {
 /// One `request_log` row.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RequestLogRow {
+    /// Prompt tokens the upstream reported (NULL when unknown or written by an older sluice).
+    pub tokens_in: Option<u64>,
+    /// Completion tokens the upstream reported (NULL when unknown).
+    pub tokens_out: Option<u64>,
     /// Start time, Unix ms.
     pub at_unix_ms: u64,
     /// Client route path.
@@ -318,7 +323,7 @@ impl Store {
     pub fn recent_requests(&self, limit: usize) -> Result<Vec<RequestLogRow>, StoreError> {
         self.with_reader(|conn| {
             let mut stmt = conn.prepare_cached(
-                "SELECT at_unix_ms, route, client_model, target, status, latency_ms, attempts, bytes, outcome, translated
+                "SELECT at_unix_ms, route, client_model, target, status, latency_ms, attempts, bytes, outcome, translated, tokens_in, tokens_out
                  FROM request_log ORDER BY id DESC LIMIT ?1",
             )?;
             let limit = i64::try_from(limit).unwrap_or(i64::MAX);
@@ -334,6 +339,8 @@ impl Store {
                     bytes: from_sql_int(r.get(7)?),
                     outcome: r.get(8)?,
                     translated: r.get(9)?,
+                    tokens_in: r.get::<_, Option<i64>>(10)?.map(from_sql_int),
+                    tokens_out: r.get::<_, Option<i64>>(11)?.map(from_sql_int),
                 })
             })?;
             rows.collect()

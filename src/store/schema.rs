@@ -174,10 +174,14 @@ DROP TABLE session_affinity_v1;
 ALTER TABLE settings RENAME COLUMN value TO value_json;
 ";
 
-/// Schema v3: `request_log.translated` — how the request was translated for the last target
-/// tried (`anthropic→openai`), empty when it was forwarded in the client's format.
+/// Schema v3, additive (old rows keep working): `request_log.translated` — how the request
+/// was translated for the last target tried (`anthropic→openai`), empty when it was forwarded
+/// in the client's format — and the upstream's token counts `tokens_in` / `tokens_out` (NULL
+/// when the reply carried no usage).
 const V3: &str = "
 ALTER TABLE request_log ADD COLUMN translated TEXT NOT NULL DEFAULT '';
+ALTER TABLE request_log ADD COLUMN tokens_in INTEGER;
+ALTER TABLE request_log ADD COLUMN tokens_out INTEGER;
 ";
 
 /// Every migration step, in order; `MIGRATIONS[i]` moves `user_version` from `i` to `i + 1`.

@@ -22,6 +22,8 @@ pub(super) fn db_in(dir: &tempfile::TempDir) -> PathBuf {
 
 pub(super) fn row(at: u64, n: u32) -> RequestLogRow {
     RequestLogRow {
+        tokens_in: None,
+        tokens_out: None,
         at_unix_ms: at,
         route: "/v1/messages".into(),
         client_model: format!("model-{n}"),

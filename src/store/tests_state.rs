@@ -468,9 +468,16 @@ fn v1_database_migrates_to_v2_keeping_its_data() {
     let store = Store::open(&cfg(&path)).unwrap();
     assert_eq!(
         schema::user_version(&raw(&path)).unwrap(),
-        i64::from(SCHEMA_VERSION)
+        i64::from(schema::SCHEMA_VERSION),
+        "migrated all the way (v3 adds the token columns)"
     );
     assert_eq!(store.request_log_count().unwrap(), 1);
+    let old_row = &store.recent_requests(1).unwrap()[0];
+    assert_eq!(
+        (old_row.tokens_in, old_row.tokens_out),
+        (None, None),
+        "rows from before the token columns read as unknown"
+    );
     assert_eq!(
         store.recent_requests(1).unwrap()[0].target,
         "anthropic:main/claude"

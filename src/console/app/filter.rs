@@ -1,5 +1,7 @@
 //! The `/` row filter: a case-insensitive substring of provider / connection / model / target
-//! text that limits the rows of every table panel.
+//! text that limits the rows of every table panel (request rows also match their status,
+//! written exactly, and outcome word). Rows read back from the request log are filtered
+//! like live ones.
 //!
 //! The app keeps the unfiltered snapshot aside and shows a filtered copy in
 //! [`App::snapshot`], so every panel, selection and action works on the visible rows only
@@ -16,8 +18,12 @@ fn has(text: &str, needle_lower: &str) -> bool {
     text.to_lowercase().contains(needle_lower)
 }
 
+/// A request row matches by model, target (provider/model), an attempt's target, its status
+/// written exactly (`429`), or its outcome word (`upstream_error`).
 fn request_matches(r: &RequestView, needle: &str) -> bool {
-    has(&r.client_model, needle)
+    r.status.to_string() == needle
+        || has(r.outcome.as_str(), needle)
+        || has(&r.client_model, needle)
         || has(&r.target, needle)
         || r.attempt_log.iter().any(|a| has(&a.target, needle))
 }

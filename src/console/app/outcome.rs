@@ -20,6 +20,11 @@ impl App {
                     self.flash(m);
                 }
             }
+            Outcome::History {
+                before_id,
+                older,
+                rows,
+            } => self.show_history_page(before_id, older, rows),
             Outcome::Saved { count } => {
                 self.editor = None;
                 self.flash(saved_text(count));

@@ -1,7 +1,7 @@
 //! The built-in key map: every command the console knows, its `[console.keys]` action name,
 //! where it applies, its default keys, and its help and hint text. Order is help order.
 
-use crossterm::event::KeyCode::{BackTab, Down, End, Enter, Esc, Home, Tab, Up};
+use crossterm::event::KeyCode::{BackTab, Down, End, Enter, Esc, Home, PageDown, PageUp, Tab, Up};
 
 use super::key::Key;
 use super::{Cmd, Scope};
@@ -208,6 +208,30 @@ pub const COMMANDS: &[CommandSpec] = &[
         keys![Key::ch('R')],
         "reset every breaker (confirm)",
         "reset all",
+    ),
+    spec(
+        "history_older",
+        Cmd::HistoryOlder,
+        Panel(Focus::Requests),
+        keys![Key::code(PageDown)],
+        "page back through the request log (older rows)",
+        "",
+    ),
+    spec(
+        "history_newer",
+        Cmd::HistoryNewer,
+        Panel(Focus::Requests),
+        keys![Key::code(PageUp)],
+        "page forward through the request log; past the newest page, back to live rows",
+        "",
+    ),
+    spec(
+        "reload_config",
+        Cmd::ReloadConfig,
+        Global,
+        keys![Key::ch('L')],
+        "reload the config file (live state kept; a bad file changes nothing)",
+        "",
     ),
     spec(
         "mark",

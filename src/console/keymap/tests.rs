@@ -63,6 +63,11 @@ fn every_default_key_gives_its_command() {
         (ev(KeyCode::End), Global, Cmd::Last),
         (ch('/'), Global, Cmd::Filter),
         (ch('e'), Global, Cmd::EditSettings),
+        (
+            KeyEvent::new(KeyCode::Char('L'), KeyModifiers::SHIFT),
+            Global,
+            Cmd::ReloadConfig,
+        ),
         (ch('r'), Panel(Focus::Circuits), Cmd::ResetBreaker),
         (ch('R'), Panel(Focus::Circuits), Cmd::ResetAllBreakers),
         (ch(' '), Panel(Focus::Cooldowns), Cmd::Mark),
@@ -71,6 +76,16 @@ fn every_default_key_gives_its_command() {
         (ch('C'), Panel(Focus::Cooldowns), Cmd::ClearProvider),
         (ch('x'), Panel(Focus::Lockouts), Cmd::Reenable),
         (ev(KeyCode::Enter), Panel(Focus::Requests), Cmd::Details),
+        (
+            ev(KeyCode::PageDown),
+            Panel(Focus::Requests),
+            Cmd::HistoryOlder,
+        ),
+        (
+            ev(KeyCode::PageUp),
+            Panel(Focus::Requests),
+            Cmd::HistoryNewer,
+        ),
         (ch('y'), Dialog, Cmd::Confirm),
         (ev(KeyCode::Enter), Dialog, Cmd::Confirm),
         (ch('n'), Dialog, Cmd::Cancel),

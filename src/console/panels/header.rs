@@ -19,6 +19,21 @@ pub const SPARK_LABEL: &str = "req/s, 60s";
 /// Narrowest sparkline worth drawing, in columns.
 const MIN_SPARK: u16 = 10;
 
+/// Tokens in plus out of the requests in `snap.recent` that finished in the minute before
+/// `now_unix_ms` (the panel's rows: at most `RECENT_CAP`, so a busier minute reads low).
+pub fn tokens_last_minute(snap: &Snapshot, now_unix_ms: u64) -> u64 {
+    let from = now_unix_ms.saturating_sub(60_000);
+    snap.recent
+        .iter()
+        .filter(|r| r.at_unix_ms.saturating_add(r.latency_ms) >= from)
+        .map(|r| {
+            r.tokens_in
+                .unwrap_or(0)
+                .saturating_add(r.tokens_out.unwrap_or(0))
+        })
+        .fold(0u64, u64::saturating_add)
+}
+
 /// Draws the header into `area` (two rows). `now_unix_ms` drives the uptime.
 pub fn render(f: &mut Frame, area: Rect, snap: &Snapshot, theme: &Theme, now_unix_ms: u64) {
     render_with(f, area, snap, theme, now_unix_ms, None);
@@ -88,7 +103,7 @@ pub fn render_with(
             Span::raw(fmt_ms(w.p99_ms)),
         )
     };
-    let second = vec![
+    let mut second = vec![
         Span::styled("req/s ", muted),
         Span::raw(format!("{:.2}", w.req_per_s)),
         Span::styled("  in-flight ", muted),
@@ -101,6 +116,12 @@ pub fn render_with(
         p99,
         Span::styled("  (1m)", muted),
     ];
+    // Shown once an upstream reported token counts in the last minute.
+    let tpm = tokens_last_minute(snap, now_unix_ms);
+    if tpm > 0 {
+        second.push(Span::styled("  tok/min ", muted));
+        second.push(Span::raw(tpm.to_string()));
+    }
     let (first, second) = (Line::from(first), Line::from(second));
     let text_w = u16::try_from(first.width().max(second.width())).unwrap_or(u16::MAX);
     let spark_w = area.width.saturating_sub(text_w.saturating_add(2)).min(60);
@@ -131,5 +152,32 @@ pub fn render_with(
             Sparkline::default().data(tail).style(theme.style(Role::Ok)),
             spark_area,
         );
+    }
+}
+
+#[cfg(test)]
+mod token_tests {
+    use super::*;
+    use crate::core::snapshot::RequestView;
+
+    #[test]
+    fn tokens_per_minute_counts_only_the_last_minute() {
+        let row = |at: u64, i: Option<u64>, o: Option<u64>| RequestView {
+            at_unix_ms: at,
+            latency_ms: 500,
+            tokens_in: i,
+            tokens_out: o,
+            ..Default::default()
+        };
+        let snap = Snapshot {
+            recent: vec![
+                row(100_000, Some(10), Some(20)),
+                row(50_000, Some(1), None),
+                row(10_000, Some(1000), Some(1000)),
+            ],
+            ..Default::default()
+        };
+        assert_eq!(tokens_last_minute(&snap, 105_000), 31);
+        assert_eq!(tokens_last_minute(&snap, 200_000), 0);
     }
 }

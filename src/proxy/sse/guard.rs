@@ -50,6 +50,8 @@ pub struct Inspect {
     /// The framer gave up (oversized event): keep relaying, stop judging.
     blind: bool,
     started: Instant,
+    /// Token counts from the events' `usage` objects (for the request log).
+    usage: crate::proxy::usage::Usage,
 }
 
 impl Inspect {
@@ -60,6 +62,7 @@ impl Inspect {
             tracker: StreamTracker::new(kind, started),
             blind: false,
             started,
+            usage: Default::default(),
         }
     }
 
@@ -74,7 +77,13 @@ impl Inspect {
         }
         while let Some(ev) = self.framer.next_event() {
             self.tracker.observe(now, &ev);
+            self.usage.observe(ev.data.as_bytes());
         }
+    }
+
+    /// Tokens in/out the stream's events reported so far.
+    pub fn usage(&self) -> crate::proxy::usage::Usage {
+        self.usage
     }
 
     /// Content (or a complete, empty turn) arrived: the hold may end. A blind inspector
