@@ -175,6 +175,18 @@ pub struct RawResilience {
     #[serde(default)]
     pub concurrency: RawConcurrency,
     pub session_affinity_ttl: Option<String>,
+    #[serde(default)]
+    pub quota_preflight: RawQuotaPreflight,
+    pub p2c_latency_weight: Option<i64>,
+}
+
+/// `[resilience.quota_preflight]`
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawQuotaPreflight {
+    pub enabled: Option<bool>,
+    pub cutoff: Option<f64>,
+    pub warn: Option<f64>,
 }
 
 /// `[resilience.concurrency]` (§4 gate order: global → provider → connection → model)

@@ -148,3 +148,186 @@ async fn headroom_survives_a_restart_and_is_pruned_on_load() {
     );
     s.stop().await;
 }
+
+// === quota preflight ===
+
+/// `[resilience.quota_preflight] enabled = true` (default thresholds: cut off at 2 %, warn at
+/// 20 %), with the §4 wait off (a manual clock).
+const PREFLIGHT: &str = "[resilience.quota_preflight]\nenabled = true\n";
+
+/// A reply whose 5 h window is `used` (a fraction) and resets `in_secs` from `now_ms`.
+fn five_hour(reply: Reply, used: &str, now_ms: u64, in_secs: u64) -> Reply {
+    reply
+        .header("anthropic-ratelimit-unified-5h-utilization", used)
+        .header(
+            "anthropic-ratelimit-unified-5h-reset",
+            &(now_ms / 1000 + in_secs).to_string(),
+        )
+}
+
+/// Skipped targets of the newest finished request, as `target reason` strings.
+fn skipped(s: &Sluice) -> Vec<String> {
+    s.snapshot().recent[0]
+        .skipped
+        .iter()
+        .map(|k| format!("{} {}", k.target, k.reason))
+        .collect()
+}
+
+#[tokio::test]
+async fn preflight_skips_a_nearly_spent_connection_and_falls_back_to_the_next() {
+    let d = D::Anthropic;
+    let mock = MockUpstream::start().await;
+    let clock = ManualClock::new();
+    let now = unix_ms(clock.wall());
+    // k1 serves the first request and reports 99 % of its 5 h window used.
+    on_key(&mock, d, 1)
+        .times(1)
+        .reply(five_hour(Reply::anthropic_text("hi"), "0.99", now, 3_600));
+    on_key(&mock, d, 2).reply(five_hour(Reply::anthropic_text("hi"), "0.85", now, 7_200));
+    let cfg = Cfg::new(d, 2).tail(NO_WAIT).tail(PREFLIGHT).build(&mock);
+    let s = Sluice::start_with_clock(&cfg, ENV, Arc::new(clock.clone())).await;
+    expect_status(&d.send(&s, "claude-x", &[]).await, 200, "k1 serves");
+    assert_eq!((hits(&mock, 1), hits(&mock, 2)), (1, 0));
+    let k1 = &s.snapshot().providers[0].connections[0];
+    let mark = k1.preflight.as_ref().expect("k1 marked");
+    assert_eq!(mark.state, "cut_off", "{k1:#?}");
+    assert_eq!(mark.window, "five_hour");
+    assert_eq!(mark.reset_at_unix_ms, Some((now / 1000 + 3_600) * 1000));
+
+    expect_status(&d.send(&s, "claude-x", &[]).await, 200, "k2 serves");
+    assert_eq!(
+        (hits(&mock, 1), hits(&mock, 2)),
+        (1, 1),
+        "k1 was skipped before dispatch"
+    );
+    assert_eq!(skipped(&s), vec!["p:k1/claude-x quota_preflight"]);
+    let k2 = &s.snapshot().providers[0].connections[1];
+    assert_eq!(
+        k2.preflight.as_ref().map(|p| p.state.as_str()),
+        Some("warn"),
+        "15 % left is under the 20 % warning: {k2:#?}"
+    );
+    let row = conn_state(&s, "p", "k1").await;
+    assert_eq!(
+        row["status"], "active",
+        "preflight is not a cooldown: {row:#}"
+    );
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn every_connection_cut_off_answers_quota_exhausted_until_the_earliest_reset() {
+    let d = D::Anthropic;
+    let mock = MockUpstream::start().await;
+    let clock = ManualClock::new();
+    let now = unix_ms(clock.wall());
+    // k1 reports 100 % used (reset in 1 h), then k2 99.5 % used (reset in 15 min).
+    on_key(&mock, d, 1)
+        .times(1)
+        .reply(five_hour(Reply::anthropic_text("hi"), "1.0", now, 3_600));
+    on_key(&mock, d, 2)
+        .times(1)
+        .reply(five_hour(Reply::anthropic_text("hi"), "0.995", now, 900));
+    let cfg = Cfg::new(d, 2).tail(NO_WAIT).tail(PREFLIGHT).build(&mock);
+    let s = Sluice::start_with_clock(&cfg, ENV, Arc::new(clock.clone())).await;
+    expect_status(&d.send(&s, "claude-x", &[]).await, 200, "k1");
+    expect_status(&d.send(&s, "claude-x", &[]).await, 200, "k1 cut off: k2");
+    clock.advance(Duration::from_secs(60));
+
+    let r = d.send(&s, "claude-x", &[]).await;
+    expect_status(&r, 429, "both cut off");
+    assert_eq!(hits(&mock, 1) + hits(&mock, 2), 2, "nothing sent upstream");
+    let v = r.json();
+    assert_eq!(v["error"]["type"], "rate_limit_error", "{v:#}");
+    assert_eq!(v["sluice"]["code"], "quota_exhausted", "{v:#}");
+    assert_eq!(retry_after(&r), Some(840), "k2 resets first: 900 s - 60 s");
+    assert_eq!(r.header("x-should-retry"), Some("false"));
+    let reasons: Vec<&str> = v["sluice"]["diagnostics"]["excluded"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["reason"].as_str().unwrap())
+        .collect();
+    assert_eq!(reasons, vec!["quota_preflight", "quota_preflight"], "{v:#}");
+
+    // Once k2's window has reset its old numbers are stale: they never cut it off.
+    clock.advance(Duration::from_secs(841));
+    expect_status(
+        &d.send(&s, "claude-x", &[]).await,
+        200,
+        "k2 after its reset",
+    );
+    assert_eq!(hits(&mock, 2), 2);
+    assert_eq!(hits(&mock, 1), 1, "k1 (reset in 1 h) still skipped");
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn preflight_off_never_skips() {
+    let d = D::Anthropic;
+    let mock = MockUpstream::start().await;
+    let clock = ManualClock::new();
+    let now = unix_ms(clock.wall());
+    on_key(&mock, d, 1).reply(five_hour(Reply::anthropic_text("hi"), "1.0", now, 3_600));
+    let cfg = Cfg::new(d, 2).tail(NO_WAIT).build(&mock);
+    let s = Sluice::start_with_clock(&cfg, ENV, Arc::new(clock.clone())).await;
+    for _ in 0..2 {
+        expect_status(&d.send(&s, "claude-x", &[]).await, 200, "k1 serves");
+    }
+    assert_eq!((hits(&mock, 1), hits(&mock, 2)), (2, 0));
+    assert!(skipped(&s).is_empty());
+    assert!(s.snapshot().providers[0].connections[0].preflight.is_none());
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn preflight_thresholds_change_live_through_the_admin_api() {
+    let d = D::Anthropic;
+    let mock = MockUpstream::start().await;
+    let clock = ManualClock::new();
+    let now = unix_ms(clock.wall());
+    // k1 has 10 % left: above the default 2 % cut-off.
+    on_key(&mock, d, 1).reply(five_hour(Reply::anthropic_text("hi"), "0.9", now, 3_600));
+    let cfg = Cfg::new(d, 2).tail(NO_WAIT).tail(PREFLIGHT).build(&mock);
+    let s = Sluice::start_with_clock(&cfg, ENV, Arc::new(clock.clone())).await;
+    for _ in 0..2 {
+        expect_status(&d.send(&s, "claude-x", &[]).await, 200, "k1 serves");
+    }
+    assert_eq!(hits(&mock, 1), 2);
+
+    let r = admin(
+        &s,
+        Method::PATCH,
+        "/api/resilience",
+        json!({"quota_preflight": {"cutoff": 0.3}}),
+    )
+    .await;
+    expect_status(&r, 400, "cutoff above warn");
+    assert_eq!(
+        r.json()["error"]["field"],
+        "quota_preflight.warn",
+        "{}",
+        r.text()
+    );
+
+    let r = admin(
+        &s,
+        Method::PATCH,
+        "/api/resilience",
+        json!({"quota_preflight": {"cutoff": 0.15, "warn": 0.5}}),
+    )
+    .await;
+    expect_status(&r, 200, "valid thresholds");
+    let got = admin_get(&s, "/api/resilience").await;
+    assert_eq!(
+        got["settings"]["quota_preflight"]["cutoff"], 0.15,
+        "{got:#}"
+    );
+    assert_eq!(got["overrides"]["quota_preflight"]["warn"], 0.5, "{got:#}");
+
+    expect_status(&d.send(&s, "claude-x", &[]).await, 200, "k2 serves");
+    assert_eq!((hits(&mock, 1), hits(&mock, 2)), (2, 1), "k1 now cut off");
+    assert_eq!(skipped(&s), vec!["p:k1/claude-x quota_preflight"]);
+    s.stop().await;
+}
