@@ -186,7 +186,7 @@ impl Auth {
     }
 }
 
-/// Order in which candidates are tried (spec §4). Only `priority` routes differently today.
+/// Order in which candidates are tried (spec §4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Strategy {
@@ -204,6 +204,12 @@ pub enum Strategy {
     P2c,
     /// Fill the first until it is saturated.
     FillFirst,
+    /// The connection whose binding quota window resets soonest first (quota that would
+    /// expire unused is spent first); unknown resets after, in priority order.
+    ResetAware,
+    /// The connection with the most quota left in its binding window first; nothing known
+    /// counts as full; ties in priority order.
+    Headroom,
 }
 
 impl Strategy {
@@ -217,6 +223,8 @@ impl Strategy {
             "random" => Self::Random,
             "p2c" => Self::P2c,
             "fill_first" => Self::FillFirst,
+            "reset_aware" => Self::ResetAware,
+            "headroom" => Self::Headroom,
             _ => return None,
         })
     }
@@ -230,6 +238,8 @@ impl Strategy {
             Self::Random => "random",
             Self::P2c => "p2c",
             Self::FillFirst => "fill_first",
+            Self::ResetAware => "reset_aware",
+            Self::Headroom => "headroom",
         }
     }
 }

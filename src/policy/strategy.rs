@@ -119,6 +119,9 @@ fn pick(rng: &mut impl RngLike, n: usize) -> usize {
 ///   configured order.
 /// - `fill_first`: targets that are not saturated in configured order, then the saturated
 ///   ones in configured order (still fallbacks; admission decides whether they wait).
+/// - `reset_aware`, `headroom`: as configured here; they order by quota headroom, which
+///   [`TargetStat`] does not carry (the core orders them with
+///   `policy::headroom::preflight::order_bindings_reset_aware` / `order_bindings_headroom`).
 ///
 /// Empty `targets` gives an empty order. Only `round_robin` changes `state`; only the random
 /// strategies draw from `rng`.
@@ -134,7 +137,7 @@ pub fn order(
         return idx;
     }
     match strategy {
-        Strategy::Priority => {}
+        Strategy::Priority | Strategy::ResetAware | Strategy::Headroom => {}
         Strategy::RoundRobin => {
             let start = usize::try_from(state.rotation % n as u64).unwrap_or(0);
             state.rotation = state.rotation.wrapping_add(1);

@@ -332,7 +332,7 @@ impl Validator<'_, '_> {
                 self.bad(
                     key,
                     format!("'{s}' is not a strategy"),
-                    "use priority, round_robin, weighted, least_used, random, p2c or fill_first",
+                    "use priority, round_robin, weighted, least_used, random, p2c, fill_first, reset_aware or headroom",
                 );
                 Strategy::Priority
             }),

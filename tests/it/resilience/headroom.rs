@@ -331,3 +331,87 @@ async fn preflight_thresholds_change_live_through_the_admin_api() {
     assert_eq!(skipped(&s), vec!["p:k1/claude-x quota_preflight"]);
     s.stop().await;
 }
+
+// === reset_aware and headroom strategies ===
+
+/// A combo `seed-k2` that reaches k2 only (to give it headroom readings first).
+const SEED_K2: &str = "[[combos]]\nname = \"seed-k2\"\ntargets = [\"p:k2/claude-x\"]\n";
+
+#[tokio::test]
+async fn reset_aware_connection_strategy_tries_the_soonest_reset_first() {
+    let d = D::Anthropic;
+    let mock = MockUpstream::start().await;
+    let clock = ManualClock::new();
+    let now = unix_ms(clock.wall());
+    on_key(&mock, d, 1).reply(five_hour(Reply::anthropic_text("hi"), "0.2", now, 7_200));
+    on_key(&mock, d, 2).reply(five_hour(Reply::anthropic_text("hi"), "0.7", now, 600));
+    let cfg = Cfg::new(d, 2)
+        .provider("connection_strategy = \"reset_aware\"")
+        .tail(SEED_K2)
+        .build(&mock);
+    let s = Sluice::start_with_clock(&cfg, ENV, Arc::new(clock.clone())).await;
+    expect_status(&d.send(&s, "claude-x", &[]).await, 200, "nothing known: k1");
+    expect_status(&d.send(&s, "seed-k2", &[]).await, 200, "k2 seeded");
+    assert_eq!((hits(&mock, 1), hits(&mock, 2)), (1, 1));
+    for _ in 0..2 {
+        expect_status(&d.send(&s, "claude-x", &[]).await, 200, "k2 resets first");
+    }
+    assert_eq!(
+        (hits(&mock, 1), hits(&mock, 2)),
+        (1, 3),
+        "k2's window resets in 10 min, k1's in 2 h"
+    );
+    // Past k2's reset its numbers are stale: k1 (known reset) goes first again.
+    clock.advance(Duration::from_secs(601));
+    expect_status(&d.send(&s, "claude-x", &[]).await, 200, "k1");
+    assert_eq!(hits(&mock, 1), 2);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn headroom_combo_strategy_tries_the_target_with_most_quota_left_first() {
+    let d = D::Anthropic;
+    let mock = MockUpstream::start().await;
+    let clock = ManualClock::new();
+    let now = unix_ms(clock.wall());
+    on_key(&mock, d, 1).reply(five_hour(Reply::anthropic_text("hi"), "0.7", now, 600));
+    on_key(&mock, d, 2).reply(five_hour(Reply::anthropic_text("hi"), "0.4", now, 7_200));
+    let combo = "[[combos]]\nname = \"roomy\"\nstrategy = \"headroom\"\ntargets = [\"p:k1/claude-x\", \"p:k2/claude-x\"]\n";
+    let cfg = Cfg::new(d, 2).tail(SEED_K2).tail(combo).build(&mock);
+    let s = Sluice::start_with_clock(&cfg, ENV, Arc::new(clock.clone())).await;
+    expect_status(&d.send(&s, "roomy", &[]).await, 200, "nothing known: k1");
+    expect_status(&d.send(&s, "seed-k2", &[]).await, 200, "k2 seeded");
+    for _ in 0..2 {
+        expect_status(&d.send(&s, "roomy", &[]).await, 200, "k2 has more left");
+    }
+    assert_eq!(
+        (hits(&mock, 1), hits(&mock, 2)),
+        (1, 3),
+        "k2 has 60 % left, k1 30 %"
+    );
+    let snap = s.snapshot();
+    assert_eq!(
+        snap.combos
+            .iter()
+            .find(|c| c.name == "roomy")
+            .map(|c| c.strategy.as_str()),
+        Some("headroom")
+    );
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn an_unknown_strategy_names_the_quota_strategies_in_its_fix() {
+    let mock = MockUpstream::start().await;
+    let cfg = Cfg::new(D::Anthropic, 1)
+        .provider("connection_strategy = \"roomiest\"")
+        .build(&mock);
+    let env = sluice::config::LoadEnv::fixed(ENV, "/tmp");
+    let err = sluice::config::from_str(&cfg, std::path::Path::new("c.toml"), &env)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("providers.p.connection_strategy") && err.contains("reset_aware or headroom"),
+        "{err}"
+    );
+}
