@@ -16,6 +16,7 @@ use crate::clock::unix_ms;
 use crate::config::{Config, Strategy};
 use crate::policy::headroom::Binding;
 use crate::policy::headroom::preflight;
+use crate::policy::latency::Summary;
 use crate::policy::select::{Candidate, Plan};
 use crate::policy::strategy::{self, SplitMix64, StrategyState, TargetStat};
 
@@ -27,6 +28,8 @@ pub(crate) struct Routing {
     /// Per provider index, for `connection_strategy`.
     pub(crate) connection_states: HashMap<usize, StrategyState>,
     pub(crate) rng: SplitMix64,
+    /// Time-to-first-byte and outcome windows for `p2c`'s latency weight.
+    pub(crate) latency: super::latency::LatencyStats,
 }
 
 impl Routing {
@@ -36,6 +39,7 @@ impl Routing {
             states: HashMap::new(),
             connection_states: HashMap::new(),
             rng: SplitMix64::new(seed),
+            latency: Default::default(),
         }
     }
 }
@@ -59,6 +63,7 @@ fn connection_stat(
     c: &Candidate,
     in_flight: &ConnLoad,
     attempts: &ConnLoad,
+    health: Option<Summary>,
 ) -> TargetStat {
     let key = (c.provider, c.connection);
     TargetStat {
@@ -66,6 +71,7 @@ fn connection_stat(
         cap: connection_cap(cfg, c),
         requests: attempts.get(&key).copied().unwrap_or(0),
         weight: strategy::DEFAULT_WEIGHT,
+        health,
     }
 }
 
@@ -147,18 +153,21 @@ impl Core {
                 out.extend(order.into_iter().filter_map(|i| slots.get_mut(i)?.take()));
                 continue;
             }
+            let healths = self.healths(strat, &group);
             let stats: Vec<TargetStat> = group
                 .iter()
-                .map(|c| connection_stat(&cfg, c, &in_flight, &attempts))
+                .zip(healths)
+                .map(|(c, h)| connection_stat(&cfg, c, &in_flight, &attempts, h))
                 .collect();
             let order = {
                 let mut r = self.res();
+                let weight = r.settings.p2c_latency_weight;
                 let routing = &mut r.routing;
                 let state = routing
                     .connection_states
                     .entry(group[0].provider)
                     .or_default();
-                strategy::order(strat, &stats, state, &mut routing.rng)
+                strategy::order_with_latency(strat, &stats, state, &mut routing.rng, weight)
             };
             let mut slots: Vec<Option<Candidate>> = group.into_iter().map(Some).collect();
             out.extend(order.into_iter().filter_map(|i| slots.get_mut(i)?.take()));
@@ -189,6 +198,10 @@ impl Core {
                 .collect();
         }
         let (in_flight, attempts) = self.connection_load();
+        let firsts: Vec<Candidate> = (0..combo.targets.len())
+            .filter_map(|ti| plan.candidates.iter().find(|c| c.target == ti).cloned())
+            .collect();
+        let healths = self.healths(combo.strategy, &firsts);
         let stats: Vec<TargetStat> = combo
             .targets
             .iter()
@@ -196,6 +209,11 @@ impl Core {
             .map(|(ti, t)| {
                 let mine: Vec<&Candidate> =
                     plan.candidates.iter().filter(|c| c.target == ti).collect();
+                // A target weighs as its first connection.
+                let health = firsts
+                    .iter()
+                    .position(|c| c.target == ti)
+                    .and_then(|k| healths.get(k).copied().flatten());
                 let load = |m: &ConnLoad| {
                     mine.iter()
                         .map(|c| m.get(&(c.provider, c.connection)).copied().unwrap_or(0))
@@ -210,14 +228,16 @@ impl Core {
                     cap: if mine.is_empty() { None } else { cap },
                     requests: load(&attempts),
                     weight: t.weight,
+                    health,
                 }
             })
             .collect();
         let order = {
             let mut r = self.res();
+            let weight = r.settings.p2c_latency_weight;
             let routing = &mut r.routing;
             let state = routing.states.entry(combo.name.clone()).or_default();
-            strategy::order(combo.strategy, &stats, state, &mut routing.rng)
+            strategy::order_with_latency(combo.strategy, &stats, state, &mut routing.rng, weight)
         };
         order
             .into_iter()
@@ -226,6 +246,24 @@ impl Core {
                     .iter()
                     .filter(move |c| c.target == ti)
                     .cloned()
+            })
+            .collect()
+    }
+
+    /// Each candidate's recent latency and errors, for `p2c` with a latency weight (all
+    /// `None` for other strategies or with the weight off).
+    fn healths(&self, strat: Strategy, cands: &[Candidate]) -> Vec<Option<Summary>> {
+        let now = self.clock().now();
+        let r = self.res();
+        if strat != Strategy::P2c || r.settings.p2c_latency_weight == 0 {
+            return vec![None; cands.len()];
+        }
+        cands
+            .iter()
+            .map(|c| {
+                r.routing
+                    .latency
+                    .health(c.provider, c.connection, &c.model, now)
             })
             .collect()
     }
