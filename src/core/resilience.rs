@@ -3,11 +3,11 @@
 //! `crate::policy`, held behind one short-lived lock and fed through one choke point,
 //! [`Core::report`].
 //!
-//! Selection asks [`Core::admit_candidate`] (connection → lockout → provider cooldown →
-//! breaker, so a probe permit is only taken for a candidate that will be dispatched). Every
-//! attempt ends in exactly one [`Core::report`] or [`Core::release`]; the [`Ticket`] carries the
-//! probe permit and the dispatch instant (for the §2 anti-herd rule). Changes are written
-//! behind to the store as wall-clock rows.
+//! Selection asks [`Core::admit_candidate`] (connection → quota preflight → lockout →
+//! provider cooldown → breaker, so a probe permit is only taken for a candidate that will be
+//! dispatched). Every attempt ends in exactly one [`Core::report`] or [`Core::release`]; the
+//! [`Ticket`] carries the probe permit and the dispatch instant (for the §2 anti-herd rule).
+//! Changes are written behind to the store as wall-clock rows.
 
 use std::time::Duration;
 
@@ -258,8 +258,9 @@ impl<'a> AttemptEnd<'a> {
 
 impl super::Core {
     /// Checks one candidate at `now` and, if eligible, admits it (taking the breaker's probe
-    /// permit when HALF_OPEN). Order: connection (terminal, quota wait, cooling) → model
-    /// lockout → §1b provider cooldown → breaker.
+    /// permit when HALF_OPEN). Order: connection (terminal, quota wait, cooling) → quota
+    /// preflight (`[resilience.quota_preflight]`, reason `quota_preflight`) → model lockout →
+    /// §1b provider cooldown → breaker.
     pub fn admit_candidate(&self, cand: &Candidate, now: Instant) -> Result<Ticket, Exclusion> {
         let cfg = self.config().clone();
         let (Some(p), Some(c)) = (
