@@ -350,7 +350,17 @@ pub struct Combo {
     pub strategy: Strategy,
     /// In configured order.
     pub targets: Vec<TargetSpec>,
+    /// `hold_until_reset`: when every candidate waits for a quota reset (quota wait or
+    /// preflight cut-off) and the earliest is within [`Combo::max_hold`], hold the request and
+    /// dispatch at that reset instead of answering 429. Default false.
+    pub hold_until_reset: bool,
+    /// `max_hold`: the longest such hold; default [`DEFAULT_MAX_HOLD`] (15 min). Also bounded
+    /// by the request's execution budget.
+    pub max_hold: Duration,
 }
+
+/// Default combo `max_hold` (15 min).
+pub const DEFAULT_MAX_HOLD: Duration = Duration::from_secs(15 * 60);
 
 /// `[server]`
 #[derive(Debug, Clone)]

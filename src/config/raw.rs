@@ -151,6 +151,8 @@ pub struct RawCombo {
     pub strategy: Option<String>,
     #[serde(default)]
     pub targets: Vec<toml::Value>,
+    pub hold_until_reset: Option<bool>,
+    pub max_hold: Option<String>,
 }
 
 /// `[resilience]`: the tables of resilience-spec §1–§6. Parsed and validated here so a file

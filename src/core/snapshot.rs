@@ -138,6 +138,7 @@ impl WaitView {
         let conn = pc.split_once(':').map_or(pc, |(_, c)| c);
         let what = match self.reason.as_str() {
             "model_lockout" => format!("{model}'s lockout on {conn}"),
+            "quota_hold" => format!("{conn}'s quota reset (held)"),
             _ => format!("{conn}'s cooldown"),
         };
         // Tenths of a second, rounded down: 9_950 ms reads "9.9 s".
@@ -152,7 +153,8 @@ impl WaitView {
 pub struct WaitView {
     /// The target whose exclusion ended first, `provider:connection/model`.
     pub target: String,
-    /// `connection_cooldown` or `model_lockout`.
+    /// `connection_cooldown`, `model_lockout`, or `quota_hold` (a combo's hold until a quota
+    /// reset).
     pub reason: String,
     /// How long the request waited, ms.
     pub waited_ms: u64,

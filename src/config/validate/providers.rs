@@ -445,10 +445,18 @@ impl Validator<'_, '_> {
                     },
                 }
             }
+            let max_hold = self.duration(
+                &format!("{k}.max_hold"),
+                rc.max_hold.as_ref(),
+                DEFAULT_MAX_HOLD,
+            );
+            self.nonzero(&format!("{k}.max_hold"), max_hold, "\"15m\"");
             out.push(Combo {
                 name,
                 strategy,
                 targets,
+                hold_until_reset: rc.hold_until_reset.unwrap_or(false),
+                max_hold,
             });
         }
         out

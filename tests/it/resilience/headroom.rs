@@ -415,3 +415,42 @@ async fn an_unknown_strategy_names_the_quota_strategies_in_its_fix() {
         "{err}"
     );
 }
+
+// === hold until reset ===
+
+#[tokio::test]
+async fn a_hold_until_reset_combo_dispatches_at_the_reset_instead_of_answering_429() {
+    let d = D::Anthropic;
+    let mock = MockUpstream::start().await;
+    // The requests bucket is spent and resets 3 s after each response (real clock: the hold
+    // is a real sleep of up to 3 s, and the window is stale once it has passed).
+    mock.on(d.path()).reply(
+        Reply::anthropic_text("hi")
+            .header("x-ratelimit-limit-requests", "100")
+            .header("x-ratelimit-remaining-requests", "0")
+            .header("x-ratelimit-reset-requests", "3s"),
+    );
+    let combos = "[[combos]]\nname = \"held\"\nhold_until_reset = true\nmax_hold = \"10s\"\ntargets = [\"p/claude-x\"]\n\n[[combos]]\nname = \"unheld\"\ntargets = [\"p/claude-x\"]\n";
+    let cfg = Cfg::new(d, 1)
+        .tail(NO_WAIT)
+        .tail(PREFLIGHT)
+        .tail(combos)
+        .build(&mock);
+    let s = Sluice::start(&cfg, ENV).await;
+    expect_status(&d.send(&s, "held", &[]).await, 200, "first: nothing known");
+    let r = d.send(&s, "unheld", &[]).await;
+    expect_status(&r, 429, "cut off, no hold");
+    assert_eq!(r.json()["sluice"]["code"], "quota_exhausted");
+    expect_status(&d.send(&s, "held", &[]).await, 200, "held until the reset");
+    assert_eq!(mock.requests().len(), 2, "the 429 sent nothing upstream");
+    let snap = s.snapshot();
+    let held = snap
+        .recent
+        .iter()
+        .find(|v| v.client_model == "held" && !v.waits.is_empty())
+        .expect("the held request");
+    assert_eq!(held.waits[0].reason, "quota_hold", "{held:#?}");
+    assert!(held.waits[0].waited_ms >= 1, "{held:#?}");
+    assert!(held.waits[0].describe().contains("quota reset (held)"));
+    s.stop().await;
+}
