@@ -144,7 +144,7 @@ pub fn from_str_with(
     let file = path.display().to_string();
     let raw: RawConfig = toml::from_str(text).map_err(|e| ConfigError::Parse {
         file: file.clone(),
-        message: parse_message(&e),
+        message: parse_message(text, &e),
     })?;
     let mut v = Validator::new(env, mode);
     let cfg = v.config(raw, path);
@@ -163,8 +163,8 @@ pub fn from_str_with(
 
 /// The toml crate's message (line, column, source snippet, reason), indented under the file
 /// name, with secret-looking words in the snippet masked and a hint when the unknown key looks
-/// like a credential.
-fn parse_message(e: &toml::de::Error) -> String {
+/// like a credential or the value is a number where a duration string belongs.
+fn parse_message(source: &str, e: &toml::de::Error) -> String {
     let text = e.to_string();
     let mut lines: Vec<String> = text.trim_end().lines().map(redact_snippet_line).collect();
     let reason = e.message();
@@ -185,7 +185,65 @@ fn parse_message(e: &toml::de::Error) -> String {
             ));
         }
     }
+    if let Some(hint) = unquoted_number_hint(source, e) {
+        lines.push(hint);
+    }
     lines.join("\n    ")
+}
+
+/// String-typed keys that are neither durations nor sizes (names, paths, addresses, enums).
+const NON_DURATION_STRING_KEYS: &[&str] = &[
+    "listen",
+    "client_keys_env",
+    "token_env",
+    "path",
+    "dir",
+    "level",
+    "theme",
+    "id",
+    "dialect",
+    "base_url",
+    "profile",
+    "connection_strategy",
+    "egress",
+    "name",
+    "strategy",
+    "provider",
+    "reason",
+    "scope",
+    "env",
+];
+
+/// For "invalid type: integer, expected a string": the fix, naming the key. Most string-typed
+/// numbers in the config are durations with a unit (`timeout = "30s"`); `max_body` is a size.
+fn unquoted_number_hint(text: &str, e: &toml::de::Error) -> Option<String> {
+    let reason = e.message();
+    let number = reason.starts_with("invalid type: integer")
+        || reason.starts_with("invalid type: floating point");
+    if !number || !reason.contains("expected a string") {
+        return None;
+    }
+    let span = e.span()?;
+    let before = text.get(..span.start)?;
+    let key = before
+        .trim_end()
+        .strip_suffix('=')?
+        .trim_end()
+        .rsplit(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-'))
+        .next()
+        .filter(|k| !k.is_empty())?;
+    let value = text.get(span)?.trim();
+    Some(match key {
+        "max_body" => format!(
+            "hint: sizes are quoted strings with a unit: write {key} = \"{value}MiB\" (or \"{value}KiB\", \"{value}B\")"
+        ),
+        k if NON_DURATION_STRING_KEYS.contains(&k) => {
+            format!("hint: {key} is text: write {key} = \"{value}\"")
+        }
+        _ => format!(
+            "hint: durations are quoted strings with a unit: write {key} = \"{value}s\" for {value} seconds (or \"{value}ms\", \"{value}m\")"
+        ),
+    })
 }
 
 /// A listen address: `ip:port`, `[v6]:port`, or `localhost:port` (taken as 127.0.0.1, the

@@ -64,6 +64,7 @@ pub(super) fn snapshot() -> Snapshot {
                         class: crate::core::snapshot::AttemptClass::RateLimited,
                         reason: "rate_limit_exceeded".into(),
                         latency_ms: 95,
+                        translated: "anthropic→openai".into(),
                     },
                     AttemptView {
                         target: "openrouter:main/anthropic/claude-sonnet-4".into(),
@@ -71,6 +72,7 @@ pub(super) fn snapshot() -> Snapshot {
                         class: crate::core::snapshot::AttemptClass::Transient,
                         reason: "stream_closed".into(),
                         latency_ms: 700,
+                        translated: "anthropic→openai".into(),
                     },
                 ],
                 skipped: vec![SkippedView {
@@ -78,6 +80,8 @@ pub(super) fn snapshot() -> Snapshot {
                     reason: "terminal".into(),
                 }],
                 waits: Vec::new(),
+                client_format: "anthropic".into(),
+                upstream_dialect: "openai".into(),
             },
             RequestView {
                 id: 40,
@@ -98,9 +102,12 @@ pub(super) fn snapshot() -> Snapshot {
                     class: crate::core::snapshot::AttemptClass::Success,
                     reason: String::new(),
                     latency_ms: 240,
+                    translated: String::new(),
                 }],
                 skipped: Vec::new(),
                 waits: Vec::new(),
+                client_format: "chat".into(),
+                upstream_dialect: "openai".into(),
             },
         ],
         providers: vec![

@@ -312,6 +312,11 @@ impl Core {
                 attempts: view.attempts,
                 bytes: view.bytes,
                 outcome: view.outcome.as_str().into(),
+                translated: view
+                    .attempt_log
+                    .last()
+                    .map(|a| a.translated.clone())
+                    .unwrap_or_default(),
             });
         }
         self.stats().record_finish(now, view);
@@ -434,5 +439,7 @@ impl Core {
     }
 }
 
+#[cfg(test)]
+mod breaker_model;
 #[cfg(test)]
 mod tests;

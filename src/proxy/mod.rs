@@ -16,6 +16,7 @@ pub mod response;
 pub mod routes;
 pub mod server;
 pub mod sse;
+pub mod translated;
 pub mod upstream;
 
 use std::sync::Arc;

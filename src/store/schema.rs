@@ -174,8 +174,14 @@ DROP TABLE session_affinity_v1;
 ALTER TABLE settings RENAME COLUMN value TO value_json;
 ";
 
+/// Schema v3: `request_log.translated` — how the request was translated for the last target
+/// tried (`anthropic→openai`), empty when it was forwarded in the client's format.
+const V3: &str = "
+ALTER TABLE request_log ADD COLUMN translated TEXT NOT NULL DEFAULT '';
+";
+
 /// Every migration step, in order; `MIGRATIONS[i]` moves `user_version` from `i` to `i + 1`.
-pub(crate) const MIGRATIONS: &[&str] = &[V1, V2];
+pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3];
 
 /// Schema version this binary writes (the number of migration steps).
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
