@@ -187,7 +187,7 @@ impl Auth {
     }
 }
 
-/// Order in which candidates are tried (spec §4). Only `priority` routes differently today.
+/// Order in which candidates are tried (spec §4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Strategy {
@@ -205,6 +205,12 @@ pub enum Strategy {
     P2c,
     /// Fill the first until it is saturated.
     FillFirst,
+    /// The connection whose binding quota window resets soonest first (quota that would
+    /// expire unused is spent first); unknown resets after, in priority order.
+    ResetAware,
+    /// The connection with the most quota left in its binding window first; nothing known
+    /// counts as full; ties in priority order.
+    Headroom,
 }
 
 impl Strategy {
@@ -218,6 +224,8 @@ impl Strategy {
             "random" => Self::Random,
             "p2c" => Self::P2c,
             "fill_first" => Self::FillFirst,
+            "reset_aware" => Self::ResetAware,
+            "headroom" => Self::Headroom,
             _ => return None,
         })
     }
@@ -231,6 +239,8 @@ impl Strategy {
             Self::Random => "random",
             Self::P2c => "p2c",
             Self::FillFirst => "fill_first",
+            Self::ResetAware => "reset_aware",
+            Self::Headroom => "headroom",
         }
     }
 }
@@ -374,7 +384,17 @@ pub struct Combo {
     pub strategy: Strategy,
     /// In configured order.
     pub targets: Vec<TargetSpec>,
+    /// `hold_until_reset`: when every candidate waits for a quota reset (quota wait or
+    /// preflight cut-off) and the earliest is within [`Combo::max_hold`], hold the request and
+    /// dispatch at that reset instead of answering 429. Default false.
+    pub hold_until_reset: bool,
+    /// `max_hold`: the longest such hold; default [`DEFAULT_MAX_HOLD`] (15 min). Also bounded
+    /// by the request's execution budget.
+    pub max_hold: Duration,
 }
+
+/// Default combo `max_hold` (15 min).
+pub const DEFAULT_MAX_HOLD: Duration = Duration::from_secs(15 * 60);
 
 /// `[server]`
 #[derive(Debug, Clone)]

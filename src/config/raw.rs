@@ -156,6 +156,8 @@ pub struct RawCombo {
     pub strategy: Option<String>,
     #[serde(default)]
     pub targets: Vec<toml::Value>,
+    pub hold_until_reset: Option<bool>,
+    pub max_hold: Option<String>,
 }
 
 /// `[resilience]`: the tables of resilience-spec §1–§6. Parsed and validated here so a file
@@ -180,6 +182,18 @@ pub struct RawResilience {
     #[serde(default)]
     pub concurrency: RawConcurrency,
     pub session_affinity_ttl: Option<String>,
+    #[serde(default)]
+    pub quota_preflight: RawQuotaPreflight,
+    pub p2c_latency_weight: Option<i64>,
+}
+
+/// `[resilience.quota_preflight]`
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawQuotaPreflight {
+    pub enabled: Option<bool>,
+    pub cutoff: Option<f64>,
+    pub warn: Option<f64>,
 }
 
 /// `[resilience.concurrency]` (§4 gate order: global → provider → connection → model)

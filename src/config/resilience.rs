@@ -31,6 +31,45 @@ pub struct Resilience {
     /// §2a; zero disables.
     #[serde(with = "humantime_serde")]
     pub session_affinity_ttl: Duration,
+    /// `[resilience.quota_preflight]`: skip a connection before dispatch when its quota
+    /// window is nearly spent (off by default).
+    pub quota_preflight: QuotaPreflightSettings,
+    /// `[resilience] p2c_latency_weight`: up to this many penalty points `p2c` adds for a
+    /// slower or more failing candidate, 0–20; 0 (default) = off.
+    pub p2c_latency_weight: u32,
+}
+
+/// Default `[resilience.quota_preflight] cutoff`: 2 % remaining.
+pub const DEFAULT_PREFLIGHT_CUTOFF: f64 = 0.02;
+
+/// Default `[resilience.quota_preflight] warn`: 20 % remaining.
+pub const DEFAULT_PREFLIGHT_WARN: f64 = 0.20;
+
+/// Largest `[resilience] p2c_latency_weight` (20).
+pub const MAX_P2C_LATENCY_WEIGHT: u32 = 20;
+
+/// `[resilience.quota_preflight]`: thresholds on the remaining fraction of a connection's
+/// binding quota window (the one closest to its limit), read from rate-limit headers.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct QuotaPreflightSettings {
+    /// Master switch; default false.
+    pub enabled: bool,
+    /// Skip the connection (reason `quota_preflight`) at or under this fraction remaining,
+    /// 0.0–1.0; default [`DEFAULT_PREFLIGHT_CUTOFF`].
+    pub cutoff: f64,
+    /// Log a warning and mark the connection at or under this fraction remaining, 0.0–1.0,
+    /// at least `cutoff`; default [`DEFAULT_PREFLIGHT_WARN`].
+    pub warn: f64,
+}
+
+impl Default for QuotaPreflightSettings {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            cutoff: DEFAULT_PREFLIGHT_CUTOFF,
+            warn: DEFAULT_PREFLIGHT_WARN,
+        }
+    }
 }
 
 /// `[resilience.concurrency]`: the process-wide §4 cap, first in the gate order

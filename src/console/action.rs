@@ -35,7 +35,7 @@ pub enum Action {
     /// Apply `patch` (the editor's `count` changed fields) through `Control::patch_settings`.
     SaveSettings {
         /// The changed fields only.
-        patch: SettingsPatch,
+        patch: Box<SettingsPatch>,
         /// How many fields it changes (for "saved 3 settings").
         count: usize,
     },

@@ -65,6 +65,8 @@ pub struct App {
     pub request_selected: usize,
     /// Selected Queues row (index into `snapshot.queues`).
     pub queue_selected: usize,
+    /// Selected Quota row (index into [`connection_rows`]).
+    pub quota_selected: usize,
     /// Marked connection ids (Cooldowns `space` / `a`).
     pub marked: BTreeSet<String>,
     /// Help overlay open.
@@ -600,6 +602,7 @@ impl App {
             Focus::Providers => &mut self.provider_selected,
             Focus::Requests => &mut self.request_selected,
             Focus::Queues => &mut self.queue_selected,
+            Focus::Quota => &mut self.quota_selected,
         };
         let max = len.saturating_sub(1);
         *sel = if delta < 0 {
@@ -613,7 +616,7 @@ impl App {
         let snap = &self.snapshot;
         match focus {
             Focus::Circuits | Focus::Providers => snap.providers.len(),
-            Focus::Cooldowns => connection_rows(snap).count(),
+            Focus::Cooldowns | Focus::Quota => connection_rows(snap).count(),
             Focus::Lockouts => snap.lockouts.len(),
             Focus::Requests => snap.recent.len(),
             Focus::Queues => snap.queues.len(),
@@ -638,6 +641,7 @@ impl App {
             .request_selected
             .min(last(self.len_of(Focus::Requests)));
         self.queue_selected = self.queue_selected.min(last(self.len_of(Focus::Queues)));
+        self.quota_selected = self.quota_selected.min(last(self.len_of(Focus::Quota)));
         if self.snapshot.recent.is_empty() {
             self.details = false;
         }

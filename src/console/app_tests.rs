@@ -112,7 +112,7 @@ fn question_mark_toggles_help_and_esc_closes_it() {
 }
 
 #[test]
-fn tab_backtab_and_digits_cycle_all_six_panels() {
+fn tab_backtab_and_digits_cycle_all_seven_panels() {
     let mut app = app_with(1, 1);
     assert_eq!(app.focus, Focus::Circuits);
     for want in [
@@ -121,19 +121,20 @@ fn tab_backtab_and_digits_cycle_all_six_panels() {
         Focus::Queues,
         Focus::Requests,
         Focus::Providers,
+        Focus::Quota,
         Focus::Circuits,
     ] {
         app.on_key(key(KeyCode::Tab));
         assert_eq!(app.focus, want);
     }
     app.on_key(key(KeyCode::BackTab));
-    assert_eq!(app.focus, Focus::Providers);
-    for (digit, want) in ('1'..='6').zip(Focus::ALL) {
+    assert_eq!(app.focus, Focus::Quota);
+    for (digit, want) in ('1'..='7').zip(Focus::ALL) {
         app.on_key(ch(digit));
         assert_eq!(app.focus, want);
     }
-    app.on_key(ch('7'));
-    assert_eq!(app.focus, Focus::Providers, "7 is not a panel");
+    app.on_key(ch('8'));
+    assert_eq!(app.focus, Focus::Quota, "8 is not a panel");
 }
 
 #[test]

@@ -86,7 +86,7 @@ fn a_refusal_from_the_running_sluice_is_the_status_line() {
     let save = perform(
         &door,
         Action::SaveSettings {
-            patch: SettingsPatch::default(),
+            patch: Box::default(),
             count: 1,
         },
     );
@@ -117,7 +117,7 @@ fn an_unreachable_sluice_and_an_invalid_value_read_as_such() {
     let save = perform(
         &invalid,
         Action::SaveSettings {
-            patch: SettingsPatch::default(),
+            patch: Box::default(),
             count: 1,
         },
     );

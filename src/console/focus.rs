@@ -1,7 +1,7 @@
 //! [`Focus`]: the console's panels, in focus (tab and digit) order.
 
-/// The panel keys act on. Order (and digits `1`–`6`): the five DESIGN §5 panels, then
-/// Providers.
+/// The panel keys act on. Order (and digits `1`–`7`): the five resilience panels, then
+/// Providers, then Quota.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Focus {
     /// Provider circuit breakers and §1b provider cooldowns (spec §1).
@@ -17,17 +17,21 @@ pub enum Focus {
     Requests,
     /// Providers, their connections and the combos.
     Providers,
+    /// Quota headroom per connection: one bar per window, reset countdowns, preflight state.
+    /// In the grid it takes the Providers slot while focused.
+    Quota,
 }
 
 impl Focus {
-    /// Every panel in focus order (`1`–`6`).
-    pub const ALL: [Focus; 6] = [
+    /// Every panel in focus order (`1`–`7`).
+    pub const ALL: [Focus; 7] = [
         Focus::Circuits,
         Focus::Cooldowns,
         Focus::Lockouts,
         Focus::Queues,
         Focus::Requests,
         Focus::Providers,
+        Focus::Quota,
     ];
 
     /// Panel title.
@@ -39,6 +43,7 @@ impl Focus {
             Focus::Queues => "Queues",
             Focus::Requests => "Requests",
             Focus::Providers => "Providers",
+            Focus::Quota => "Quota",
         }
     }
 
@@ -51,6 +56,7 @@ impl Focus {
             Focus::Queues => "Queue",
             Focus::Requests => "Reqs",
             Focus::Providers => "Prov",
+            Focus::Quota => "Quota",
         }
     }
 

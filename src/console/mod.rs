@@ -153,7 +153,8 @@ fn screen_areas(area: Rect, mode: LayoutMode) -> [Rect; 4] {
     .areas(area)
 }
 
-/// Where [`render`] draws each panel on a screen of `area`: all six in the grid, the focused
+/// Where [`render`] draws each panel on a screen of `area`: six in the grid (Quota in the
+/// Providers slot while focused), the focused
 /// one in tabs mode, none when too small. The run loop stores it in [`App::rects`] after each
 /// frame so mouse clicks map to panels and rows.
 pub fn panel_rects(area: Rect, app: &App) -> Vec<(Focus, Rect)> {
@@ -179,7 +180,8 @@ fn render_grid(frame: &mut Frame, body: Rect, app: &App, theme: &Theme, now_unix
     }
 }
 
-/// The six panels' rectangles in the grid layout of `body`.
+/// The six panels' rectangles in the grid layout of `body` (the top right is Providers, or
+/// Quota while it has focus).
 fn grid_rects(body: Rect, app: &App) -> [(Focus, Rect); 6] {
     let left_w = u16::try_from(u32::from(body.width) * u32::from(LEFT_PERCENT) / 100)
         .unwrap_or(LEFT_MAX)
@@ -208,7 +210,16 @@ fn grid_rects(body: Rect, app: &App) -> [(Focus, Rect); 6] {
     let cooldowns = column(h(1));
     let lockouts = column(h(2));
     let queues = column(h(3));
-    let wanted = panels::providers::wanted_height(&app.snapshot);
+    // The Quota panel shares the Providers slot: shown there while it has focus.
+    let top_panel = if app.focus == Focus::Quota {
+        Focus::Quota
+    } else {
+        Focus::Providers
+    };
+    let wanted = match top_panel {
+        Focus::Quota => panels::quota::wanted_height(app),
+        _ => panels::providers::wanted_height(&app.snapshot),
+    };
     let providers_h = wanted.min(right.height / 2).max(5);
     let [top, bottom] =
         Layout::vertical([Constraint::Length(providers_h), Constraint::Min(0)]).areas(right);
@@ -217,7 +228,7 @@ fn grid_rects(body: Rect, app: &App) -> [(Focus, Rect); 6] {
         (Focus::Cooldowns, cooldowns),
         (Focus::Lockouts, lockouts),
         (Focus::Queues, queues),
-        (Focus::Providers, top),
+        (top_panel, top),
         (Focus::Requests, bottom),
     ]
 }
@@ -265,6 +276,7 @@ fn render_panel(
         Focus::Queues => panels::queues::render(frame, area, app, theme, focused),
         Focus::Providers => panels::providers::render(frame, area, app, theme, focused),
         Focus::Requests => panels::requests::render(frame, area, app, theme, focused),
+        Focus::Quota => panels::quota::render(frame, area, app, theme, focused, now_unix_ms),
     }
 }
 
@@ -514,6 +526,8 @@ mod newcomer_tests;
 mod panel_tests;
 #[cfg(test)]
 mod queue_tests;
+#[cfg(test)]
+mod quota_panel_tests;
 #[cfg(test)]
 mod snapshot_json_tests;
 #[cfg(test)]

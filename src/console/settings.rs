@@ -1,5 +1,6 @@
 //! The settings editor (DESIGN §5 "Lockout settings" modal): the §3 model-lockout settings and
-//! the §2 tunables (stream-stall switch, `base` and `max_backoff_level` per profile) as a form.
+//! the §2 tunables (stream-stall switch, `base` and `max_backoff_level` per profile) and the
+//! quota preflight switch and thresholds as a form.
 //!
 //! Values are shown and typed in config syntax (`"2m"`, `true`, `[429, 503]`; a bare `2m` is
 //! accepted for durations). Edits stay pending until `s`, which builds one
@@ -17,7 +18,7 @@ use super::action::Action;
 use super::keymap::{Cmd, Keymap, Scope};
 use crate::config::validate::default_cooldown;
 use crate::config::{Profile, Resilience};
-use crate::core::control::{CooldownPatch, LockoutPatch, SettingsPatch};
+use crate::core::control::{CooldownPatch, LockoutPatch, PreflightPatch, SettingsPatch};
 
 /// What the editor shows: the live settings, the overrides in force and the file's values.
 #[derive(Debug, Clone)]
@@ -51,10 +52,16 @@ pub enum Field {
     Base(Profile),
     /// `connection_cooldown.<profile>.max_backoff_level`.
     MaxLevel(Profile),
+    /// `quota_preflight.enabled`.
+    PreflightEnabled,
+    /// `quota_preflight.cutoff`.
+    PreflightCutoff,
+    /// `quota_preflight.warn`.
+    PreflightWarn,
 }
 
 /// Every field, in form order.
-pub const FIELDS: [Field; 13] = [
+pub const FIELDS: [Field; 16] = [
     Field::Enabled,
     Field::ErrorCodes,
     Field::BaseCooldown,
@@ -68,6 +75,9 @@ pub const FIELDS: [Field; 13] = [
     Field::MaxLevel(Profile::ApiKey),
     Field::Base(Profile::Local),
     Field::MaxLevel(Profile::Local),
+    Field::PreflightEnabled,
+    Field::PreflightCutoff,
+    Field::PreflightWarn,
 ];
 
 /// A parsed field value.
@@ -81,6 +91,13 @@ pub enum Value {
     Duration(String),
     /// HTTP statuses.
     Codes(Vec<i64>),
+    /// A finite fraction as written, e.g. `0.02` (range checked by `Control`).
+    Fraction(String),
+}
+
+/// A threshold as the editor shows it (`0.02`, `0.2`, `1`).
+fn fraction(f: f64) -> String {
+    format!("{f}")
 }
 
 fn dur(d: std::time::Duration) -> String {
@@ -94,6 +111,9 @@ impl Field {
             Field::StreamStall => "resilience.connection_cooldown".to_owned(),
             Field::Base(p) | Field::MaxLevel(p) => {
                 format!("resilience.connection_cooldown.{}", p.as_str())
+            }
+            Field::PreflightEnabled | Field::PreflightCutoff | Field::PreflightWarn => {
+                "resilience.quota_preflight".to_owned()
             }
             _ => "resilience.model_lockout".to_owned(),
         }
@@ -111,6 +131,9 @@ impl Field {
             Field::StreamStall => "stream_stall_cooldown",
             Field::Base(_) => "base",
             Field::MaxLevel(_) => "max_backoff_level",
+            Field::PreflightEnabled => "enabled",
+            Field::PreflightCutoff => "cutoff",
+            Field::PreflightWarn => "warn",
         }
     }
 
@@ -153,6 +176,9 @@ impl Field {
             Field::StreamStall => r.connection_cooldown.stream_stall_cooldown.to_string(),
             Field::Base(p) => dur(cd(p).base),
             Field::MaxLevel(p) => cd(p).max_backoff_level.to_string(),
+            Field::PreflightEnabled => r.quota_preflight.enabled.to_string(),
+            Field::PreflightCutoff => fraction(r.quota_preflight.cutoff),
+            Field::PreflightWarn => fraction(r.quota_preflight.warn),
         }
     }
 
@@ -160,6 +186,7 @@ impl Field {
     pub fn is_overridden(self, overrides: &SettingsPatch) -> bool {
         let ml = overrides.model_lockout.as_ref();
         let cd = |p: Profile| overrides.connection_cooldown.get(p.as_str());
+        let qp = overrides.quota_preflight.as_ref();
         match self {
             Field::Enabled => ml.is_some_and(|l| l.enabled.is_some()),
             Field::ErrorCodes => ml.is_some_and(|l| l.error_codes.is_some()),
@@ -170,6 +197,9 @@ impl Field {
             Field::StreamStall => overrides.stream_stall_cooldown.is_some(),
             Field::Base(p) => cd(p).is_some_and(|c| c.base.is_some()),
             Field::MaxLevel(p) => cd(p).is_some_and(|c| c.max_backoff_level.is_some()),
+            Field::PreflightEnabled => qp.is_some_and(|q| q.enabled.is_some()),
+            Field::PreflightCutoff => qp.is_some_and(|q| q.cutoff.is_some()),
+            Field::PreflightWarn => qp.is_some_and(|q| q.warn.is_some()),
         }
     }
 
@@ -183,13 +213,20 @@ impl Field {
                 .and_then(|mut t| t.remove("v"))
         };
         match self {
-            Field::Enabled | Field::Exponential | Field::StreamStall => match toml_value(text) {
-                Some(toml::Value::Boolean(b)) => Ok(Value::Bool(b)),
-                _ => Err("expected true or false".to_owned()),
-            },
+            Field::Enabled | Field::Exponential | Field::StreamStall | Field::PreflightEnabled => {
+                match toml_value(text) {
+                    Some(toml::Value::Boolean(b)) => Ok(Value::Bool(b)),
+                    _ => Err("expected true or false".to_owned()),
+                }
+            }
             Field::MaxBackoffSteps | Field::MaxLevel(_) => match toml_value(text) {
                 Some(toml::Value::Integer(n)) => Ok(Value::Int(n)),
                 _ => Err("expected a whole number, e.g. 5".to_owned()),
+            },
+            Field::PreflightCutoff | Field::PreflightWarn => match toml_value(text) {
+                Some(toml::Value::Float(f)) if f.is_finite() => Ok(Value::Fraction(text.into())),
+                Some(toml::Value::Integer(n)) => Ok(Value::Fraction(n.to_string())),
+                _ => Err("expected a fraction, e.g. 0.02".to_owned()),
             },
             Field::ErrorCodes => {
                 let wrapped = if text.starts_with('[') {
@@ -229,6 +266,11 @@ impl Field {
                 .model_lockout
                 .get_or_insert_with(LockoutPatch::default)
         }
+        fn preflight(patch: &mut SettingsPatch) -> &mut PreflightPatch {
+            patch
+                .quota_preflight
+                .get_or_insert_with(PreflightPatch::default)
+        }
         fn profile(patch: &mut SettingsPatch, p: Profile) -> &mut CooldownPatch {
             patch
                 .connection_cooldown
@@ -245,6 +287,13 @@ impl Field {
             (Field::MaxBackoffSteps, Value::Int(n)) => lockout(patch).max_backoff_steps = Some(n),
             (Field::Base(p), Value::Duration(d)) => profile(patch, p).base = Some(d),
             (Field::MaxLevel(p), Value::Int(n)) => profile(patch, p).max_backoff_level = Some(n),
+            (Field::PreflightEnabled, Value::Bool(b)) => preflight(patch).enabled = Some(b),
+            (Field::PreflightCutoff, Value::Fraction(f)) => {
+                preflight(patch).cutoff = f.parse::<f64>().ok().filter(|f| f.is_finite());
+            }
+            (Field::PreflightWarn, Value::Fraction(f)) => {
+                preflight(patch).warn = f.parse::<f64>().ok().filter(|f| f.is_finite());
+            }
             _ => {}
         }
     }
@@ -254,6 +303,18 @@ impl Field {
     pub fn unset(self, patch: &mut SettingsPatch) {
         match self {
             Field::StreamStall => patch.stream_stall_cooldown = None,
+            Field::PreflightEnabled | Field::PreflightCutoff | Field::PreflightWarn => {
+                if let Some(q) = patch.quota_preflight.as_mut() {
+                    match self {
+                        Field::PreflightEnabled => q.enabled = None,
+                        Field::PreflightCutoff => q.cutoff = None,
+                        _ => q.warn = None,
+                    }
+                    if *q == PreflightPatch::default() {
+                        patch.quota_preflight = None;
+                    }
+                }
+            }
             Field::Base(p) | Field::MaxLevel(p) => {
                 if let Some(c) = patch.connection_cooldown.get_mut(p.as_str()) {
                     if self == Field::Base(p) {
@@ -468,7 +529,10 @@ impl Editor {
         }
         self.errors.iter_mut().for_each(|e| *e = None);
         self.notice = None;
-        EditorEvent::Act(Action::SaveSettings { patch, count })
+        EditorEvent::Act(Action::SaveSettings {
+            patch: Box::new(patch),
+            count,
+        })
     }
 
     fn revert_field(&mut self) -> EditorEvent {

@@ -324,3 +324,32 @@ fn the_editor_never_panics_at_small_sizes() {
         }
     }
 }
+
+#[test]
+fn preflight_thresholds_parse_as_finite_fractions_and_control_checks_their_order() {
+    assert_eq!(
+        Field::PreflightCutoff.parse("0.05"),
+        Ok(Value::Fraction("0.05".into()))
+    );
+    assert_eq!(
+        Field::PreflightWarn.parse("1"),
+        Ok(Value::Fraction("1".into()))
+    );
+    for bad in ["abc", "nan", "inf", "\"0.1\""] {
+        assert!(Field::PreflightCutoff.parse(bad).is_err(), "{bad}");
+    }
+    let control = control();
+    let mut patch = crate::core::control::SettingsPatch::default();
+    Field::PreflightCutoff.set(&mut patch, Value::Fraction("0.5".into()));
+    let err = control.patch_settings(&patch).unwrap_err();
+    let crate::core::control::ControlError::Invalid { field, .. } = err else {
+        panic!("{err:?}");
+    };
+    assert!(Field::PreflightWarn.owns(&field), "{field}");
+    Field::PreflightWarn.set(&mut patch, Value::Fraction("0.6".into()));
+    let s = control.patch_settings(&patch).unwrap();
+    assert_eq!(
+        (s.quota_preflight.cutoff, s.quota_preflight.warn),
+        (0.5, 0.6)
+    );
+}

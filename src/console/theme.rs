@@ -59,11 +59,15 @@ pub enum Role {
     Selection,
     /// Borders of the focused panel.
     Border,
+    /// Quota preflight warning: a connection's binding quota window is low.
+    QuotaWarn,
+    /// Quota preflight cut-off: a connection is skipped until its window resets.
+    QuotaCutOff,
 }
 
 impl Role {
     /// Every role, in file order.
-    pub const ALL: [Role; 15] = [
+    pub const ALL: [Role; 17] = [
         Role::BreakerClosed,
         Role::BreakerDegraded,
         Role::BreakerOpen,
@@ -79,6 +83,8 @@ impl Role {
         Role::Title,
         Role::Selection,
         Role::Border,
+        Role::QuotaWarn,
+        Role::QuotaCutOff,
     ];
 
     /// The role's key in a theme file, e.g. `breaker_half_open`.
@@ -99,6 +105,8 @@ impl Role {
             Role::Title => "title",
             Role::Selection => "selection",
             Role::Border => "border",
+            Role::QuotaWarn => "quota_warn",
+            Role::QuotaCutOff => "quota_cut_off",
         }
     }
 

@@ -14,7 +14,9 @@ use tokio_util::sync::CancellationToken;
 use super::Core;
 use super::persist::connection_row;
 pub(crate) use super::settings::apply_saved_settings;
-pub use super::settings::{CooldownPatch, LockoutPatch, QueuePatch, SettingsPatch, apply_patch};
+pub use super::settings::{
+    CooldownPatch, LockoutPatch, PreflightPatch, QueuePatch, SettingsPatch, apply_patch,
+};
 use crate::config::{Config, Resilience};
 use crate::policy::cooldown::ClearResult;
 use crate::store::{SettingRow, StateWrite};

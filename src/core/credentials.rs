@@ -155,6 +155,9 @@ pub(crate) fn reconcile(
     let mut writes = Vec::new();
     for (i, j) in changed(&now_fps, cfg, &saved) {
         let (p, c) = (&cfg.providers[i], &cfg.providers[i].connections[j]);
+        if let Some(w) = drop_headroom(res, i, j, &p.id, &c.id) {
+            writes.push(w);
+        }
         let Some(cd) = res
             .providers
             .get_mut(i)
@@ -182,6 +185,26 @@ pub(crate) fn reconcile(
     writes
 }
 
+/// A new credential has a new quota: forgets the saved headroom of connection (`i`, `j`) and
+/// returns the write that deletes its `settings` row (`None` when nothing was known).
+fn drop_headroom(
+    res: &mut super::resilience::ResState,
+    i: usize,
+    j: usize,
+    provider: &str,
+    connection: &str,
+) -> Option<crate::store::StateWrite> {
+    let h = res.providers.get_mut(i)?.headroom.get_mut(j)?;
+    if h.state.is_empty() {
+        return None;
+    }
+    h.clear();
+    tracing::info!(provider = %provider, connection = %connection, "credential changed: saved quota headroom dropped");
+    Some(crate::store::StateWrite::DeleteSetting {
+        key: super::headroom::settings_key(provider, connection),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -207,6 +230,63 @@ mod tests {
             fingerprint(&[7u8; 32], "p", "k1", "sk-other"),
             "key matters"
         );
+    }
+
+    #[test]
+    fn a_changed_credential_drops_saved_headroom_and_its_row() {
+        use crate::clock::{Clock, ManualClock};
+        use crate::store::{SettingRow, StateWrite};
+        let dir = tempfile::tempdir().unwrap();
+        let env = crate::config::LoadEnv::fixed(&[("KA", "sk-new-a"), ("KB", "sk-b")], dir.path());
+        let text = r#"
+            [[providers]]
+            id = "p"
+            dialect = "anthropic"
+            base_url = "https://api.anthropic.com"
+              [[providers.connections]]
+              id = "a"
+              auth = { env = "KA" }
+              [[providers.connections]]
+              id = "b"
+              auth = { env = "KB" }
+        "#;
+        let cfg = crate::config::from_str(text, Path::new("t.toml"), &env).unwrap();
+        let mut res = super::super::resilience::ResState::new(&cfg);
+        let now_ms = 1_700_000_000_000;
+        for h in &mut res.providers[0].headroom {
+            assert!(h.state.observe(
+                [("anthropic-ratelimit-unified-5h-utilization", "0.99")],
+                None,
+                now_ms
+            ));
+        }
+        let secret = install_secret(&secret_path(&cfg.store.path)).unwrap();
+        let mut saved = current(&cfg, &secret).1;
+        saved.insert("p/a".into(), "0".repeat(64));
+        let row = SettingRow {
+            key: FINGERPRINTS_KEY.into(),
+            value_json: serde_json::to_string(&saved).unwrap(),
+            updated_at_unix_ms: now_ms,
+        };
+        let clock = ManualClock::new();
+        let tm = super::super::persist::TimeMap::new(clock.now(), now_ms);
+        let writes = reconcile(&mut res, &cfg, &[row], &tm);
+        assert!(
+            res.providers[0].headroom[0].state.is_empty(),
+            "a's key changed: its quota readings are gone"
+        );
+        assert!(
+            !res.providers[0].headroom[1].state.is_empty(),
+            "b's key is unchanged: kept"
+        );
+        let deleted: Vec<&str> = writes
+            .iter()
+            .filter_map(|w| match w {
+                StateWrite::DeleteSetting { key } => Some(key.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(deleted, vec!["headroom/p/a"]);
     }
 
     #[test]

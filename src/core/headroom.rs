@@ -6,9 +6,10 @@
 
 use super::Core;
 use super::resilience::ResState;
-use super::snapshot::HeadroomRowView;
+use super::snapshot::{HeadroomRowView, PreflightView};
 use crate::clock::unix_ms;
-use crate::config::Config;
+use crate::config::{Config, QuotaPreflightSettings};
+use crate::policy::headroom::preflight::{self, PreflightSettings, Verdict};
 use crate::policy::headroom::{Headroom, parse};
 use crate::store::{SettingRow, StateWrite};
 
@@ -25,6 +26,104 @@ pub const SAVE_SPACING_MS: u64 = 10_000;
 pub(crate) struct ConnHeadroom {
     pub(crate) state: Headroom,
     saved_at_ms: Option<u64>,
+    /// The last preflight state logged (`ok`, `warn`, `cut_off`), so a warning is logged
+    /// once per change, not per request.
+    logged: &'static str,
+}
+
+impl ConnHeadroom {
+    /// Forgets everything known (a new credential has a new quota).
+    pub(crate) fn clear(&mut self) {
+        *self = Self::default();
+    }
+
+    /// The preflight verdict for `model` under `settings` at `now_ms`; logs a warning when
+    /// the connection's state changes to `warn` or `cut_off` (and an info line back to
+    /// `ok`). `target` names the connection in the log.
+    pub(crate) fn preflight(
+        &mut self,
+        target: &str,
+        model: &str,
+        settings: &QuotaPreflightSettings,
+        now_ms: u64,
+    ) -> Verdict {
+        let v = preflight::decide(&self.state, Some(model), &policy_settings(settings), now_ms);
+        let state = v.as_str();
+        if state != self.logged {
+            log_change(target, &v, self.logged, now_ms);
+            self.logged = state;
+        }
+        v
+    }
+}
+
+/// The policy's settings from the config's `[resilience.quota_preflight]`.
+pub fn policy_settings(s: &QuotaPreflightSettings) -> PreflightSettings {
+    PreflightSettings {
+        enabled: s.enabled,
+        cut_off_at: s.cutoff,
+        warn_at: s.warn,
+    }
+}
+
+/// Logs a preflight state change of `target`.
+fn log_change(target: &str, v: &Verdict, before: &str, now_ms: u64) {
+    match *v {
+        Verdict::Ok if before.is_empty() => {}
+        Verdict::Ok => {
+            tracing::info!(target_conn = %target, "quota preflight: {target} is ok again")
+        }
+        Verdict::Warn {
+            window,
+            remaining,
+            reset_at_ms,
+        }
+        | Verdict::CutOff {
+            window,
+            remaining,
+            reset_at_ms,
+        } => {
+            let resets = reset_at_ms.map_or_else(
+                || "reset unknown".to_owned(),
+                |r| format!("resets in {}s", r.saturating_sub(now_ms).div_ceil(1000)),
+            );
+            let what = if v.is_cut_off() {
+                "cut off (skipped before dispatch)"
+            } else {
+                "low"
+            };
+            tracing::warn!(
+                target_conn = %target,
+                window = window.as_str(),
+                remaining,
+                "quota preflight: {target} is {what}: {} window at {:.1}% remaining, {resets}",
+                window.label(),
+                remaining * 100.0
+            );
+        }
+    }
+}
+
+/// The snapshot mark for a verdict: `None` for [`Verdict::Ok`].
+pub fn preflight_view(v: &Verdict) -> Option<PreflightView> {
+    match *v {
+        Verdict::Ok => None,
+        Verdict::Warn {
+            window,
+            remaining,
+            reset_at_ms,
+        }
+        | Verdict::CutOff {
+            window,
+            remaining,
+            reset_at_ms,
+        } => Some(PreflightView {
+            state: v.as_str().into(),
+            window: window.as_str().into(),
+            remaining,
+            reset_at_unix_ms: reset_at_ms,
+        }),
+    }
 }
 
 /// The `settings` key for one connection's headroom.

@@ -8,6 +8,7 @@ pub mod admission;
 pub mod control;
 pub mod credentials;
 pub mod headroom;
+pub mod latency;
 pub mod persist;
 mod report;
 pub mod resilience;

@@ -3,11 +3,11 @@
 //! `crate::policy`, held behind one short-lived lock and fed through one choke point,
 //! [`Core::report`].
 //!
-//! Selection asks [`Core::admit_candidate`] (connection → lockout → provider cooldown →
-//! breaker, so a probe permit is only taken for a candidate that will be dispatched). Every
-//! attempt ends in exactly one [`Core::report`] or [`Core::release`]; the [`Ticket`] carries the
-//! probe permit and the dispatch instant (for the §2 anti-herd rule). Changes are written
-//! behind to the store as wall-clock rows.
+//! Selection asks [`Core::admit_candidate`] (connection → quota preflight → lockout →
+//! provider cooldown → breaker, so a probe permit is only taken for a candidate that will be
+//! dispatched). Every attempt ends in exactly one [`Core::report`] or [`Core::release`]; the
+//! [`Ticket`] carries the probe permit and the dispatch instant (for the §2 anti-herd rule).
+//! Changes are written behind to the store as wall-clock rows.
 
 use std::time::Duration;
 
@@ -258,8 +258,9 @@ impl<'a> AttemptEnd<'a> {
 
 impl super::Core {
     /// Checks one candidate at `now` and, if eligible, admits it (taking the breaker's probe
-    /// permit when HALF_OPEN). Order: connection (terminal, quota wait, cooling) → model
-    /// lockout → §1b provider cooldown → breaker.
+    /// permit when HALF_OPEN). Order: connection (terminal, quota wait, cooling) → quota
+    /// preflight (`[resilience.quota_preflight]`, reason `quota_preflight`) → model lockout →
+    /// §1b provider cooldown → breaker.
     pub fn admit_candidate(&self, cand: &Candidate, now: Instant) -> Result<Ticket, Exclusion> {
         let cfg = self.config().clone();
         let (Some(p), Some(c)) = (
@@ -298,6 +299,9 @@ impl super::Core {
             }
             _ => {}
         }
+        if let Some(e) = self.preflight_cut_off(&mut r, cand, &target) {
+            return Err(e);
+        }
         let at = LockTarget {
             provider: &p.id,
             connection: &c.id,
@@ -327,6 +331,38 @@ impl super::Core {
                 dispatched_at: now,
                 core: Some(self.clone()),
             }),
+        }
+    }
+
+    /// The quota preflight exclusion of `cand` (reason `quota_preflight`, retry after the
+    /// binding window's reset), or `None` when preflight is off or the connection may be
+    /// dispatched. Reads the wall clock: upstream resets are wall-clock instants.
+    fn preflight_cut_off(
+        &self,
+        r: &mut ResState,
+        cand: &Candidate,
+        target: &str,
+    ) -> Option<Exclusion> {
+        let settings = r.settings.quota_preflight;
+        if !settings.enabled {
+            return None;
+        }
+        let now_ms = crate::clock::unix_ms(self.clock().wall());
+        let h = r
+            .providers
+            .get_mut(cand.provider)?
+            .headroom
+            .get_mut(cand.connection)?;
+        match h.preflight(target, &cand.model, &settings, now_ms) {
+            crate::policy::headroom::preflight::Verdict::CutOff { reset_at_ms, .. } => {
+                Some(Exclusion {
+                    target: target.to_owned(),
+                    reason: ExclusionReason::QuotaPreflight,
+                    retry_after: reset_at_ms
+                        .map(|t| Duration::from_millis(t.saturating_sub(now_ms))),
+                })
+            }
+            _ => None,
         }
     }
 
@@ -433,6 +469,7 @@ impl super::Core {
         let tm = self.time_map();
         let mut r = self.res();
         let locks = r.lockouts.list(now);
+        let preflight = super::headroom::policy_settings(&r.settings.quota_preflight);
         let providers = cfg
             .providers
             .iter()
@@ -480,6 +517,14 @@ impl super::Core {
                             )
                             .unwrap_or(u32::MAX),
                             headroom: super::headroom::rows_view(&h.state, tm.wall_ms()),
+                            preflight: super::headroom::preflight_view(
+                                &crate::policy::headroom::preflight::decide(
+                                    &h.state,
+                                    None,
+                                    &preflight,
+                                    tm.wall_ms(),
+                                ),
+                            ),
                             ..Default::default()
                         }
                     })

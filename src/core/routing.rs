@@ -2,7 +2,9 @@
 //!
 //! 1. [`Core::order_candidates`]: a combo's targets by the combo's strategy, then each
 //!    provider's connections (within one target) by the provider's `connection_strategy` —
-//!    both through `policy::strategy::order`, fed with live per-connection load.
+//!    both through `policy::strategy::order`, fed with live per-connection load, except
+//!    `reset_aware` and `headroom`, which order by each connection's binding quota window
+//!    (`policy::headroom::preflight`; a combo target stands for its best connection).
 //! 2. [`Core::order_by_affinity`]: the connection a session is pinned to goes first (§2a).
 //!
 //! [`Core::pin_session`] records the pin after a successful response head.
@@ -10,7 +12,11 @@
 use std::collections::HashMap;
 
 use super::{ConnLoad, Core};
+use crate::clock::unix_ms;
 use crate::config::{Config, Strategy};
+use crate::policy::headroom::Binding;
+use crate::policy::headroom::preflight;
+use crate::policy::latency::Summary;
 use crate::policy::select::{Candidate, Plan};
 use crate::policy::strategy::{self, SplitMix64, StrategyState, TargetStat};
 
@@ -22,6 +28,8 @@ pub(crate) struct Routing {
     /// Per provider index, for `connection_strategy`.
     pub(crate) connection_states: HashMap<usize, StrategyState>,
     pub(crate) rng: SplitMix64,
+    /// Time-to-first-byte and outcome windows for `p2c`'s latency weight.
+    pub(crate) latency: super::latency::LatencyStats,
 }
 
 impl Routing {
@@ -31,6 +39,7 @@ impl Routing {
             states: HashMap::new(),
             connection_states: HashMap::new(),
             rng: SplitMix64::new(seed),
+            latency: Default::default(),
         }
     }
 }
@@ -54,6 +63,7 @@ fn connection_stat(
     c: &Candidate,
     in_flight: &ConnLoad,
     attempts: &ConnLoad,
+    health: Option<Summary>,
 ) -> TargetStat {
     let key = (c.provider, c.connection);
     TargetStat {
@@ -61,7 +71,40 @@ fn connection_stat(
         cap: connection_cap(cfg, c),
         requests: attempts.get(&key).copied().unwrap_or(0),
         weight: strategy::DEFAULT_WEIGHT,
+        health,
     }
+}
+
+/// Positions of `bindings` in `reset_aware` or `headroom` order (any other strategy: as
+/// given).
+fn order_bindings(strat: Strategy, bindings: &[Option<Binding>]) -> Vec<usize> {
+    match strat {
+        Strategy::ResetAware => preflight::order_bindings_reset_aware(bindings),
+        Strategy::Headroom => preflight::order_bindings_headroom(bindings),
+        _ => (0..bindings.len()).collect(),
+    }
+}
+
+/// The binding that goes first under `strat` among one target's connections (the first of
+/// equals); `None` when the target has no connection.
+fn best_binding<'a>(
+    strat: Strategy,
+    bindings: impl Iterator<Item = Option<&'a Binding>>,
+) -> Option<&'a Binding> {
+    let mut best: Option<Option<&Binding>> = None;
+    for b in bindings {
+        let better = match best {
+            None => true,
+            Some(cur) if strat == Strategy::ResetAware => {
+                preflight::reset_aware_key(b) < preflight::reset_aware_key(cur)
+            }
+            Some(cur) => preflight::headroom_key(b) > preflight::headroom_key(cur),
+        };
+        if better {
+            best = Some(b);
+        }
+    }
+    best.flatten()
 }
 
 /// Splits `cands` into runs of one target on one provider (consecutive candidates that differ
@@ -105,18 +148,26 @@ impl Core {
                 out.extend(group);
                 continue;
             }
+            if let Some(order) = self.quota_order(strat, &group) {
+                let mut slots: Vec<Option<Candidate>> = group.into_iter().map(Some).collect();
+                out.extend(order.into_iter().filter_map(|i| slots.get_mut(i)?.take()));
+                continue;
+            }
+            let healths = self.healths(strat, &group);
             let stats: Vec<TargetStat> = group
                 .iter()
-                .map(|c| connection_stat(&cfg, c, &in_flight, &attempts))
+                .zip(healths)
+                .map(|(c, h)| connection_stat(&cfg, c, &in_flight, &attempts, h))
                 .collect();
             let order = {
                 let mut r = self.res();
+                let weight = r.settings.p2c_latency_weight;
                 let routing = &mut r.routing;
                 let state = routing
                     .connection_states
                     .entry(group[0].provider)
                     .or_default();
-                strategy::order(strat, &stats, state, &mut routing.rng)
+                strategy::order_with_latency(strat, &stats, state, &mut routing.rng, weight)
             };
             let mut slots: Vec<Option<Candidate>> = group.into_iter().map(Some).collect();
             out.extend(order.into_iter().filter_map(|i| slots.get_mut(i)?.take()));
@@ -135,7 +186,22 @@ impl Core {
         if combo.strategy == Strategy::Priority || combo.targets.len() < 2 {
             return plan.candidates.clone();
         }
+        if let Some(order) = self.quota_target_order(combo.strategy, combo.targets.len(), plan) {
+            return order
+                .into_iter()
+                .flat_map(|ti| {
+                    plan.candidates
+                        .iter()
+                        .filter(move |c| c.target == ti)
+                        .cloned()
+                })
+                .collect();
+        }
         let (in_flight, attempts) = self.connection_load();
+        let firsts: Vec<Candidate> = (0..combo.targets.len())
+            .filter_map(|ti| plan.candidates.iter().find(|c| c.target == ti).cloned())
+            .collect();
+        let healths = self.healths(combo.strategy, &firsts);
         let stats: Vec<TargetStat> = combo
             .targets
             .iter()
@@ -143,6 +209,11 @@ impl Core {
             .map(|(ti, t)| {
                 let mine: Vec<&Candidate> =
                     plan.candidates.iter().filter(|c| c.target == ti).collect();
+                // A target weighs as its first connection.
+                let health = firsts
+                    .iter()
+                    .position(|c| c.target == ti)
+                    .and_then(|k| healths.get(k).copied().flatten());
                 let load = |m: &ConnLoad| {
                     mine.iter()
                         .map(|c| m.get(&(c.provider, c.connection)).copied().unwrap_or(0))
@@ -157,14 +228,16 @@ impl Core {
                     cap: if mine.is_empty() { None } else { cap },
                     requests: load(&attempts),
                     weight: t.weight,
+                    health,
                 }
             })
             .collect();
         let order = {
             let mut r = self.res();
+            let weight = r.settings.p2c_latency_weight;
             let routing = &mut r.routing;
             let state = routing.states.entry(combo.name.clone()).or_default();
-            strategy::order(combo.strategy, &stats, state, &mut routing.rng)
+            strategy::order_with_latency(combo.strategy, &stats, state, &mut routing.rng, weight)
         };
         order
             .into_iter()
@@ -175,6 +248,74 @@ impl Core {
                     .cloned()
             })
             .collect()
+    }
+
+    /// Each candidate's recent latency and errors, for `p2c` with a latency weight (all
+    /// `None` for other strategies or with the weight off).
+    fn healths(&self, strat: Strategy, cands: &[Candidate]) -> Vec<Option<Summary>> {
+        let now = self.clock().now();
+        let r = self.res();
+        if strat != Strategy::P2c || r.settings.p2c_latency_weight == 0 {
+            return vec![None; cands.len()];
+        }
+        cands
+            .iter()
+            .map(|c| {
+                r.routing
+                    .latency
+                    .health(c.provider, c.connection, &c.model, now)
+            })
+            .collect()
+    }
+
+    /// Each candidate's binding quota window for its own model, now (wall clock).
+    fn bindings(&self, cands: &[&Candidate]) -> Vec<Option<Binding>> {
+        let now_ms = unix_ms(self.clock().wall());
+        let r = self.res();
+        cands
+            .iter()
+            .map(|c| {
+                r.providers
+                    .get(c.provider)?
+                    .headroom
+                    .get(c.connection)?
+                    .state
+                    .binding(Some(&c.model), now_ms)
+            })
+            .collect()
+    }
+
+    /// The `reset_aware` / `headroom` order of `cands` (positions); `None` for the other
+    /// strategies.
+    fn quota_order(&self, strat: Strategy, cands: &[Candidate]) -> Option<Vec<usize>> {
+        if !matches!(strat, Strategy::ResetAware | Strategy::Headroom) {
+            return None;
+        }
+        let refs: Vec<&Candidate> = cands.iter().collect();
+        let bindings = self.bindings(&refs);
+        Some(order_bindings(strat, &bindings))
+    }
+
+    /// The `reset_aware` / `headroom` order of a combo's `n` targets: each target stands for
+    /// its best connection (soonest reset, or most left); `None` for the other strategies.
+    fn quota_target_order(&self, strat: Strategy, n: usize, plan: &Plan) -> Option<Vec<usize>> {
+        if !matches!(strat, Strategy::ResetAware | Strategy::Headroom) {
+            return None;
+        }
+        let refs: Vec<&Candidate> = plan.candidates.iter().collect();
+        let all = self.bindings(&refs);
+        let best: Vec<Option<Binding>> = (0..n)
+            .map(|ti| {
+                let mine = plan
+                    .candidates
+                    .iter()
+                    .zip(&all)
+                    .filter(|(c, _)| c.target == ti)
+                    .map(|(_, b)| b.as_ref());
+                best_binding(strat, mine).cloned()
+            })
+            .collect();
+        Some(order_bindings(strat, &best))
     }
 
     /// Moves the candidates on the connection `session` is pinned to (§2a) to the front,
@@ -242,6 +383,37 @@ mod tests {
             rewrite: false,
             target,
         }
+    }
+
+    #[test]
+    fn a_target_stands_for_its_best_connection() {
+        let b = |remaining: f64, reset: Option<u64>| Binding {
+            window: crate::policy::headroom::Window::FiveHour,
+            model: None,
+            remaining,
+            reset_at_ms: reset,
+            status: None,
+            by_claim: false,
+        };
+        let (x, y) = (b(0.2, Some(100)), b(0.8, Some(5_000)));
+        let all = [Some(&y), None, Some(&x)];
+        let pick = |s| best_binding(s, all.iter().copied()).map(|b| b.remaining);
+        assert_eq!(pick(Strategy::ResetAware), Some(0.2), "soonest reset");
+        assert_eq!(pick(Strategy::Headroom), None, "unknown counts as full");
+        let known = [Some(&x), Some(&y)];
+        assert_eq!(
+            best_binding(Strategy::Headroom, known.iter().copied()).map(|b| b.remaining),
+            Some(0.8)
+        );
+        assert!(best_binding(Strategy::Headroom, std::iter::empty()).is_none());
+        assert_eq!(
+            order_bindings(Strategy::ResetAware, &[Some(y.clone()), Some(x.clone())]),
+            vec![1, 0]
+        );
+        assert_eq!(
+            order_bindings(Strategy::Priority, &[Some(y), Some(x)]),
+            vec![0, 1]
+        );
     }
 
     #[test]

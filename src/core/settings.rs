@@ -11,7 +11,8 @@ use serde::{Deserialize, Serialize};
 use super::control::{ControlError, SETTINGS_KEY};
 use super::resilience::ResState;
 use crate::config::raw::{
-    RawConnectionCooldown, RawCooldownProfile, RawModelLockout, RawQueue, RawResilience,
+    RawConnectionCooldown, RawCooldownProfile, RawModelLockout, RawQueue, RawQuotaPreflight,
+    RawResilience,
 };
 use crate::config::{Config, Profile, Resilience};
 use crate::store::SettingRow;
@@ -34,7 +35,30 @@ pub struct SettingsPatch {
     /// value overrides the file and the environment; a connection's own `queue` wins over it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queue: Option<QueuePatch>,
+    /// `[resilience.quota_preflight]` `enabled` / `cutoff` / `warn`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quota_preflight: Option<PreflightPatch>,
 }
+
+/// Quota preflight edit: thresholds are fractions of the remaining quota, 0.0–1.0, with
+/// `warn >= cutoff` (the file's rules).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PreflightPatch {
+    /// Master switch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+    /// e.g. `0.02`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cutoff: Option<f64>,
+    /// e.g. `0.2`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warn: Option<f64>,
+}
+
+// Thresholds come from JSON (which cannot spell NaN) or from the console's editor (which keeps
+// finite numbers only), so float equality is a full equivalence on every value held here.
+impl Eq for PreflightPatch {}
 
 /// Admission queue edit (§5).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -130,6 +154,14 @@ impl SettingsPatch {
                 e.max_queue_depth = o.max_queue_depth;
             }
         }
+        if let Some(o) = &other.quota_preflight {
+            let e = self
+                .quota_preflight
+                .get_or_insert_with(PreflightPatch::default);
+            e.enabled = o.enabled.or(e.enabled);
+            e.cutoff = o.cutoff.or(e.cutoff);
+            e.warn = o.warn.or(e.warn);
+        }
     }
 
     /// True when it changes nothing.
@@ -138,6 +170,7 @@ impl SettingsPatch {
             && self.connection_cooldown.is_empty()
             && self.model_lockout.is_none()
             && self.queue.is_none()
+            && self.quota_preflight.is_none()
     }
 }
 
@@ -185,6 +218,15 @@ pub fn apply_patch(base: &Resilience, patch: &SettingsPatch) -> Result<Resilienc
                 ),
                 max_queue_depth: Some(qp.max_queue_depth.unwrap_or(i64::from(q.max_queue_depth))),
                 auto_enable_api_key_connections: Some(q.auto_enable_api_key_connections),
+            }
+        },
+        quota_preflight: {
+            let q = &base.quota_preflight;
+            let qp = patch.quota_preflight.unwrap_or_default();
+            RawQuotaPreflight {
+                enabled: Some(qp.enabled.unwrap_or(q.enabled)),
+                cutoff: Some(qp.cutoff.unwrap_or(q.cutoff)),
+                warn: Some(qp.warn.unwrap_or(q.warn)),
             }
         },
         ..RawResilience::default()
@@ -251,6 +293,7 @@ pub fn apply_patch(base: &Resilience, patch: &SettingsPatch) -> Result<Resilienc
     if patch.queue.is_some() {
         out.queue = checked.queue;
     }
+    out.quota_preflight = checked.quota_preflight;
     if let Some(v) = patch.stream_stall_cooldown {
         out.connection_cooldown.stream_stall_cooldown = v;
     }

@@ -171,6 +171,7 @@ impl WaitView {
         let conn = pc.split_once(':').map_or(pc, |(_, c)| c);
         let what = match self.reason.as_str() {
             "model_lockout" => format!("{model}'s lockout on {conn}"),
+            "quota_hold" => format!("{conn}'s quota reset (held)"),
             _ => format!("{conn}'s cooldown"),
         };
         // Tenths of a second, rounded down: 9_950 ms reads "9.9 s".
@@ -186,7 +187,8 @@ impl WaitView {
 pub struct WaitView {
     /// The target whose exclusion ended first, `provider:connection/model`.
     pub target: String,
-    /// `connection_cooldown` or `model_lockout`.
+    /// `connection_cooldown`, `model_lockout`, or `quota_hold` (a combo's hold until a quota
+    /// reset).
     pub reason: String,
     /// How long the request waited, ms.
     pub waited_ms: u64,
@@ -340,7 +342,28 @@ pub struct ConnectionView {
     /// binding window flagged; empty (and left out of JSON) while nothing is known.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub headroom: Vec<HeadroomRowView>,
+    /// Quota preflight mark: present (and in JSON) only while preflight is enabled and the
+    /// connection's binding window is at or under the `warn` or `cutoff` threshold.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub preflight: Option<PreflightView>,
 }
+
+/// A connection's quota preflight state while it is not `ok`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PreflightView {
+    /// `warn` (still dispatched) or `cut_off` (skipped with reason `quota_preflight`).
+    pub state: String,
+    /// The binding window's name, e.g. `five_hour`.
+    pub window: String,
+    /// Its remaining fraction, 0–1.
+    pub remaining: f64,
+    /// When it resets, Unix ms, when known.
+    pub reset_at_unix_ms: Option<u64>,
+}
+
+// `remaining` is a finite fraction (see `HeadroomRowView`).
+impl Eq for PreflightView {}
 
 /// One combo.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

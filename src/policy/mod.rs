@@ -16,6 +16,7 @@ pub mod breaker;
 pub mod classify;
 pub mod cooldown;
 pub mod headroom;
+pub mod latency;
 pub mod lockout;
 pub mod report;
 pub mod retry_hint;

@@ -210,6 +210,10 @@ pub enum ExclusionReason {
     ConnectionCooldown,
     /// The connection waits for a quota reset.
     QuotaWait,
+    /// Quota preflight: the connection's binding quota window (read from rate-limit
+    /// headers) is at or under `[resilience.quota_preflight] cutoff`; skipped before
+    /// dispatch until the window resets.
+    QuotaPreflight,
     /// The model (or its quota group) is locked on that connection.
     ModelLockout,
     /// The connection is `banned`, `expired` or `credits_exhausted`.
@@ -230,6 +234,7 @@ impl ExclusionReason {
             Self::ProviderCooldown => "provider_cooldown",
             Self::ConnectionCooldown => "connection_cooldown",
             Self::QuotaWait => "quota_wait",
+            Self::QuotaPreflight => "quota_preflight",
             Self::ModelLockout => "model_lockout",
             Self::Terminal => "terminal",
             Self::Unavailable => "unavailable",
@@ -247,6 +252,12 @@ impl ExclusionReason {
                 | Self::ConnectionCooldown
                 | Self::ModelLockout
         )
+    }
+
+    /// A quota wait or a preflight cut-off: both end when a quota window resets, and both
+    /// answer `quota_exhausted` when nothing else is eligible.
+    pub fn is_quota(self) -> bool {
+        matches!(self, Self::QuotaWait | Self::QuotaPreflight)
     }
 
     /// Exclusions the §4 cooldown-aware wait may wait out: connection cooldowns and model
@@ -321,8 +332,8 @@ pub fn none_eligible(exclusions: &[Exclusion]) -> NoneEligible {
             no_retry: false,
         };
     }
-    if any(&[ExclusionReason::QuotaWait]) {
-        let ra = earliest(&|r: ExclusionReason| r == ExclusionReason::QuotaWait);
+    if any(&[ExclusionReason::QuotaWait, ExclusionReason::QuotaPreflight]) {
+        let ra = earliest(&|r: ExclusionReason| r.is_quota());
         return NoneEligible {
             status: 429,
             code: "quota_exhausted",
@@ -391,6 +402,17 @@ mod none_eligible_tests {
         );
         let r = none_eligible(&[ex(QuotaWait, 30)]);
         assert!(!r.no_retry, "a short quota wait may be retried");
+        let r = none_eligible(&[ex(QuotaPreflight, 900), ex(QuotaWait, 7200)]);
+        assert_eq!(
+            (r.status, r.code, r.retry_after, r.no_retry),
+            (429, "quota_exhausted", Some(Duration::from_secs(900)), true),
+            "a preflight cut-off answers like a quota wait, with the earliest reset"
+        );
+        let r = none_eligible(&[ex(QuotaPreflight, 0), ex(ConnectionCooldown, 5)]);
+        assert_eq!(
+            r.code, "rate_limit_error",
+            "a transient exclusion still comes first"
+        );
         let r = none_eligible(&[ex(Terminal, 0), ex(Unavailable, 0)]);
         assert_eq!(
             (r.status, r.code, r.retry_after, r.no_retry),

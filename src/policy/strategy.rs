@@ -7,6 +7,7 @@
 //! through [`RngLike`], so tests seed [`SplitMix64`] and get a fixed order.
 
 use crate::config::Strategy;
+use crate::policy::latency::{self, Summary};
 
 #[cfg(test)]
 mod tests;
@@ -27,6 +28,9 @@ pub struct TargetStat {
     /// Relative weight for `weighted`; default [`DEFAULT_WEIGHT`]. Weight 0 = only after
     /// every positively weighted target, in configured order.
     pub weight: u32,
+    /// Its recent time to first byte and errors (for `p2c` with
+    /// `[resilience] p2c_latency_weight`); `None` while under [`latency::MIN_SAMPLES`].
+    pub health: Option<Summary>,
 }
 
 impl Default for TargetStat {
@@ -36,6 +40,7 @@ impl Default for TargetStat {
             cap: None,
             requests: 0,
             weight: DEFAULT_WEIGHT,
+            health: None,
         }
     }
 }
@@ -119,6 +124,9 @@ fn pick(rng: &mut impl RngLike, n: usize) -> usize {
 ///   configured order.
 /// - `fill_first`: targets that are not saturated in configured order, then the saturated
 ///   ones in configured order (still fallbacks; admission decides whether they wait).
+/// - `reset_aware`, `headroom`: as configured here; they order by quota headroom, which
+///   [`TargetStat`] does not carry (the core orders them with
+///   `policy::headroom::preflight::order_bindings_reset_aware` / `order_bindings_headroom`).
 ///
 /// Empty `targets` gives an empty order. Only `round_robin` changes `state`; only the random
 /// strategies draw from `rng`.
@@ -128,13 +136,27 @@ pub fn order(
     state: &mut StrategyState,
     rng: &mut impl RngLike,
 ) -> Vec<usize> {
+    order_with_latency(strategy, targets, state, rng, 0)
+}
+
+/// [`order`], with `p2c` also weighing latency and errors: of the two drawn targets each
+/// scores its `in_flight` plus [`latency::penalty`] against the other (up to
+/// `p2c_latency_weight` points; 0 = plain in-flight), and the lower score goes first (tie: the
+/// earlier configured). The other strategies ignore `p2c_latency_weight`.
+pub fn order_with_latency(
+    strategy: Strategy,
+    targets: &[TargetStat],
+    state: &mut StrategyState,
+    rng: &mut impl RngLike,
+    p2c_latency_weight: u32,
+) -> Vec<usize> {
     let n = targets.len();
     let mut idx: Vec<usize> = (0..n).collect();
     if n == 0 {
         return idx;
     }
     match strategy {
-        Strategy::Priority => {}
+        Strategy::Priority | Strategy::ResetAware | Strategy::Headroom => {}
         Strategy::RoundRobin => {
             let start = usize::try_from(state.rotation % n as u64).unwrap_or(0);
             state.rotation = state.rotation.wrapping_add(1);
@@ -143,7 +165,7 @@ pub fn order(
         Strategy::Weighted => idx = weighted(targets, rng),
         Strategy::LeastUsed => idx.sort_by_key(|&i| (targets[i].requests, i)),
         Strategy::Random => shuffle(&mut idx, rng),
-        Strategy::P2c => idx = p2c(targets, rng),
+        Strategy::P2c => idx = p2c(targets, rng, p2c_latency_weight),
         Strategy::FillFirst => idx.sort_by_key(|&i| (targets[i].is_saturated(), i)),
     }
     idx
@@ -183,7 +205,7 @@ fn weighted(targets: &[TargetStat], rng: &mut impl RngLike) -> Vec<usize> {
 }
 
 /// Power of two choices on in-flight, then the rest by in-flight.
-fn p2c(targets: &[TargetStat], rng: &mut impl RngLike) -> Vec<usize> {
+fn p2c(targets: &[TargetStat], rng: &mut impl RngLike, weight: u32) -> Vec<usize> {
     let n = targets.len();
     let load = |i: usize| (targets[i].in_flight, i);
     let a = pick(rng, n);
@@ -193,7 +215,16 @@ fn p2c(targets: &[TargetStat], rng: &mut impl RngLike) -> Vec<usize> {
         if b >= a {
             b += 1;
         }
-        if load(b) < load(a) { b } else { a }
+        let score = |i: usize, j: usize| {
+            f64::from(targets[i].in_flight)
+                + latency::penalty(
+                    targets[i].health.as_ref(),
+                    targets[j].health.as_ref(),
+                    weight,
+                )
+        };
+        let (sa, sb) = (score(a, b), score(b, a));
+        if sb < sa || (sb == sa && b < a) { b } else { a }
     } else {
         a
     };

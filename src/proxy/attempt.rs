@@ -139,6 +139,17 @@ pub async fn send_attempt(
     state
         .core
         .attempt_result(t.cand.provider, t.cand.connection, status, latency);
+    // Running out of the request's own budget says nothing about the connection.
+    if res.is_ok() || remaining >= t.provider.timeout {
+        let head_ok = status.is_some_and(|s| s < 500);
+        state.core.observe_latency(
+            t.cand.provider,
+            t.cand.connection,
+            &t.cand.model,
+            latency,
+            head_ok,
+        );
+    }
     let result = match res {
         // The request's own budget ran out first: sluice's limit, not the upstream's fault.
         Err(_) if remaining < t.provider.timeout => AttemptResult::OutOfTime,

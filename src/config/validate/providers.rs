@@ -378,7 +378,7 @@ impl Validator<'_, '_> {
                 self.bad(
                     key,
                     format!("'{s}' is not a strategy"),
-                    "use priority, round_robin, weighted, least_used, random, p2c or fill_first",
+                    "use priority, round_robin, weighted, least_used, random, p2c, fill_first, reset_aware or headroom",
                 );
                 Strategy::Priority
             }),
@@ -491,10 +491,18 @@ impl Validator<'_, '_> {
                     },
                 }
             }
+            let max_hold = self.duration(
+                &format!("{k}.max_hold"),
+                rc.max_hold.as_ref(),
+                DEFAULT_MAX_HOLD,
+            );
+            self.nonzero(&format!("{k}.max_hold"), max_hold, "\"15m\"");
             out.push(Combo {
                 name,
                 strategy,
                 targets,
+                hold_until_reset: rc.hold_until_reset.unwrap_or(false),
+                max_hold,
             });
         }
         out

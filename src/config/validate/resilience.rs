@@ -38,6 +38,49 @@ impl Validator<'_, '_> {
                 }),
             },
             session_affinity_ttl,
+            quota_preflight: self.quota_preflight(&raw.quota_preflight),
+            p2c_latency_weight: self.count(
+                "resilience.p2c_latency_weight",
+                raw.p2c_latency_weight,
+                0,
+                0,
+                MAX_P2C_LATENCY_WEIGHT,
+            ),
+        }
+    }
+
+    /// `[resilience.quota_preflight]`: both thresholds 0.0–1.0, `warn >= cutoff`.
+    fn quota_preflight(&mut self, raw: &raw::RawQuotaPreflight) -> QuotaPreflightSettings {
+        let d = QuotaPreflightSettings::default();
+        let k = "resilience.quota_preflight";
+        let cutoff = self.fraction(&format!("{k}.cutoff"), raw.cutoff, d.cutoff);
+        let warn = self.fraction(&format!("{k}.warn"), raw.warn, d.warn);
+        if warn < cutoff {
+            self.bad(
+                format!("{k}.warn"),
+                format!("'{warn}' is below cutoff '{cutoff}'"),
+                "warn must be at least cutoff (e.g. cutoff = 0.02, warn = 0.20)",
+            );
+        }
+        QuotaPreflightSettings {
+            enabled: raw.enabled.unwrap_or(d.enabled),
+            cutoff,
+            warn,
+        }
+    }
+
+    /// A fraction of remaining quota, 0.0–1.0.
+    fn fraction(&mut self, key: &str, value: Option<f64>, default: f64) -> f64 {
+        let Some(v) = value else { return default };
+        if (0.0..=1.0).contains(&v) {
+            v
+        } else {
+            self.bad(
+                key,
+                format!("'{v}' is not a fraction from 0.0 to 1.0"),
+                "write the remaining share as a fraction, e.g. 0.02 for 2 %",
+            );
+            default
         }
     }
 

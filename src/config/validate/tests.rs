@@ -172,6 +172,64 @@ fn durations_are_bounded_at_validation() {
 }
 
 #[test]
+fn quota_preflight_is_off_by_default_and_its_thresholds_are_checked() {
+    let base = "[[providers]]\nid = \"p\"\ndialect = \"anthropic\"\nbase_url = \"http://127.0.0.1:1\"\n  [[providers.connections]]\n  id = \"c\"\n  auth = \"passthrough\"\n";
+    let env = LoadEnv::fixed(&[], "/tmp");
+    let load = |tail: &str| from_str(&format!("{base}{tail}"), Path::new("t.toml"), &env);
+    let cfg = load("").unwrap();
+    let q = cfg.resilience.quota_preflight;
+    assert_eq!((q.enabled, q.cutoff, q.warn), (false, 0.02, 0.20));
+    assert_eq!(cfg.resilience.p2c_latency_weight, 0);
+    let cfg = load("[resilience.quota_preflight]\nenabled = true\ncutoff = 0\nwarn = 1\n").unwrap();
+    let q = cfg.resilience.quota_preflight;
+    assert_eq!((q.enabled, q.cutoff, q.warn), (true, 0.0, 1.0));
+    for (tail, key, needle) in [
+        (
+            "cutoff = 1.5",
+            "resilience.quota_preflight.cutoff",
+            "0.0 to 1.0",
+        ),
+        (
+            "warn = -0.1",
+            "resilience.quota_preflight.warn",
+            "0.0 to 1.0",
+        ),
+        (
+            "warn = nan",
+            "resilience.quota_preflight.warn",
+            "0.0 to 1.0",
+        ),
+        (
+            "cutoff = 0.3\nwarn = 0.2",
+            "resilience.quota_preflight.warn",
+            "warn must be at least cutoff",
+        ),
+    ] {
+        let err = load(&format!("[resilience.quota_preflight]\n{tail}\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(&format!("t.toml: {key}")) && err.contains(needle),
+            "{tail}: {err}"
+        );
+    }
+    let err = load("[resilience]\np2c_latency_weight = 21\n")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("resilience.p2c_latency_weight") && err.contains("0 to 20"),
+        "{err}"
+    );
+    assert_eq!(
+        load("[resilience]\np2c_latency_weight = 20\n")
+            .unwrap()
+            .resilience
+            .p2c_latency_weight,
+        20
+    );
+}
+
+#[test]
 fn a_bare_number_where_a_string_belongs_gets_a_quoted_fix() {
     let env = LoadEnv {
         var: Box::new(|_| Some("k".into())),

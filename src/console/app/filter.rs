@@ -92,7 +92,7 @@ pub fn filtered(snap: &Snapshot, filter: &str) -> Snapshot {
 fn panel_rows(s: &Snapshot, panel: Focus) -> usize {
     match panel {
         Focus::Circuits | Focus::Providers => s.providers.len(),
-        Focus::Cooldowns => connection_rows(s).count(),
+        Focus::Cooldowns | Focus::Quota => connection_rows(s).count(),
         Focus::Lockouts => s.lockouts.len(),
         Focus::Queues => s.queues.len(),
         Focus::Requests => s.recent.len(),

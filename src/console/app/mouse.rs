@@ -74,6 +74,10 @@ impl App {
         if panel == Focus::Providers {
             return self.provider_at(rect, line);
         }
+        if panel == Focus::Quota {
+            // Several lines per connection: a click focuses the panel, keys select.
+            return None;
+        }
         let visible = bottom - data_y;
         let row = first_visible(self.selected_index(panel), visible) + line;
         (row < self.len_of(panel)).then_some(row)
@@ -123,6 +127,7 @@ impl App {
             Focus::Providers => self.provider_selected,
             Focus::Requests => self.request_selected,
             Focus::Queues => self.queue_selected,
+            Focus::Quota => self.quota_selected,
         }
     }
 
@@ -134,6 +139,7 @@ impl App {
             Focus::Providers => &mut self.provider_selected,
             Focus::Requests => &mut self.request_selected,
             Focus::Queues => &mut self.queue_selected,
+            Focus::Quota => &mut self.quota_selected,
         };
         *slot = row;
     }

@@ -142,6 +142,12 @@ pub const COMMANDS: &[CommandSpec] = &[
         keys![Key::ch('6')],
         "focus Providers",
     ),
+    focus(
+        "focus_quota",
+        Focus::Quota,
+        keys![Key::ch('7')],
+        "focus Quota (headroom per connection)",
+    ),
     CommandSpec {
         hint_pair: Some(Cmd::Up),
         ..spec(

@@ -49,6 +49,7 @@ fn every_default_key_gives_its_command() {
         (ch('4'), Global, Cmd::Focus(Focus::Queues)),
         (ch('5'), Global, Cmd::Focus(Focus::Requests)),
         (ch('6'), Global, Cmd::Focus(Focus::Providers)),
+        (ch('7'), Global, Cmd::Focus(Focus::Quota)),
         (ch('j'), Global, Cmd::Down),
         (ev(KeyCode::Down), Global, Cmd::Down),
         (ch('k'), Global, Cmd::Up),

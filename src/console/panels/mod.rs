@@ -10,6 +10,7 @@ pub mod lockouts;
 pub mod overlay;
 pub mod providers;
 pub mod queues;
+pub mod quota;
 pub mod requests;
 pub mod settings;
 pub mod status;

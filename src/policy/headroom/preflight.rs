@@ -196,15 +196,14 @@ pub fn order_reset_aware(
     model: Option<&str>,
     now_unix_ms: u64,
 ) -> Vec<usize> {
-    let mut keyed: Vec<((bool, u64), usize)> = candidates
+    let bindings: Vec<Option<Binding>> = candidates
         .iter()
-        .map(|(i, h)| {
-            let reset = binding_of(*h, model, now_unix_ms).and_then(|b| b.reset_at_ms);
-            (reset_key(reset), *i)
-        })
+        .map(|(_, h)| binding_of(*h, model, now_unix_ms))
         .collect();
-    keyed.sort_by_key(|(k, _)| *k);
-    keyed.into_iter().map(|(_, i)| i).collect()
+    order_bindings_reset_aware(&bindings)
+        .into_iter()
+        .filter_map(|k| candidates.get(k).map(|(i, _)| *i))
+        .collect()
 }
 
 /// `headroom` order of `candidates` (`(index, headroom)` in priority order): the most
@@ -215,13 +214,43 @@ pub fn order_headroom(
     model: Option<&str>,
     now_unix_ms: u64,
 ) -> Vec<usize> {
-    let mut keyed: Vec<(f64, usize)> = candidates
+    let bindings: Vec<Option<Binding>> = candidates
         .iter()
-        .map(|(i, h)| {
-            let remaining = binding_of(*h, model, now_unix_ms).map_or(1.0, |b| b.remaining);
-            (remaining, *i)
-        })
+        .map(|(_, h)| binding_of(*h, model, now_unix_ms))
         .collect();
-    keyed.sort_by(|a, b| b.0.total_cmp(&a.0));
-    keyed.into_iter().map(|(_, i)| i).collect()
+    order_bindings_headroom(&bindings)
+        .into_iter()
+        .filter_map(|k| candidates.get(k).map(|(i, _)| *i))
+        .collect()
+}
+
+/// The `reset_aware` sort key of one binding: known resets first, earliest first.
+pub fn reset_aware_key(b: Option<&Binding>) -> (bool, u64) {
+    reset_key(b.and_then(|b| b.reset_at_ms))
+}
+
+/// The `headroom` sort key of one binding: its remaining fraction, 1.0 when unknown (larger
+/// goes first).
+pub fn headroom_key(b: Option<&Binding>) -> f64 {
+    b.map_or(1.0, |b| b.remaining)
+}
+
+/// `reset_aware` order of bindings already resolved per candidate (positions in priority
+/// order; each candidate's binding for its own model): soonest known reset first, unknown
+/// after, ties in priority order. Returns positions.
+pub fn order_bindings_reset_aware(bindings: &[Option<Binding>]) -> Vec<usize> {
+    let mut idx: Vec<usize> = (0..bindings.len()).collect();
+    idx.sort_by_key(|&i| reset_aware_key(bindings[i].as_ref()));
+    idx
+}
+
+/// `headroom` order of bindings already resolved per candidate (positions in priority
+/// order): most remaining first, unknown counts as full, ties in priority order. Returns
+/// positions.
+pub fn order_bindings_headroom(bindings: &[Option<Binding>]) -> Vec<usize> {
+    let mut idx: Vec<usize> = (0..bindings.len()).collect();
+    idx.sort_by(|&a, &b| {
+        headroom_key(bindings[b].as_ref()).total_cmp(&headroom_key(bindings[a].as_ref()))
+    });
+    idx
 }

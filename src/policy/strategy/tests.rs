@@ -1,6 +1,7 @@
 //! Tests for [`order`] with fixed seeds and stats (resilience-spec §4 "Combos").
 
 use super::*;
+use crate::policy::latency::Summary;
 
 fn stat(in_flight: u32, cap: Option<u32>, requests: u64, weight: u32) -> TargetStat {
     TargetStat {
@@ -8,6 +9,7 @@ fn stat(in_flight: u32, cap: Option<u32>, requests: u64, weight: u32) -> TargetS
         cap,
         requests,
         weight,
+        health: None,
     }
 }
 
@@ -284,4 +286,55 @@ fn splitmix_reference_values_and_unbiased_below() {
     assert_eq!(threshold, 1);
     let mut s = Seq(vec![0, 5]);
     assert_eq!(s.below(3), 2, "0 is rejected, 5 mod 3 = 2");
+}
+
+#[test]
+fn p2c_latency_weight_penalises_the_slower_or_failing_of_the_two() {
+    let health = |ms, errors| {
+        Some(Summary {
+            mean_ttfb_ms: ms,
+            errors,
+            samples: 10,
+        })
+    };
+    let with = |in_flight, h| TargetStat {
+        in_flight,
+        health: h,
+        ..TargetStat::default()
+    };
+    let mut state = StrategyState::default();
+    // Two targets, so both are always drawn; target 0 is twice as slow.
+    let slow_first = [with(0, health(200, 0)), with(0, health(100, 0))];
+    for seed in 0..20 {
+        let mut rng = SplitMix64::new(seed);
+        let got = order_with_latency(Strategy::P2c, &slow_first, &mut state, &mut rng, 10);
+        assert_eq!(got[0], 1, "seed {seed}: the faster goes first");
+        let mut rng = SplitMix64::new(seed);
+        let off = order_with_latency(Strategy::P2c, &slow_first, &mut state, &mut rng, 0);
+        assert_eq!(
+            off[0], 0,
+            "seed {seed}: weight 0 = plain in-flight, tie keeps order"
+        );
+    }
+    // The 5-point penalty (weight 10, 2x slower) loses to 6 more requests in flight.
+    let busy_fast = [with(0, health(200, 0)), with(6, health(100, 0))];
+    let mut rng = SplitMix64::new(1);
+    assert_eq!(
+        order_with_latency(Strategy::P2c, &busy_fast, &mut state, &mut rng, 10)[0],
+        0
+    );
+    // Errors count too: 60 % failing = 3 of 5 points at weight 10.
+    let failing = [with(0, health(100, 6)), with(2, health(100, 0))];
+    let mut rng = SplitMix64::new(1);
+    assert_eq!(
+        order_with_latency(Strategy::P2c, &failing, &mut state, &mut rng, 10)[0],
+        1
+    );
+    // Under three samples on either side: no penalty.
+    let unknown = [with(0, health(900, 9)), with(0, None)];
+    let mut rng = SplitMix64::new(1);
+    assert_eq!(
+        order_with_latency(Strategy::P2c, &unknown, &mut state, &mut rng, 20)[0],
+        0
+    );
 }

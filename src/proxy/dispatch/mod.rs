@@ -87,7 +87,9 @@ pub async fn run_candidates(
         excluded: Vec::new(),
         deadline: None,
     };
-    let mut waits = CooldownWait::new(state.core.settings_snapshot().combo_cooldown_wait);
+    let settings = state.core.settings_snapshot();
+    let mut waits = CooldownWait::new(settings.combo_cooldown_wait);
+    let mut hold_for = hold_limit(state, req, &settings.queue);
     loop {
         if let Some(outcome) = d.pass().await? {
             return Ok(outcome);
@@ -96,7 +98,12 @@ pub async fn run_candidates(
         if d.last.is_some() || d.excluded.is_empty() || route.kind == RouteKind::Models {
             break;
         }
-        let Some(w) = waits.next(&d.excluded) else {
+        let w = match waits.next(&d.excluded) {
+            Some(w) => Some(w),
+            // At most one hold per request.
+            None => hold_for.take().and_then(|max| wait::hold(&d.excluded, max)),
+        };
+        let Some(w) = w else {
             break;
         };
         d.wait(w).await;
@@ -114,6 +121,21 @@ pub async fn run_candidates(
         wall,
         &req.probe.model,
     )
+}
+
+/// The longest hold until a quota reset this request may make: the combo's `max_hold` when
+/// it sets `hold_until_reset`, bounded by the execution budget (`execution_max_wait`);
+/// `None` for plain models and combos without it.
+fn hold_limit(
+    state: &Shared,
+    req: &ClientRequest,
+    queue: &crate::config::QueueSettings,
+) -> Option<Duration> {
+    let cfg = state.core.config().clone();
+    let combo = cfg.combo(&req.probe.model)?;
+    combo
+        .hold_until_reset
+        .then(|| combo.max_hold.min(queue.execution_max_wait))
 }
 
 /// No candidate for this model on this route: count_tokens estimates locally (case A23),

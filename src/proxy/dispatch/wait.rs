@@ -2,7 +2,8 @@
 //! cooldowns or model lockouts, wait for the earliest to end and dispatch again — within the
 //! `[resilience.combo_cooldown_wait]` limits, and never for an open breaker, a quota wait, a
 //! terminal state, or a cooldown or lockout caused by an auth or not-found failure (those do
-//! not heal by waiting).
+//! not heal by waiting). [`hold`] is the opt-in longer wait of a combo with
+//! `hold_until_reset`: until the earliest quota reset.
 
 use std::time::Duration;
 
@@ -25,7 +26,7 @@ pub struct Wait {
     pub delay: Duration,
     /// The target whose exclusion ends first (`provider:connection/model`).
     pub target: String,
-    /// Its exclusion reason (`connection_cooldown` or `model_lockout`).
+    /// Its exclusion reason (`connection_cooldown` or `model_lockout`), or `quota_hold`.
     pub reason: &'static str,
 }
 
@@ -82,6 +83,32 @@ impl CooldownWait {
     }
 }
 
+/// The hold-until-reset decision (combo `hold_until_reset`): when every candidate is
+/// excluded by a quota wait or a quota preflight cut-off with a known reset, and the earliest
+/// reset is at most `max_hold` away, hold until it (reason `quota_hold`). `None` otherwise.
+pub fn hold(excluded: &[Excluded], max_hold: Duration) -> Option<Wait> {
+    let all_quota = !excluded.is_empty()
+        && excluded
+            .iter()
+            .all(|e| e.exclusion.reason.is_quota() && e.exclusion.retry_after.is_some());
+    if !all_quota {
+        return None;
+    }
+    let (d, first) = excluded
+        .iter()
+        .filter_map(|e| e.exclusion.retry_after.map(|d| (d, &e.exclusion)))
+        .min_by_key(|(d, _)| *d)?;
+    if d > max_hold {
+        return None;
+    }
+    Some(Wait {
+        // A reset that is due now still needs a moment to pass.
+        delay: d.max(Duration::from_millis(1)),
+        target: first.target.clone(),
+        reason: "quota_hold",
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -134,6 +161,38 @@ mod tests {
             let ok = ex(ExclusionReason::ConnectionCooldown, 1, "rate_limited");
             assert_eq!(w.next(&[ok, c]), None, "waited on {what}");
         }
+    }
+
+    #[test]
+    fn holds_only_when_every_exclusion_is_a_quota_reset_within_max_hold() {
+        let max = Duration::from_secs(900);
+        let got = hold(
+            &[
+                ex(ExclusionReason::QuotaPreflight, 600, ""),
+                ex(ExclusionReason::QuotaWait, 300, "quota_exhausted"),
+            ],
+            max,
+        );
+        assert_eq!(
+            got.map(|w| (w.delay.as_secs(), w.reason)),
+            Some((300, "quota_hold"))
+        );
+        assert!(hold(&[ex(ExclusionReason::QuotaWait, 901, "")], max).is_none());
+        assert!(
+            hold(
+                &[
+                    ex(ExclusionReason::QuotaWait, 5, ""),
+                    ex(ExclusionReason::Terminal, 0, "")
+                ],
+                max
+            )
+            .is_none(),
+            "a terminal connection does not heal at a reset"
+        );
+        assert!(hold(&[], max).is_none());
+        let mut unknown = ex(ExclusionReason::QuotaPreflight, 1, "");
+        unknown.exclusion.retry_after = None;
+        assert!(hold(&[unknown], max).is_none(), "reset unknown");
     }
 
     #[test]

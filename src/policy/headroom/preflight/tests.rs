@@ -246,3 +246,29 @@ fn headroom_order_most_remaining_first_ties_keep_priority() {
         vec![12, 13, 14, 10, 11]
     );
 }
+
+#[test]
+fn binding_orders_take_resolved_bindings_and_keep_priority_on_ties() {
+    let b = |remaining: f64, reset: Option<u64>| {
+        Some(Binding {
+            window: Window::FiveHour,
+            model: None,
+            remaining,
+            reset_at_ms: reset,
+            status: None,
+            by_claim: false,
+        })
+    };
+    let bindings = [
+        b(0.5, Some(900)),
+        None,
+        b(0.9, Some(100)),
+        b(0.5, None),
+        b(0.9, Some(100)),
+    ];
+    assert_eq!(order_bindings_reset_aware(&bindings), vec![2, 4, 0, 1, 3]);
+    assert_eq!(order_bindings_headroom(&bindings), vec![1, 2, 4, 0, 3]);
+    assert!(order_bindings_headroom(&[]).is_empty());
+    assert_eq!(reset_aware_key(None), (true, 0));
+    assert_eq!(headroom_key(None), 1.0);
+}

@@ -1,0 +1,112 @@
+//! Live latency windows for `p2c` (`[resilience] p2c_latency_weight`): one
+//! [`Rolling`](crate::policy::latency::Rolling) window of time-to-first-byte and outcome per
+//! connection and per connection + model, fed from every attempt's response head (or its
+//! absence) through [`Core::observe_latency`], read by the routing order.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use super::Core;
+use crate::clock::Instant;
+use crate::policy::latency::{Rolling, Summary};
+
+/// At most this many connection + model windows are kept (1024); the one with the oldest
+/// newest sample is dropped first, so a client cycling model names cannot grow the state.
+pub const MAX_MODEL_WINDOWS: usize = 1024;
+
+/// The windows, keyed by (provider, connection) indices and by those plus the upstream model.
+#[derive(Debug, Default)]
+pub(crate) struct LatencyStats {
+    connections: HashMap<(usize, usize), Rolling>,
+    models: HashMap<(usize, usize, String), Rolling>,
+}
+
+impl LatencyStats {
+    /// Records one attempt on (`p`, `c`) for `model` at `at`.
+    pub(crate) fn record(
+        &mut self,
+        p: usize,
+        c: usize,
+        model: &str,
+        at: Instant,
+        ttfb: Duration,
+        ok: bool,
+    ) {
+        self.connections
+            .entry((p, c))
+            .or_default()
+            .record(at, ttfb, ok);
+        let key = (p, c, model.to_owned());
+        if !self.models.contains_key(&key) && self.models.len() >= MAX_MODEL_WINDOWS {
+            let oldest = self
+                .models
+                .iter()
+                .min_by_key(|(_, r)| r.newest())
+                .map(|(k, _)| k.clone());
+            if let Some(k) = oldest {
+                self.models.remove(&k);
+            }
+        }
+        self.models.entry(key).or_default().record(at, ttfb, ok);
+    }
+
+    /// The summary `p2c` weighs for (`p`, `c`, `model`) at `now`: the connection + model
+    /// window when it has enough samples, else the connection's.
+    pub(crate) fn health(&self, p: usize, c: usize, model: &str, now: Instant) -> Option<Summary> {
+        self.models
+            .get(&(p, c, model.to_owned()))
+            .and_then(|r| r.summary(now))
+            .or_else(|| self.connections.get(&(p, c)).and_then(|r| r.summary(now)))
+    }
+}
+
+impl Core {
+    /// Records one attempt's time to its response head (`ttfb`) and whether the head was a
+    /// success (`ok`: a status under 500; a transport failure or a 5xx is not) for
+    /// (`provider`, `connection`, `model`), at the injected clock's now.
+    pub fn observe_latency(
+        &self,
+        provider: usize,
+        connection: usize,
+        model: &str,
+        ttfb: Duration,
+        ok: bool,
+    ) {
+        let now = self.clock().now();
+        self.res()
+            .routing
+            .latency
+            .record(provider, connection, model, now, ttfb, ok);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::{Clock, ManualClock};
+
+    #[test]
+    fn model_windows_fall_back_to_the_connection_and_are_bounded() {
+        let clock = ManualClock::new();
+        let now = clock.now();
+        let mut s = LatencyStats::default();
+        for m in ["a", "b", "c"] {
+            s.record(0, 0, m, now, Duration::from_millis(100), true);
+        }
+        let h = s
+            .health(0, 0, "a", now)
+            .expect("one sample for model a: the connection's three stand in");
+        assert_eq!((h.samples, h.mean_ttfb_ms), (3, 100));
+        assert_eq!(s.health(0, 0, "z", now), Some(h));
+        for _ in 0..3 {
+            s.record(0, 0, "a", now, Duration::from_millis(400), false);
+        }
+        let h = s.health(0, 0, "a", now).unwrap();
+        assert_eq!((h.samples, h.errors, h.mean_ttfb_ms), (4, 3, 325));
+        assert_eq!(s.health(1, 0, "a", now), None);
+        for i in 0..MAX_MODEL_WINDOWS + 10 {
+            s.record(0, 1, &format!("m{i}"), now, Duration::from_millis(1), true);
+        }
+        assert!(s.models.len() <= MAX_MODEL_WINDOWS);
+    }
+}
