@@ -64,6 +64,7 @@ pub(super) fn snapshot() -> Snapshot {
                         class: crate::core::snapshot::AttemptClass::RateLimited,
                         reason: "rate_limit_exceeded".into(),
                         latency_ms: 95,
+                        injected: false,
                     },
                     AttemptView {
                         target: "openrouter:main/anthropic/claude-sonnet-4".into(),
@@ -71,6 +72,7 @@ pub(super) fn snapshot() -> Snapshot {
                         class: crate::core::snapshot::AttemptClass::Transient,
                         reason: "stream_closed".into(),
                         latency_ms: 700,
+                        injected: false,
                     },
                 ],
                 skipped: vec![SkippedView {
@@ -78,6 +80,7 @@ pub(super) fn snapshot() -> Snapshot {
                     reason: "terminal".into(),
                 }],
                 waits: Vec::new(),
+                injected: false,
             },
             RequestView {
                 id: 40,
@@ -98,9 +101,11 @@ pub(super) fn snapshot() -> Snapshot {
                     class: crate::core::snapshot::AttemptClass::Success,
                     reason: String::new(),
                     latency_ms: 240,
+                    injected: false,
                 }],
                 skipped: Vec::new(),
                 waits: Vec::new(),
+                injected: false,
             },
         ],
         providers: vec![
@@ -222,6 +227,7 @@ pub(super) fn snapshot() -> Snapshot {
             gate("openrouter", "main", Some("z-ai/glm-5"), (1, 2), (0, 8), 0),
         ],
         store: Default::default(),
+        faults: Vec::new(),
     }
 }
 

@@ -7,6 +7,7 @@
 pub mod admission;
 pub mod control;
 pub mod credentials;
+pub mod faults;
 pub mod headroom;
 pub mod persist;
 mod report;
@@ -57,6 +58,7 @@ struct Inner {
     res: Mutex<resilience::ResState>,
     gates: admission::Gates,
     metrics: crate::metrics::Metrics,
+    faults: faults::Faults,
 }
 
 /// Marks one client request as in flight until dropped.
@@ -148,6 +150,7 @@ impl Core {
                 res: Mutex::new(res),
                 gates,
                 metrics: crate::metrics::Metrics::new(),
+                faults: faults::Faults::default(),
             }),
         };
         core.publish();
@@ -397,6 +400,7 @@ impl Core {
             lockouts: live.lockouts,
             queues: self.inner.gates.views(),
             store: self.store_view(),
+            faults: self.fault_views(),
         }
     }
 

@@ -48,6 +48,10 @@ pub struct Snapshot {
     pub queues: Vec<super::admission::GateView>,
     /// Write-behind losses of the store since start (zero without a store).
     pub store: StoreView,
+    /// Operator-injected faults on now (never persisted), oldest first; serialised only when
+    /// there is one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub faults: Vec<super::faults::FaultView>,
 }
 
 /// The store's write-behind counters: rows and state changes dropped because its queue was
@@ -129,6 +133,9 @@ pub struct RequestView {
     pub skipped: Vec<SkippedView>,
     /// Every cooldown-aware wait (§4) the request made, in order.
     pub waits: Vec<WaitView>,
+    /// True when an attempt met an operator-injected fault (serialised only when true).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub injected: bool,
 }
 
 impl WaitView {
@@ -171,6 +178,10 @@ pub struct AttemptView {
     pub reason: String,
     /// Time to the response head (or the failure), ms.
     pub latency_ms: u64,
+    /// True when an operator-injected fault answered (or delayed) this attempt (serialised
+    /// only when true).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub injected: bool,
 }
 
 /// A candidate excluded before dispatch.

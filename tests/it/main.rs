@@ -20,6 +20,7 @@ mod config;
 mod console_e2e;
 mod console_settings;
 mod edge;
+mod faults;
 mod pipeline;
 mod proxy;
 mod resilience;

@@ -270,7 +270,12 @@ impl Dispatch<'_> {
             conn,
         };
         let a = send_attempt(self.state, &t, self.req, self.route, body, deadline).await?;
-        Ok(self.settle(cand, ticket, permit, deadline, a))
+        let injected = a.injected;
+        let tried = self.settle(cand, ticket, permit, deadline, a);
+        if injected {
+            crate::proxy::injected::mark(self.view);
+        }
+        Ok(tried)
     }
 
     /// Reports an attempt's result through the one choke point and decides what is next.
@@ -409,6 +414,7 @@ fn log_attempt(view: &mut RequestView, status: u16, c: &Classified, latency: Dur
         class: c.class,
         reason: c.reason.clone(),
         latency_ms: u64::try_from(latency.as_millis()).unwrap_or(u64::MAX),
+        ..Default::default()
     });
 }
 
