@@ -291,6 +291,7 @@ pub fn request_history(store: &Store, limit: usize) -> Vec<crate::core::snapshot
             // A word this build does not know (a newer sluice wrote it) reads as sluice's own
             // error rather than as a success.
             outcome: RequestOutcome::parse(&r.outcome).unwrap_or(RequestOutcome::SluiceError),
+            injected: r.injected,
             ..Default::default()
         })
         .collect()
@@ -320,6 +321,7 @@ mod history_tests {
                 attempts: 1,
                 bytes: 5,
                 outcome: "ok".into(),
+                injected: false,
             });
         }
         store.flush();

@@ -41,6 +41,10 @@ pub enum Action {
     RevertSetting(Field),
     /// Drop every settings override (`Control::revert_settings`).
     RevertAllSettings,
+    /// Inject a fault for a bounded time (`Control::inject_fault`).
+    InjectFault(crate::core::faults::FaultRequest),
+    /// Remove every injected fault (`Control::clear_faults`).
+    ClearFaults,
 }
 
 /// What came of an [`Action`].
@@ -155,6 +159,24 @@ pub fn perform(control: &Control, action: Action) -> Outcome {
             },
             Err(e) => format!("reset failed: {e}"),
         },
+        Action::InjectFault(req) => match control.inject_fault(&req) {
+            Ok(v) => format!(
+                "fault injected: {} {} for {}s (F clears)",
+                v.target,
+                v.description,
+                v.remaining_ms / 1000
+            ),
+            Err(e) => format!("fault not injected: {e}"),
+        },
+        Action::ClearFaults => {
+            let n = control
+                .clear_faults(&crate::policy::fault::FaultSelector::All)
+                .len();
+            format!(
+                "cleared {n} injected fault{}",
+                if n == 1 { "" } else { "s" }
+            )
+        }
         Action::ClearCooldowns(target) => match control.clear_cooldowns(&target) {
             Ok(report) => clear_summary(control, &report),
             Err(e) => format!("clear failed: {e}"),

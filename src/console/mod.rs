@@ -470,6 +470,8 @@ async fn event_loop(
 }
 
 #[cfg(test)]
+mod fault_tests;
+#[cfg(test)]
 mod filter_mouse_tests;
 #[cfg(test)]
 mod newcomer_tests;

@@ -314,6 +314,7 @@ impl Core {
                 attempts: view.attempts,
                 bytes: view.bytes,
                 outcome: view.outcome.as_str().into(),
+                injected: view.injected,
             });
         }
         self.stats().record_finish(now, view);

@@ -78,6 +78,13 @@ async fn an_injected_503_cools_the_connection_and_nothing_reaches_the_upstream()
         "{m}"
     );
     assert_eq!(snap.faults.len(), 1, "the snapshot lists the active fault");
+    let store = s.core().store().unwrap();
+    store.flush();
+    let logged = store.recent_requests(1).unwrap();
+    assert!(
+        logged[0].injected,
+        "the request log row is marked: {logged:?}"
+    );
 }
 
 #[tokio::test]
