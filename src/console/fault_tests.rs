@@ -155,5 +155,13 @@ fn the_actions_go_through_control() {
         "cleared 1 injected fault"
     );
     assert!(control.faults().is_empty());
-    clock.advance(Duration::from_secs(1));
+    let short = FaultRequest {
+        target: "p".into(),
+        kind: "503".into(),
+        duration: Some(Duration::from_secs(5)),
+        ..Default::default()
+    };
+    perform(&control, Action::InjectFault(short));
+    clock.advance(Duration::from_secs(5));
+    assert!(control.faults().is_empty(), "expired on the injected clock");
 }
