@@ -6,10 +6,18 @@
 //!
 //! Every route but `/livez`, `/healthz` and `/readyz` requires `Authorization: Bearer
 //! <token>` when `[admin] token_env` is set. Errors are `{"error":{"message","type","code"}}`.
+//! A sluice started with `--readonly` answers every POST/PUT/PATCH/DELETE with 403.
+//!
+//! `GET /api/snapshot/stream` streams the snapshot as Server-Sent Events (see
+//! [`crate::snapshot_stream`]); it is what `sluice console` attaches to.
+
+use std::convert::Infallible;
 
 use bytes::Bytes;
+use futures_util::StreamExt;
 use http::{HeaderValue, Method, Request, Response, StatusCode, header};
-use http_body_util::{BodyExt, Either, Full, Limited};
+use http_body_util::combinators::UnsyncBoxBody;
+use http_body_util::{BodyExt, Either, Full, Limited, StreamBody};
 use hyper::body::Incoming;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -26,14 +34,51 @@ use crate::proxy::server::{Limits, serve_http};
 /// Admin request bodies are small JSON documents; larger ones are refused.
 const MAX_ADMIN_BODY: usize = 64 * 1024;
 
+/// The admin listener's response body: a complete answer, or the snapshot stream.
+pub type AdminBody = Either<Full<Bytes>, UnsyncBoxBody<Bytes, Infallible>>;
+
+/// The snapshot stream's path.
+pub const STREAM_PATH: &str = "/api/snapshot/stream";
+
 /// Serves the admin API until `stop` (it outlives the drain, so `/readyz` can say 503).
+/// Snapshot streams end at `stop` too.
 pub async fn serve(listener: TcpListener, control: Control, stop: CancellationToken) {
     let limits = Limits::admin(&control.config().server);
-    serve_http(listener, stop, "admin", limits, move |req| {
+    serve_http(listener, stop.clone(), "admin", limits, move |req| {
         let control = control.clone();
-        async move { handle(&control, req).await.map(Either::Left) }
+        let stop = stop.clone();
+        async move {
+            if is_stream_request(&req) && authorized(&control, &req) {
+                return snapshot_stream(&control, stop);
+            }
+            handle(&control, req).await.map(Either::Left)
+        }
     })
     .await;
+}
+
+/// `GET /api/snapshot/stream` (anything else on that path goes to [`handle`], which answers
+/// 401 or 405).
+fn is_stream_request(req: &Request<Incoming>) -> bool {
+    req.method() == Method::GET && req.uri().path().trim_end_matches('/') == STREAM_PATH
+}
+
+/// `200 text/event-stream` with this subscriber's snapshot events.
+fn snapshot_stream(control: &Control, stop: CancellationToken) -> Response<AdminBody> {
+    let events = crate::snapshot_stream::events(
+        control.subscribe(),
+        crate::snapshot_stream::Pacing::default(),
+        stop,
+    )
+    .map(|b| Ok::<_, Infallible>(hyper::body::Frame::data(b)));
+    let mut r = Response::new(Either::Right(UnsyncBoxBody::new(StreamBody::new(events))));
+    let h = r.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    r
 }
 
 async fn handle(control: &Control, req: Request<Incoming>) -> Response<Full<Bytes>> {
@@ -64,6 +109,12 @@ async fn handle(control: &Control, req: Request<Incoming>) -> Response<Full<Byte
         r.headers_mut()
             .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         return r;
+    }
+    if control.is_readonly() && !get {
+        return error(
+            StatusCode::FORBIDDEN,
+            "sluice runs read-only (--readonly): operator actions are refused",
+        );
     }
     let query = req.uri().query().unwrap_or("").to_string();
     let body = match read_body(req).await {
@@ -206,7 +257,18 @@ async fn handle(control: &Control, req: Request<Incoming>) -> Response<Full<Byte
             let (settings, overrides) = control.settings();
             json_response(
                 StatusCode::OK,
-                json!({"settings": settings, "overrides": overrides}),
+                json!({"settings": settings, "overrides": overrides, "file": control.file_settings()}),
+            )
+        }
+        ("PUT", "/api/resilience") => {
+            let overrides: SettingsPatch = match parse_json(&body) {
+                Ok(p) => p,
+                Err(r) => return *r,
+            };
+            answer(
+                control
+                    .replace_settings(&overrides)
+                    .map(|s| json!({"settings": s, "overrides": control.settings().1})),
             )
         }
         ("PATCH", "/api/resilience") => {
@@ -238,7 +300,8 @@ async fn handle(control: &Control, req: Request<Incoming>) -> Response<Full<Byte
             | "/api/resilience/model-cooldowns"
             | "/api/resilience"
             | "/api/resilience/terminal-reset"
-            | "/api/faults",
+            | "/api/faults"
+            | STREAM_PATH,
         ) => error(
             StatusCode::METHOD_NOT_ALLOWED,
             &format!("{method} is not allowed on {path}"),

@@ -321,6 +321,7 @@ mod history_tests {
                 attempts: 1,
                 bytes: 5,
                 outcome: "ok".into(),
+                translated: String::new(),
                 injected: false,
             });
         }

@@ -1,6 +1,7 @@
 //! Command-line arguments (clap): `sluice` runs the proxy with the console, `--no-console`
 //! runs it headless, `check` validates the config and prints the routing table, `status`
-//! reads a running sluice's state, `env <client>` prints how to point a client at sluice.
+//! reads a running sluice's state, `env <client>` prints how to point a client at sluice,
+//! `console` attaches the console to a running sluice.
 
 use std::path::PathBuf;
 
@@ -19,14 +20,15 @@ pub struct Cli {
     /// Move the state database aside (never deleted) and start with a fresh one.
     #[arg(long)]
     pub reset_state: bool,
-    /// Console without actions: watch only (no clears, resets or edits).
-    #[arg(long)]
+    /// Console without actions: watch only (no clears, resets or edits). A sluice started
+    /// with it also refuses every change through its admin API (attached consoles included).
+    #[arg(long, global = true)]
     pub readonly: bool,
     /// Disable mouse capture in the console (keeps the terminal's own text selection).
-    #[arg(long)]
+    #[arg(long, global = true)]
     pub no_mouse: bool,
     /// Console theme, overriding [console] theme.
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, global = true, value_name = "NAME")]
     pub theme: Option<String>,
     /// What to do (default: run).
     #[command(subcommand)]
@@ -46,6 +48,17 @@ pub enum Command {
         /// The client to configure.
         #[arg(value_enum)]
         client: crate::client_env::ClientKind,
+    },
+    /// Open the console on a running sluice (through its admin API); `q` leaves the console,
+    /// the instance keeps running. Several consoles may attach at once.
+    Console {
+        /// The admin API address (default: http:// + the config's admin.listen).
+        #[arg(long, value_name = "URL")]
+        admin: Option<String>,
+        /// Read the admin token from this environment variable (default: the config's
+        /// admin.token_env).
+        #[arg(long, value_name = "VAR")]
+        token_env: Option<String>,
     },
 }
 
@@ -69,5 +82,23 @@ mod tests {
             })
         ));
         assert!(Cli::try_parse_from(["sluice", "env", "vim"]).is_err());
+        let c = Cli::try_parse_from([
+            "sluice",
+            "console",
+            "--admin",
+            "http://127.0.0.1:9",
+            "--token-env",
+            "TOK",
+            "--readonly",
+        ])
+        .unwrap();
+        assert!(c.readonly);
+        match c.command {
+            Some(Command::Console { admin, token_env }) => {
+                assert_eq!(admin.as_deref(), Some("http://127.0.0.1:9"));
+                assert_eq!(token_env.as_deref(), Some("TOK"));
+            }
+            other => panic!("{other:?}"),
+        }
     }
 }

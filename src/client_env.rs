@@ -109,7 +109,7 @@ fn credential_note(o: &mut String, client: ClientKind, cfg: &Config) {
     }
 }
 
-/// A warning when no provider speaks the dialect this client's routes need.
+/// A note when no provider speaks this client's dialect: its requests are translated.
 fn dialect_note(o: &mut String, client: ClientKind, cfg: &Config) {
     let needed = match client {
         ClientKind::Claude | ClientKind::Anthropic => Dialect::Anthropic,
@@ -118,7 +118,7 @@ fn dialect_note(o: &mut String, client: ClientKind, cfg: &Config) {
     if !cfg.providers.iter().any(|p| p.dialect == needed) {
         let _ = writeln!(
             o,
-            "# warning: no provider in {} has dialect = \"{}\"; add one or requests from {} get 404",
+            "# note: no provider in {} has dialect = \"{}\"; requests from {} are translated for the other dialect (docs/TRANSLATION.md)",
             cfg.file.display(),
             needed.as_str(),
             label(client)
@@ -183,7 +183,7 @@ mod tests {
         assert_eq!(p["wire_api"].as_str(), Some("responses"));
         assert_eq!(p["env_key"].as_str(), Some("OPENAI_API_KEY"));
         assert!(
-            out.contains("# warning: no provider in c.toml has dialect = \"openai\""),
+            out.contains("# note: no provider in c.toml has dialect = \"openai\"; requests from"),
             "{out}"
         );
         assert!(!render(ClientKind::Claude, &c).contains("warning"));

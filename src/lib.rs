@@ -8,6 +8,8 @@
 //! - **admin**: the loopback admin API: [`admin`].
 //! - **store**: SQLite write-behind persistence on one thread: [`store`].
 //! - **console**: the ratatui operator console: [`console`].
+//! - **remote**: the console attached to a running sluice over the admin API, reading the
+//!   SSE snapshot stream ([`snapshot_stream`]): [`remote`].
 //! - **translate**: pure dialect translation (requests, responses, streams, errors): [`translate`].
 //! - support: [`config`], [`clock`], [`telemetry`], [`app`] (wires everything together).
 
@@ -23,6 +25,8 @@ pub mod ct;
 pub mod metrics;
 pub mod policy;
 pub mod proxy;
+pub mod remote;
+pub mod snapshot_stream;
 pub mod status;
 pub mod store;
 pub mod telemetry;

@@ -9,6 +9,7 @@
 //! - admin: `sluice::admin` — `/livez`, `/readyz`, `/metrics`, `/api/snapshot`.
 //! - store: `sluice::store` — SQLite (WAL) on one writer thread.
 //! - console: `sluice::console` — ratatui panels, keymap, themes.
+//! - remote: `sluice::remote` — `sluice console` attached to a running sluice.
 #![allow(
     clippy::print_stdout,
     clippy::print_stderr,
@@ -52,6 +53,9 @@ fn main() -> ExitCode {
         Ok(p) => p,
         Err(e) => return fail(&e.to_string(), 2),
     };
+    if let Some(Command::Console { admin, token_env }) = &cli.command {
+        return attach(&cli, &path, admin.clone(), token_env.as_deref());
+    }
     if let Some(command) = &cli.command {
         return run_command(command, &path);
     }
@@ -140,6 +144,8 @@ fn main() -> ExitCode {
             Ok(r) => r,
             Err(e) => return fail(&e.to_string(), 1),
         };
+        // Read-only covers the admin API too, so an attached console cannot change state.
+        running.control.set_readonly(readonly);
         let shutdown = running.shutdown_token();
         tokio::spawn(signals(shutdown.clone()));
         let console_thread = theme.map(|theme| {
@@ -229,6 +235,75 @@ fn run_command(command: &Command, path: &std::path::Path) -> ExitCode {
             print!("{}", sluice::client_env::render(*client, cfg));
             ExitCode::SUCCESS
         }
+        Command::Console { .. } => fail("internal: console is handled before", 1),
+    }
+}
+
+/// `sluice console`: the console attached to a running sluice. The config gives the admin
+/// address, the token's variable, the theme, keys and tick (provider secrets are not needed).
+fn attach(
+    cli: &Cli,
+    path: &std::path::Path,
+    admin: Option<String>,
+    token_env: Option<&str>,
+) -> ExitCode {
+    let loaded = match config::load_with(path, config::SecretMode::Optional) {
+        Ok(l) => l,
+        Err(e) => return fail(&e.to_string(), 2),
+    };
+    let token = match token_env {
+        Some(var) => match std::env::var(var) {
+            Ok(v) if !v.is_empty() => Some(config::Secret::new(v)),
+            _ => {
+                return fail(
+                    &format!(
+                        "--token-env: environment variable '{var}' is not set; export the admin token in it"
+                    ),
+                    2,
+                );
+            }
+        },
+        None => match sluice::status::admin_token_ready(&loaded) {
+            Ok(()) => loaded.config.admin.token.clone(),
+            Err(msg) => return fail(&format!("{}: {msg}", path.display()), 2),
+        },
+    };
+    let cfg = &loaded.config;
+    let keymap = match console::keymap::keymap_from_config(&cfg.console.keys) {
+        Ok(k) => k,
+        Err(e) => return fail(&format!("{}: {e}", path.display()), 2),
+    };
+    let name = cli
+        .theme
+        .clone()
+        .unwrap_or_else(|| cfg.console.theme.clone());
+    let theme = match console::theme::load(&name, &theme_dirs(path)) {
+        Ok(t) => t,
+        Err(e) if cli.theme.is_some() => return fail(&e.for_flag("--theme").to_string(), 2),
+        Err(e) => return fail(&e.to_string(), 2),
+    };
+    if !(std::io::stdout().is_terminal() && std::io::stdin().is_terminal()) {
+        return fail(
+            "console needs a terminal; use `sluice status` for a one-shot table",
+            2,
+        );
+    }
+    let opts = console::ConsoleOptions {
+        theme,
+        tick: cfg.console.tick,
+        readonly: cli.readonly,
+        keymap,
+        mouse: !cli.no_mouse,
+        history: Vec::new(),
+    };
+    let attach = sluice::remote::attach::Attach {
+        admin,
+        token,
+        console: opts,
+    };
+    match sluice::remote::attach::run(cfg, attach) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail(&e, 1),
     }
 }
 

@@ -305,8 +305,41 @@ pub struct Provider {
     /// dropped from the header before forwarding (logged once each); unset forwards the
     /// header verbatim. Matching is exact, or by prefix for entries ending in `*`.
     pub anthropic_beta_allowlist: Option<Vec<String>>,
+    /// How requests of the other dialect are translated for this provider.
+    pub translation: Translation,
     /// At least one.
     pub connections: Vec<Connection>,
+}
+
+/// A provider's translation keys (`responses`, `drop_fields`, `default_max_tokens`,
+/// `reasoning_effort`); they matter only when a client of the other format is routed to it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Translation {
+    /// `openai` providers: whether the provider speaks the Responses API
+    /// (`/v1/responses`). True (default): Responses clients pass through unchanged; false:
+    /// they are translated to Chat Completions (Ollama, DeepSeek, vLLM, …). Always false
+    /// for `anthropic` providers (they are always translated).
+    pub responses: bool,
+    /// Top-level fields removed from a translated request because the provider rejects
+    /// them, e.g. `stream_options`. Default empty.
+    pub drop_fields: Vec<String>,
+    /// `max_tokens` sent on a translated request that names none. Default: none for
+    /// `openai` providers, 8192 for `anthropic` providers.
+    pub default_max_tokens: Option<u32>,
+    /// `openai` providers: whether they take `reasoning_effort` (a thinking request is
+    /// mapped to it); default false (dropped).
+    pub reasoning_effort: bool,
+}
+
+impl Default for Translation {
+    fn default() -> Self {
+        Self {
+            responses: true,
+            drop_fields: Vec::new(),
+            default_max_tokens: None,
+            reasoning_effort: false,
+        }
+    }
 }
 
 /// One combo target: `provider[:connection]/model`.

@@ -113,6 +113,10 @@ pub struct RawProvider {
     pub anthropic_beta_allowlist: Option<Vec<String>>,
     pub max_concurrent: Option<i64>,
     pub breaker: Option<RawBreaker>,
+    pub responses: Option<bool>,
+    pub drop_fields: Option<Vec<String>>,
+    pub default_max_tokens: Option<i64>,
+    pub reasoning_effort: Option<bool>,
     #[serde(default)]
     pub connections: Vec<RawConnection>,
 }

@@ -1,14 +1,16 @@
-//! `Action`: what a key asks the outside world to do; [`perform`] does it through [`Control`]
-//! and returns an [`Outcome`], and [`apply`] words that outcome for the status bar.
+//! `Action`: what a key asks the outside world to do; [`perform`] does it through a [`Door`]
+//! (`Control` in-process, the admin API when attached) and returns an [`Outcome`], and
+//! [`apply`] words that outcome for the status bar.
 //!
 //! The console never mutates state itself (house-style §4.3): [`App::on_key`](super::app::App::on_key)
 //! returns an `Action`, the run loop hands it to [`perform`], and the outcome goes back into
 //! the app with [`App::on_outcome`](super::app::App::on_outcome) (a status-bar line, or the
-//! settings editor's data / refusal). Keeping these plain functions of `&Control` lets tests
-//! drive them against a real core with a `ManualClock`.
+//! settings editor's data / refusal). Keeping these plain functions of `&dyn Door` lets tests
+//! drive them against a real core (`&Control`) with a `ManualClock`.
 
+use super::door::{Door, DoorError};
 use super::settings::{Field, SettingsView};
-use crate::core::control::{ClearReport, ClearTarget, Control, ControlError, SettingsPatch};
+use crate::core::control::{ClearReport, ClearTarget, ControlError, SettingsPatch};
 
 /// Something the run loop must do after a key (TEA's command).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -103,36 +105,44 @@ impl Action {
 /// Applies `action` through `control` and returns one status-bar line describing the result,
 /// e.g. `cleared 2, skipped 1 terminal: banned (key-b)` or `breaker 'openrouter' reset`.
 /// Refusals (unknown ids) come back as `failed: …`; nothing here panics.
-pub fn apply(control: &Control, action: Action) -> String {
+pub fn apply(control: &dyn Door, action: Action) -> String {
     perform(control, action).text()
 }
 
 /// The settings the editor shows, read from `control` now.
-pub fn settings_view(control: &Control) -> SettingsView {
-    let (effective, overrides) = control.settings();
-    SettingsView {
-        effective,
-        overrides,
-        file: control.file_settings(),
-    }
+pub fn settings_view(control: &dyn Door) -> Result<SettingsView, DoorError> {
+    let s = control.settings()?;
+    Ok(SettingsView {
+        effective: s.effective,
+        overrides: s.overrides,
+        file: s.file,
+    })
 }
 
-fn refused(e: ControlError) -> Outcome {
+fn refused(e: DoorError) -> Outcome {
     match e {
-        ControlError::Invalid { field, message } => Outcome::Rejected { field, message },
+        DoorError::Control(ControlError::Invalid { field, message }) => {
+            Outcome::Rejected { field, message }
+        }
         other => Outcome::Message(format!("settings not changed: {other}")),
     }
 }
 
+/// The editor's data after a settings action, with `message`; a failed read is the message.
+fn settings_outcome(control: &dyn Door, message: Option<String>) -> Outcome {
+    match settings_view(control) {
+        Ok(view) => Outcome::Settings {
+            view: Box::new(view),
+            message,
+        },
+        Err(e) => Outcome::Message(format!("cannot read the settings: {e}")),
+    }
+}
+
 /// Applies `action` through `control` and returns what came of it.
-pub fn perform(control: &Control, action: Action) -> Outcome {
+pub fn perform(control: &dyn Door, action: Action) -> Outcome {
     let text = match action {
-        Action::OpenSettings => {
-            return Outcome::Settings {
-                view: Box::new(settings_view(control)),
-                message: None,
-            };
-        }
+        Action::OpenSettings => return settings_outcome(control, None),
         Action::SaveSettings { patch, count } => {
             return match control.patch_settings(&patch) {
                 Ok(_) => Outcome::Saved { count },
@@ -141,11 +151,13 @@ pub fn perform(control: &Control, action: Action) -> Outcome {
         }
         Action::RevertSetting(field) => return revert_one(control, field),
         Action::RevertAllSettings => {
-            control.revert_settings();
-            return Outcome::Settings {
-                view: Box::new(settings_view(control)),
-                message: Some("reverted every setting to the config file".to_owned()),
-            };
+            if let Err(e) = control.revert_settings() {
+                return refused(e);
+            }
+            return settings_outcome(
+                control,
+                Some("reverted every setting to the config file".to_owned()),
+            );
         }
         Action::Quit => {
             control.request_shutdown();
@@ -168,15 +180,13 @@ pub fn perform(control: &Control, action: Action) -> Outcome {
             ),
             Err(e) => format!("fault not injected: {e}"),
         },
-        Action::ClearFaults => {
-            let n = control
-                .clear_faults(&crate::policy::fault::FaultSelector::All)
-                .len();
-            format!(
+        Action::ClearFaults => match control.clear_faults() {
+            Ok(n) => format!(
                 "cleared {n} injected fault{}",
                 if n == 1 { "" } else { "s" }
-            )
-        }
+            ),
+            Err(e) => format!("faults not cleared: {e}"),
+        },
         Action::ClearCooldowns(target) => match control.clear_cooldowns(&target) {
             Ok(report) => clear_summary(control, &report),
             Err(e) => format!("clear failed: {e}"),
@@ -197,32 +207,37 @@ pub fn perform(control: &Control, action: Action) -> Outcome {
 /// Reverts one override: the remaining overrides replace the current ones in one step
 /// (`Control::replace_settings`, validated against the file's values — dropping one may leave
 /// the rest invalid, e.g. `max_cooldown` below the file's base — and refused as a whole then).
-fn revert_one(control: &Control, field: Field) -> Outcome {
-    let (_, mut remaining) = control.settings();
+fn revert_one(control: &dyn Door, field: Field) -> Outcome {
+    let settings = match control.settings() {
+        Ok(s) => s,
+        Err(e) => return refused(e),
+    };
+    let mut remaining = settings.overrides;
     field.unset(&mut remaining);
-    let file = control.file_settings();
     if let Err(e) = control.replace_settings(&remaining) {
         return refused(e);
     }
-    Outcome::Settings {
-        view: Box::new(settings_view(control)),
-        message: Some(format!(
+    settings_outcome(
+        control,
+        Some(format!(
             "{} reverted to the file's value {}",
             field.key(),
-            field.value(&file)
+            field.value(&settings.file)
         )),
-    }
+    )
 }
 
 /// [`ClearReport::summary`] with the reason for each skipped terminal connection, e.g.
 /// `cleared 0, skipped 1 terminal: banned (key-b)`.
-fn clear_summary(control: &Control, report: &ClearReport) -> String {
+fn clear_summary(control: &dyn Door, report: &ClearReport) -> String {
     let summary = report.summary();
     if report.skipped_terminal.is_empty() {
         return summary;
     }
     // Statuses only for the skipped ids; a rare path, so a fresh snapshot is fine.
-    let snap = control.snapshot();
+    let Ok(snap) = control.snapshot() else {
+        return summary;
+    };
     let why: Vec<String> = report
         .skipped_terminal
         .iter()

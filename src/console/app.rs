@@ -96,6 +96,9 @@ pub struct App {
     /// shown below the live ones until [`RECENT_CAP`] live rows push them out; set with
     /// [`App::set_history`].
     history: Arc<Vec<RequestView>>,
+    /// An attached console lost its sluice: why (the header shows "reconnecting…"); `None`
+    /// while snapshots arrive (always, in-process). Set with [`App::set_link`].
+    pub link_lost: Option<String>,
 }
 
 /// Every connection in provider order, with its provider: the Cooldowns panel's rows.
@@ -112,6 +115,14 @@ impl App {
             snapshot,
             ..Self::default()
         }
+    }
+
+    /// Follows the snapshot feed's state (see [`super::door::Link`]).
+    pub fn set_link(&mut self, link: &super::door::Link) {
+        self.link_lost = match link {
+            super::door::Link::Live => None,
+            super::door::Link::Reconnecting(why) => Some(why.clone()),
+        };
     }
 
     /// Replaces the snapshot (filtered by [`App::filter`] when one is active). Open request

@@ -8,7 +8,9 @@
 //! function of the app, the [`theme::Theme`] and `now`, so tests render into a `TestBackend`.
 //!
 //! Operator commands (reset breakers, clear cooldowns, re-enable models, settings edits) leave
-//! `App::on_key` as [`action::Action`]s; [`action::perform`] runs them through `Control` and
+//! `App::on_key` as [`action::Action`]s; [`action::perform`] runs them through a
+//! [`door::Door`] — `Control` in-process ([`run`]), the admin API when attached to a running
+//! sluice ([`run_attached`], with a "reconnecting…" header while the link is down) — and
 //! the [`action::Outcome`] goes back to the app (status bar, settings editor). Destructive
 //! ones pass a confirm dialog first; `readonly` refuses them all.
 //!
@@ -22,6 +24,7 @@
 
 pub mod action;
 pub mod app;
+pub mod door;
 pub mod focus;
 pub mod keymap;
 pub mod panels;
@@ -43,6 +46,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use self::app::{Action, App, Focus};
+use self::door::{Door, Link};
 use self::keymap::Cmd;
 use self::theme::{Role, Theme};
 use crate::clock::{Clock, unix_ms};
@@ -113,7 +117,8 @@ pub fn render(frame: &mut Frame, app: &app::App, theme: &theme::Theme, now_unix_
         return;
     }
     let [header, tabs, body, status] = screen_areas(area, mode);
-    panels::header::render(frame, header, &app.snapshot, theme, now_unix_ms);
+    let notice = app.link_lost.as_ref().map(|_| "reconnecting…");
+    panels::header::render_with(frame, header, &app.snapshot, theme, now_unix_ms, notice);
     match mode {
         LayoutMode::Grid => render_grid(frame, body, app, theme, now_unix_ms),
         _ => {
@@ -367,6 +372,23 @@ pub fn run(
     opts: ConsoleOptions,
     shutdown: CancellationToken,
 ) -> io::Result<()> {
+    let (_live, link) = watch::channel(Link::Live);
+    run_attached(snapshots, Arc::new(control), link, clock, opts, shutdown)
+}
+
+/// [`run`] for any [`Door`]: `sluice console` passes the remote door and the link state of
+/// its snapshot feed (the header shows "reconnecting…" while it is not [`Link::Live`]). `q`
+/// calls [`Door::request_shutdown`] and returns.
+///
+/// Errors: terminal setup, drawing, or reading terminal events failed.
+pub fn run_attached(
+    snapshots: watch::Receiver<Arc<Snapshot>>,
+    control: Arc<dyn Door>,
+    link: watch::Receiver<Link>,
+    clock: Arc<dyn Clock>,
+    opts: ConsoleOptions,
+    shutdown: CancellationToken,
+) -> io::Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -381,7 +403,8 @@ pub fn run(
     runtime.block_on(event_loop(
         &mut terminal,
         snapshots,
-        &control,
+        link,
+        control.as_ref(),
         clock.as_ref(),
         &opts,
         &shutdown,
@@ -391,7 +414,8 @@ pub fn run(
 async fn event_loop(
     terminal: &mut ratatui::DefaultTerminal,
     mut snapshots: watch::Receiver<Arc<Snapshot>>,
-    control: &Control,
+    mut link: watch::Receiver<Link>,
+    control: &dyn Door,
     clock: &dyn Clock,
     opts: &ConsoleOptions,
     shutdown: &CancellationToken,
@@ -405,6 +429,8 @@ async fn event_loop(
     let mut tick = tokio::time::interval(opts.tick.max(MIN_TICK));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut snapshots_open = true;
+    let mut link_open = true;
+    app.set_link(&link.borrow_and_update());
     let mut dirty = true;
     let mut last_draw: Option<crate::clock::Instant> = None;
     let mut drawn_second = 0;
@@ -457,6 +483,13 @@ async fn event_loop(
                 }
                 Err(_) => snapshots_open = false,
             },
+            changed = link.changed(), if link_open => match changed {
+                Ok(()) => {
+                    app.set_link(&link.borrow_and_update());
+                    dirty = true;
+                }
+                Err(_) => link_open = false,
+            },
             _ = tick.tick() => {
                 let now_ms = unix_ms(clock.wall());
                 // Uptime ticks once a second; running countdowns redraw on every tick.
@@ -469,6 +502,8 @@ async fn event_loop(
     }
 }
 
+#[cfg(test)]
+mod door_tests;
 #[cfg(test)]
 mod fault_tests;
 #[cfg(test)]

@@ -7,7 +7,7 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::style::{Color, Modifier};
 
 use super::app::{App, Focus};
-use super::panels::{circuits, cooldowns, lockouts};
+use super::panels::{circuits, cooldowns, lockouts, providers};
 use super::test_support::*;
 use super::theme::{Role, Theme};
 
@@ -271,4 +271,15 @@ fn action_results_and_read_only_show_in_the_status_bar() {
         bar.contains("READ-ONLY") && bar.contains("read-only mode"),
         "{bar}"
     );
+}
+
+#[test]
+fn providers_show_each_providers_dialect() {
+    let theme = Theme::default();
+    let buf = paint(120, 12, |f| {
+        providers::render(f, f.area(), &app(), &theme, true)
+    });
+    assert!(line_with(&buf, "openrouter").contains("openai"));
+    let row = line_with(&buf, "anthropic");
+    assert_eq!(row.matches("anthropic").count(), 2, "id and dialect: {row}");
 }

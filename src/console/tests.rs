@@ -300,6 +300,8 @@ fn details_overlay_shows_the_selected_request() {
         "/v1/messages",
         "bytes    321  stream yes",
         "upstream closed the stream",
+        "format   client anthropic → upstream openai (translated)",
+        "anthropic→openai",
     ] {
         assert!(t.contains(want), "missing {want:?}:\n{t}");
     }
@@ -309,6 +311,8 @@ fn details_overlay_shows_the_selected_request() {
         t.contains("/v1/chat/completions") && t.contains("stream no"),
         "{t}"
     );
+    assert!(t.contains("client chat → upstream openai"), "{t}");
+    assert!(!t.contains("(translated)"), "{t}");
 }
 
 #[test]

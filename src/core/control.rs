@@ -6,8 +6,9 @@
 //! (the admin API as JSON, the console in its status bar).
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use super::Core;
@@ -53,8 +54,8 @@ pub enum ClearTarget {
 }
 
 /// Result of a clear: connection ids per outcome, and how many live lockouts went with them.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
 pub struct ClearReport {
     /// Connections whose cooldown or quota wait was removed.
     pub cleared: Vec<String>,
@@ -88,12 +89,36 @@ impl ClearReport {
 pub struct Control {
     core: Core,
     shutdown: CancellationToken,
+    /// Set by `sluice --readonly`: the admin API refuses every mutating request, so an
+    /// attached console cannot change state either. Shared by clones.
+    readonly: Arc<AtomicBool>,
 }
 
 impl Control {
-    /// A door onto `core`; `shutdown` is cancelled to stop sluice.
+    /// A door onto `core`; `shutdown` is cancelled to stop sluice. Not read-only.
     pub fn new(core: Core, shutdown: CancellationToken) -> Self {
-        Self { core, shutdown }
+        Self {
+            core,
+            shutdown,
+            readonly: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// Marks this sluice read-only (CLI `--readonly`): the admin API then answers every
+    /// POST/PUT/PATCH/DELETE with 403, whoever sends it (an attached console, a script).
+    pub fn set_readonly(&self, on: bool) {
+        self.readonly.store(on, Ordering::Relaxed);
+    }
+
+    /// True when started with `--readonly` (see [`Control::set_readonly`]).
+    pub fn is_readonly(&self) -> bool {
+        self.readonly.load(Ordering::Relaxed)
+    }
+
+    /// A receiver of the published snapshots (the same coalesced channel the in-process
+    /// console reads); the admin API's snapshot stream subscribes here.
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<Arc<super::snapshot::Snapshot>> {
+        self.core.subscribe()
     }
 
     /// Asks sluice to drain and stop (console `q`, SIGTERM).

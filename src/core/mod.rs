@@ -314,6 +314,11 @@ impl Core {
                 attempts: view.attempts,
                 bytes: view.bytes,
                 outcome: view.outcome.as_str().into(),
+                translated: view
+                    .attempt_log
+                    .last()
+                    .map(|a| a.translated.clone())
+                    .unwrap_or_default(),
                 injected: view.injected,
             });
         }

@@ -33,9 +33,8 @@ pub struct Snapshot {
     pub totals: Totals,
     /// Rolling last-minute statistics.
     pub last_minute: Window,
-    /// Most recent finished requests, newest first (at most [`RECENT_CAP`]). Not read back
-    /// when a snapshot is parsed (`sluice status` does not show them).
-    #[serde(skip_deserializing)]
+    /// Most recent finished requests, newest first (at most [`RECENT_CAP`]). Read back when a
+    /// snapshot is parsed, so an attached console (`sluice console`) shows them too.
     pub recent: Vec<RequestView>,
     /// Configured providers with live per-provider counters.
     pub providers: Vec<ProviderView>,
@@ -101,7 +100,8 @@ pub struct Window {
 }
 
 /// One finished request as the Requests panel shows it.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct RequestView {
     /// Sequence number since start.
     pub id: u64,
@@ -133,6 +133,10 @@ pub struct RequestView {
     pub skipped: Vec<SkippedView>,
     /// Every cooldown-aware wait (§4) the request made, in order.
     pub waits: Vec<WaitView>,
+    /// The client's format: `anthropic`, `chat` or `responses` (empty for `/v1/models`).
+    pub client_format: String,
+    /// The dialect of the last target tried (`anthropic` or `openai`; empty when none).
+    pub upstream_dialect: String,
     /// True when an attempt met an operator-injected fault (serialised only when true).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub injected: bool,
@@ -155,7 +159,8 @@ impl WaitView {
 
 /// One cooldown-aware wait of a request: every candidate was excluded by a short cooldown or
 /// lockout, and the request waited for the earliest to end.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct WaitView {
     /// The target whose exclusion ended first, `provider:connection/model`.
     pub target: String,
@@ -166,7 +171,8 @@ pub struct WaitView {
 }
 
 /// One upstream attempt of a request.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct AttemptView {
     /// `provider:connection/model`.
     pub target: String,
@@ -178,6 +184,9 @@ pub struct AttemptView {
     pub reason: String,
     /// Time to the response head (or the failure), ms.
     pub latency_ms: u64,
+    /// `client→upstream` when the request was translated for this target, e.g.
+    /// `anthropic→openai`; empty when it was forwarded in the client's format.
+    pub translated: String,
     /// True when an operator-injected fault answered (or delayed) this attempt (serialised
     /// only when true).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -185,7 +194,8 @@ pub struct AttemptView {
 }
 
 /// A candidate excluded before dispatch.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct SkippedView {
     /// `provider:connection/model`.
     pub target: String,

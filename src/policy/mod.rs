@@ -25,12 +25,12 @@ pub mod strategy;
 
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// What one attempt's outcome means to the resilience layers (spec §0 table, one variant per
 /// row). Produced once by [`classify`], consumed by breaker, cooldown and lockout, which
 /// never re-parse statuses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum OutcomeClass {
     /// 2xx and, for streams, a complete stream.

@@ -2,8 +2,9 @@
 //!
 //! A combo name expands to its targets in strategy order, each into its provider's
 //! connections (or the pinned one); any other model goes, unchanged, to the connections of the
-//! default providers whose dialect matches the route (DESIGN §4, spec §0 "Candidates").
-//! Targets of the other dialect are skipped with reason `dialect_mismatch`.
+//! first default provider whose dialect matches the route, or — when none does — of the first
+//! default provider (spec §0 "Candidates"). Targets of either dialect are candidates: the
+//! proxy translates a request for a provider of the other dialect (`src/translate/`).
 
 use crate::config::{Config, Dialect};
 
@@ -27,7 +28,7 @@ pub struct Candidate {
 pub struct Skipped {
     /// `provider/model` as configured.
     pub target: String,
-    /// Diagnostic reason, e.g. `dialect_mismatch`.
+    /// Diagnostic reason (an [`ExclusionReason`] word).
     pub reason: &'static str,
 }
 
@@ -36,7 +37,8 @@ pub struct Skipped {
 pub struct Plan {
     /// Candidates in the order they are tried.
     pub candidates: Vec<Candidate>,
-    /// Targets skipped before trying.
+    /// Targets skipped before trying (none today: every dialect is reachable through
+    /// translation; kept for diagnostics).
     pub skipped: Vec<Skipped>,
     /// The combo the model named, if any.
     pub combo: Option<String>,
@@ -56,13 +58,6 @@ pub fn plan(cfg: &Config, dialect: Dialect, model: &str) -> Plan {
             else {
                 continue;
             };
-            if p.dialect != dialect {
-                out.skipped.push(Skipped {
-                    target: t.to_string(),
-                    reason: "dialect_mismatch",
-                });
-                continue;
-            }
             for (ci, c) in p.connections.iter().enumerate() {
                 if t.connection.as_ref().is_some_and(|pin| pin != &c.id) {
                     continue;
@@ -78,13 +73,17 @@ pub fn plan(cfg: &Config, dialect: Dialect, model: &str) -> Plan {
         }
         return out;
     }
-    for id in &cfg.default_providers {
-        let Some((pi, p)) = cfg.providers.iter().enumerate().find(|(_, p)| &p.id == id) else {
-            continue;
-        };
-        if p.dialect != dialect {
-            continue;
-        }
+    let defaults: Vec<(usize, &crate::config::Provider)> = cfg
+        .default_providers
+        .iter()
+        .filter_map(|id| cfg.providers.iter().enumerate().find(|(_, p)| &p.id == id))
+        .collect();
+    // The first default provider of the route's dialect, else the first one (translated).
+    let pick = defaults
+        .iter()
+        .find(|(_, p)| p.dialect == dialect)
+        .or(defaults.first());
+    if let Some(&(pi, p)) = pick {
         for ci in 0..p.connections.len() {
             out.candidates.push(Candidate {
                 provider: pi,
@@ -94,8 +93,6 @@ pub fn plan(cfg: &Config, dialect: Dialect, model: &str) -> Plan {
                 target: 0,
             });
         }
-        // A model no combo names goes to the first provider whose dialect matches (DESIGN §4).
-        break;
     }
     out
 }
@@ -164,17 +161,25 @@ mod tests {
     }
 
     #[test]
-    fn combo_expands_targets_pins_connections_and_skips_other_dialects() {
+    fn plain_model_falls_back_to_the_first_default_provider_of_any_dialect() {
+        let c = cfg(&TWO.replace(
+            "default_provider = [\"oa\", \"an\"]",
+            "default_provider = [\"oa\"]",
+        ));
+        let p = plan(&c, Dialect::Anthropic, "claude-opus-4-1");
+        assert_eq!(p.candidates.len(), 1);
+        assert_eq!(
+            p.candidates[0].provider, 1,
+            "the openai provider, translated"
+        );
+    }
+
+    #[test]
+    fn combo_expands_targets_pins_connections_and_keeps_other_dialects() {
         let c = cfg(TWO);
         let p = plan(&c, Dialect::Anthropic, "fast");
         assert_eq!(p.combo.as_deref(), Some("fast"));
-        assert_eq!(
-            p.skipped,
-            vec![Skipped {
-                target: "oa/z-ai/glm-5".into(),
-                reason: "dialect_mismatch"
-            }]
-        );
+        assert!(p.skipped.is_empty(), "{:?}", p.skipped);
         let got: Vec<(usize, &str)> = p
             .candidates
             .iter()
@@ -183,6 +188,7 @@ mod tests {
         assert_eq!(
             got,
             vec![
+                (0, "z-ai/glm-5"),
                 (1, "claude-haiku-4-5"),
                 (0, "claude-sonnet-4-5"),
                 (1, "claude-sonnet-4-5")
@@ -210,7 +216,9 @@ pub enum ExclusionReason {
     Terminal,
     /// Anything else (auth / not found exclusions).
     Unavailable,
-    /// The target's provider speaks the other dialect (listed in diagnostics only).
+    /// The target's provider speaks the other dialect (listed in diagnostics only). No
+    /// longer produced since translation: every dialect is reachable; kept so the wire word
+    /// stays defined.
     DialectMismatch,
 }
 

@@ -21,6 +21,7 @@ use super::request::ClientRequest;
 use super::routes::Route;
 use super::sse::guard::Guards;
 use super::sse::hold::{Held, HoldEnd, HoldFailure, pre_commit_hold};
+use super::translated::{Seam, UpstreamBody};
 use crate::clock::Instant;
 use crate::config::{Connection, Provider};
 use crate::core::AttemptGuard;
@@ -56,8 +57,9 @@ pub enum LastFailure {
 pub enum AttemptResult {
     /// A 2xx SSE stream past its hold: relay it.
     Stream {
-        /// The upstream response (the body is the rest of the stream).
-        resp: Response<Incoming>,
+        /// The upstream response (the body is the rest of the stream, in the client's
+        /// format).
+        resp: Response<UpstreamBody>,
         /// What the hold read.
         held: Box<Held>,
     },
@@ -84,6 +86,8 @@ pub struct Target<'a> {
     pub provider: &'a Provider,
     /// Its connection.
     pub conn: &'a Connection,
+    /// Set when the request is translated for this target.
+    pub seam: Option<&'a Seam>,
 }
 
 /// An attempt's result, its time to the head and its in-flight guard.
@@ -174,15 +178,16 @@ fn upstream_request(
     route: Route,
     body: Bytes,
 ) -> Result<Request<Full<Bytes>>, ProxyError> {
-    let uri = state
-        .upstreams
-        .uri(t.cand.provider, req.path_and_query(route.path))
-        .map_err(|e| {
-            ProxyError::Unreachable(format!(
-                "bad upstream URL for provider '{}': {e}",
-                t.provider.id
-            ))
-        })?;
+    let path = match t.seam {
+        Some(seam) => seam.path(),
+        None => req.path_and_query(route.path),
+    };
+    let uri = state.upstreams.uri(t.cand.provider, path).map_err(|e| {
+        ProxyError::Unreachable(format!(
+            "bad upstream URL for provider '{}': {e}",
+            t.provider.id
+        ))
+    })?;
     let len = body.len();
     let mut up = Request::new(Full::new(body));
     *up.method_mut() = req.parts.method.clone();
@@ -194,6 +199,9 @@ fn upstream_request(
         req.client_key,
         len,
     );
+    if let Some(seam) = t.seam {
+        seam.adapt_headers(up.headers_mut());
+    }
     if let Some(allow) = &t.provider.anthropic_beta_allowlist {
         state.filter_betas(up.headers_mut(), &t.provider.id, allow);
     }
@@ -208,7 +216,7 @@ async fn judge(
     state: &Shared,
     t: &Target<'_>,
     route: Route,
-    mut resp: Response<Incoming>,
+    resp: Response<Incoming>,
     deadline: Instant,
     body_deadline: Instant,
 ) -> AttemptResult {
@@ -220,25 +228,13 @@ async fn judge(
         resp.headers(),
     );
     if !status.is_success() {
-        let (head, b) = resp.into_parts();
-        let bytes = read_error_body(b, t.provider.timeout).await;
-        let end = AttemptEnd::response(status.as_u16(), &head.headers, &bytes);
-        let classified = state.core.classify(t.cand.provider, &end);
-        tracing::info!(provider = %t.provider.id, connection = %t.conn.id, status = status.as_u16(), class = classified.class.as_str(), reason = %classified.reason, "upstream error");
-        return AttemptResult::Failed {
-            status: status.as_u16(),
-            classified: classified.clone(),
-            last: Box::new(LastFailure::Upstream {
-                status,
-                headers: head.headers,
-                body: bytes,
-                classified,
-            }),
-        };
+        return upstream_error(state, t, resp).await;
     }
     if !headers::is_event_stream(resp.headers()) {
         return read_complete(state, t, resp, deadline, body_deadline).await;
     }
+    let translator = t.seam.and_then(Seam::stream);
+    let mut resp = resp.map(|b| UpstreamBody::new(b, translator));
     let guards = Guards::from_settings(&state.core.settings_snapshot().stream);
     let clock = state.core.clock().clone();
     let hold = pre_commit_hold(clock.as_ref(), route.sse_kind(), guards, resp.body_mut());
@@ -246,6 +242,35 @@ async fn judge(
         Err(_) => AttemptResult::OutOfTime,
         Ok(HoldEnd::Held(held)) => AttemptResult::Stream { resp, held },
         Ok(HoldEnd::Failed(f)) => hold_failed(state, t, f),
+    }
+}
+
+/// A non-2xx answer: its body is read and classified by the provider's own rules (429
+/// hints, quota text, restatement), then — for a translated target — rendered in the
+/// client's format with the same status and headers (`retry-after` kept).
+async fn upstream_error(state: &Shared, t: &Target<'_>, resp: Response<Incoming>) -> AttemptResult {
+    let status = resp.status();
+    let (mut head, b) = resp.into_parts();
+    let mut bytes = read_error_body(b, t.provider.timeout).await;
+    let end = AttemptEnd::response(status.as_u16(), &head.headers, &bytes);
+    let classified = state.core.classify(t.cand.provider, &end);
+    tracing::info!(provider = %t.provider.id, connection = %t.conn.id, status = status.as_u16(), class = classified.class.as_str(), reason = %classified.reason, "upstream error");
+    if let Some(seam) = t.seam {
+        bytes = seam.error_body(status.as_u16(), &bytes);
+        head.headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+    }
+    AttemptResult::Failed {
+        status: status.as_u16(),
+        classified: classified.clone(),
+        last: Box::new(LastFailure::Upstream {
+            status,
+            headers: head.headers,
+            body: bytes,
+            classified,
+        }),
     }
 }
 
@@ -271,13 +296,22 @@ async fn read_complete(
             "the upstream response body was not complete within the provider timeout ({})",
             humantime::format_duration(t.provider.timeout)
         ),
-        Ok(Ok(c)) => {
-            let mut out = Response::new(Full::new(c.to_bytes()));
-            *out.status_mut() = head.status;
-            *out.headers_mut() = headers::client_response(&head.headers, false);
-            out.headers_mut().remove(header::CONTENT_LENGTH);
-            return AttemptResult::Complete(out);
-        }
+        Ok(Ok(c)) => match complete_body(t, c.to_bytes()) {
+            Ok(body) => {
+                let mut out = Response::new(Full::new(body));
+                *out.status_mut() = head.status;
+                *out.headers_mut() = headers::client_response(&head.headers, false);
+                out.headers_mut().remove(header::CONTENT_LENGTH);
+                if t.seam.is_some() {
+                    out.headers_mut().insert(
+                        header::CONTENT_TYPE,
+                        HeaderValue::from_static("application/json"),
+                    );
+                }
+                return AttemptResult::Complete(out);
+            }
+            Err(e) => return untranslatable_reply(state, t, &e),
+        },
         Ok(Err(e))
             if e.downcast_ref::<http_body_util::LengthLimitError>()
                 .is_some() =>
@@ -294,6 +328,32 @@ async fn read_complete(
         status: head.status.as_u16(),
         classified,
         last: Box::new(LastFailure::Transport(ProxyError::Unreachable(err))),
+    }
+}
+
+/// A complete 2xx body as the client gets it (translated for a translated target).
+fn complete_body(t: &Target<'_>, body: Bytes) -> Result<Bytes, crate::translate::TranslateError> {
+    match t.seam {
+        Some(seam) => seam.complete_body(&body),
+        None => Ok(body),
+    }
+}
+
+/// A 2xx reply that is not what its dialect promises (no choices, not JSON): the
+/// provider's failure, answered with 502 if nothing else serves.
+fn untranslatable_reply(
+    state: &Shared,
+    t: &Target<'_>,
+    e: &crate::translate::TranslateError,
+) -> AttemptResult {
+    let msg = e.to_string();
+    tracing::info!(provider = %t.provider.id, connection = %t.conn.id, error = %msg, "upstream reply cannot be translated");
+    let none = HeaderMap::new();
+    let end = AttemptEnd::response(502, &none, msg.as_bytes());
+    AttemptResult::Failed {
+        status: 200,
+        classified: state.core.classify(t.cand.provider, &end),
+        last: Box::new(LastFailure::Transport(ProxyError::Unreachable(msg))),
     }
 }
 

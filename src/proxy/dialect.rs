@@ -80,6 +80,10 @@ pub enum ProxyError {
     /// Every candidate was excluded before dispatch (spec §8 rows 3–6).
     #[error("{}", excluded_message(.0))]
     Excluded(Box<Excluded>),
+    /// The request has a field the provider's dialect has no counterpart for (or it is
+    /// malformed); decided before anything was sent.
+    #[error("{0}")]
+    Untranslatable(crate::translate::TranslateError),
 }
 
 /// The §8 answer when nothing is eligible, with its diagnostics.
@@ -135,6 +139,9 @@ impl ProxyError {
             Self::Admission(r) => {
                 StatusCode::from_u16(r.code.status()).unwrap_or(StatusCode::TOO_MANY_REQUESTS)
             }
+            Self::Untranslatable(e) => {
+                StatusCode::from_u16(e.status()).unwrap_or(StatusCode::BAD_REQUEST)
+            }
         }
     }
 
@@ -156,6 +163,7 @@ impl ProxyError {
             Self::Admission(r) => r.code.code(),
             Self::Restated { status: 429, .. } => "rate_limit_exceeded",
             Self::Restated { .. } => "upstream_error",
+            Self::Untranslatable(_) => "untranslatable_field",
         }
     }
 }
@@ -192,6 +200,12 @@ pub fn openai_type(status: StatusCode) -> &'static str {
 /// The JSON body of `err` in `dialect`. §8 errors carry a `sluice` object with `code`,
 /// `retry_after` (s), `reset_at` (RFC 3339) and `diagnostics.excluded[]`.
 pub fn body(err: &ProxyError, dialect: Dialect) -> Bytes {
+    if let ProxyError::Untranslatable(e) = err {
+        return e.client_body(match dialect {
+            Dialect::Anthropic => crate::translate::ClientFormat::Anthropic,
+            Dialect::OpenAi => crate::translate::ClientFormat::Chat,
+        });
+    }
     let status = err.status();
     let message = err.to_string();
     let mut v = match dialect {

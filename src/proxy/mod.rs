@@ -17,6 +17,7 @@ pub mod response;
 pub mod routes;
 pub mod server;
 pub mod sse;
+pub mod translated;
 pub mod upstream;
 
 use std::sync::Arc;

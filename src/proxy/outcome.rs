@@ -5,7 +5,6 @@
 use bytes::Bytes;
 use http::Response;
 use http_body_util::Full;
-use hyper::body::Incoming;
 
 use super::Shared;
 use super::dialect::{self, ProxyError};
@@ -14,6 +13,7 @@ use super::relay::{Finish, RelayBody};
 use super::routes::Route;
 use super::sse::guard::Guards;
 use super::sse::hold::Held;
+use super::translated::UpstreamBody;
 use crate::clock::Instant;
 use crate::core::admission::Admitted;
 use crate::core::resilience::Ticket;
@@ -23,7 +23,7 @@ use crate::core::{AttemptGuard, RequestGuard};
 /// A 2xx SSE attempt past its pre-commit hold, ready to relay.
 pub struct Streamed {
     /// The upstream response (head and the rest of the body).
-    pub resp: Response<Incoming>,
+    pub resp: Response<UpstreamBody>,
     /// What the hold read.
     pub held: Box<Held>,
     /// The attempt (in-flight count) until the stream ends.
@@ -67,6 +67,7 @@ impl Pending {
             guard: Some(state.core.begin_request()),
             view: RequestView {
                 route: route.path.to_string(),
+                client_format: super::translated::client_format(route).as_str().into(),
                 ..Default::default()
             },
         }

@@ -17,9 +17,9 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use super::translated::UpstreamBody;
 use bytes::{Bytes, BytesMut};
 use http_body::{Body, Frame, SizeHint};
-use hyper::body::Incoming;
 use tokio::time::Sleep;
 use tokio_util::sync::WaitForCancellationFutureOwned;
 
@@ -115,7 +115,7 @@ impl Finish {
 
 /// A relayed 2xx SSE response body.
 pub struct RelayBody {
-    upstream: Incoming,
+    upstream: UpstreamBody,
     stop: Pin<Box<WaitForCancellationFutureOwned>>,
     kind: SseKind,
     inspect: Inspect,
@@ -141,7 +141,7 @@ impl RelayBody {
     /// include content, else they stay held (heartbeats keep the client alive) until content
     /// arrives. `deadline` ends the stream with an execution-timeout error event.
     pub fn new(
-        upstream: Incoming,
+        upstream: UpstreamBody,
         stop: WaitForCancellationFutureOwned,
         kind: SseKind,
         held: Held,

@@ -180,39 +180,61 @@ async fn models(state: &Shared, req: Request<Incoming>) -> Response<Full<Bytes>>
         .iter()
         .map(|c| (c.name.clone(), "sluice".to_string()))
         .collect();
-    if let Some((owner, listed)) = upstream_models(state, req, want).await {
-        ids.extend(listed.into_iter().map(|id| (id, owner.clone())));
+    let (parts, _) = req.into_parts();
+    for pick in model_sources(&cfg, want) {
+        if let Some((owner, listed)) = upstream_models(state, &parts, pick).await {
+            ids.extend(listed.into_iter().map(|id| (id, owner.clone())));
+        }
     }
     models_list(ids)
 }
 
-/// The model ids the first default provider of `want` lists, with that provider's id.
-async fn upstream_models(
-    state: &Shared,
-    req: Request<Incoming>,
-    want: Dialect,
-) -> Option<(String, Vec<String>)> {
-    let cfg = state.core.config().clone();
-    let pick = cfg
+/// The providers whose models are listed: the first default provider of `want`, then the
+/// first default provider of the other dialect (its models are reachable by translation).
+fn model_sources(cfg: &crate::config::Config, want: Dialect) -> Vec<usize> {
+    let defaults: Vec<usize> = cfg
         .default_providers
         .iter()
         .filter_map(|id| cfg.providers.iter().position(|p| &p.id == id))
-        .find(|&i| cfg.providers[i].dialect == want)
-        .or_else(|| {
-            cfg.default_providers
-                .first()
-                .and_then(|id| cfg.providers.iter().position(|p| &p.id == id))
-        })?;
+        .collect();
+    let first_of = |d: Dialect| {
+        defaults
+            .iter()
+            .copied()
+            .find(|&i| cfg.providers[i].dialect == d)
+    };
+    let other = match want {
+        Dialect::Anthropic => Dialect::OpenAi,
+        Dialect::OpenAi => Dialect::Anthropic,
+    };
+    let mut out: Vec<usize> = [first_of(want), first_of(other)]
+        .into_iter()
+        .flatten()
+        .collect();
+    if out.is_empty() {
+        out.extend(defaults.first());
+    }
+    out
+}
+
+/// The model ids provider `pick` lists, with that provider's id.
+async fn upstream_models(
+    state: &Shared,
+    parts: &http::request::Parts,
+    pick: usize,
+) -> Option<(String, Vec<String>)> {
+    let cfg = state.core.config().clone();
     let provider = cfg.providers.get(pick)?;
     let route = Route {
         kind: RouteKind::Models,
         path: "/v1/models",
         dialect: provider.dialect,
     };
-    let (parts, _) = req.into_parts();
     let client_key = headers::check_client_key(&parts.headers, &cfg.server.client_keys)
         .ok()
         .flatten();
+    let mut parts = parts.clone();
+    translate_list_credential(&mut parts.headers, provider.dialect);
     let req = ClientRequest {
         parts,
         body: Bytes::new(),
@@ -248,6 +270,22 @@ async fn upstream_models(
         .filter_map(|m| m.get("id").and_then(Value::as_str).map(str::to_owned))
         .collect();
     Some((provider.id.clone(), listed))
+}
+
+/// A passed-through credential for a provider of the other dialect moves to its header
+/// (`x-api-key` ↔ `Authorization: Bearer`), as for translated requests.
+fn translate_list_credential(h: &mut http::HeaderMap, upstream: Dialect) {
+    let seam = super::translated::Seam {
+        upstream,
+        context: crate::translate::ResponseContext::default(),
+    };
+    let native = match upstream {
+        Dialect::Anthropic => h.contains_key("anthropic-version"),
+        Dialect::OpenAi => !h.contains_key("anthropic-version"),
+    };
+    if !native {
+        seam.adapt_headers(h);
+    }
 }
 
 /// The list response for `(id, owner)` pairs, first occurrence of each id kept.

@@ -19,7 +19,7 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use super::Shared;
-use super::routes::{self, ProxyBody};
+use super::routes;
 use crate::config::validate::DEFAULT_HEADER_READ_TIMEOUT;
 
 /// Largest request head (request line plus headers) a client may send, in bytes; a larger
@@ -72,8 +72,9 @@ pub async fn serve(
 }
 
 /// Generic accept loop: spawns one task per connection running `handler` per request, at
-/// most `limits.max_connections` (at least 1) at once.
-pub async fn serve_http<F, Fut>(
+/// most `limits.max_connections` (at least 1) at once. `B` is the response body type (the
+/// inference listener's [`routes::ProxyBody`], the admin listener's own).
+pub async fn serve_http<F, Fut, B>(
     listener: TcpListener,
     shutdown: CancellationToken,
     what: &'static str,
@@ -81,7 +82,9 @@ pub async fn serve_http<F, Fut>(
     handler: F,
 ) where
     F: Fn(Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
-    Fut: Future<Output = Response<ProxyBody>> + Send + 'static,
+    Fut: Future<Output = Response<B>> + Send + 'static,
+    B: hyper::body::Body<Data = bytes::Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     let slots = Arc::new(Semaphore::new(
         usize::try_from(limits.max_connections.max(1)).unwrap_or(usize::MAX),

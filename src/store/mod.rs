@@ -146,6 +146,8 @@ pub struct RequestLogRow {
     pub bytes: u64,
     /// Outcome word (see `RequestView::outcome`).
     pub outcome: String,
+    /// `anthropic→openai` when the last attempt was translated; empty otherwise.
+    pub translated: String,
     /// Whether an attempt met an operator-injected fault (`RequestView::injected`).
     pub injected: bool,
 }
@@ -318,7 +320,7 @@ impl Store {
     pub fn recent_requests(&self, limit: usize) -> Result<Vec<RequestLogRow>, StoreError> {
         self.with_reader(|conn| {
             let mut stmt = conn.prepare_cached(
-                "SELECT at_unix_ms, route, client_model, target, status, latency_ms, attempts, bytes, outcome, injected
+                "SELECT at_unix_ms, route, client_model, target, status, latency_ms, attempts, bytes, outcome, translated, injected
                  FROM request_log ORDER BY id DESC LIMIT ?1",
             )?;
             let limit = i64::try_from(limit).unwrap_or(i64::MAX);
@@ -333,7 +335,8 @@ impl Store {
                     attempts: u32::try_from(r.get::<_, i64>(6)?).unwrap_or(0),
                     bytes: from_sql_int(r.get(7)?),
                     outcome: r.get(8)?,
-                    injected: r.get::<_, i64>(9)? != 0,
+                    translated: r.get(9)?,
+                    injected: r.get::<_, i64>(10)? != 0,
                 })
             })?;
             rows.collect()

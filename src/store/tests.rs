@@ -31,6 +31,7 @@ pub(super) fn row(at: u64, n: u32) -> RequestLogRow {
         attempts: 1 + n % 3,
         bytes: 4096 * u64::from(n),
         outcome: "ok".into(),
+        translated: String::new(),
         injected: n == 48,
     }
 }

@@ -468,7 +468,7 @@ fn v1_database_migrates_to_v2_keeping_its_data() {
     let store = Store::open(&cfg(&path)).unwrap();
     assert_eq!(
         schema::user_version(&raw(&path)).unwrap(),
-        i64::from(schema::SCHEMA_VERSION)
+        i64::from(SCHEMA_VERSION)
     );
     assert_eq!(store.request_log_count().unwrap(), 1);
     assert_eq!(

@@ -346,8 +346,8 @@ pub(crate) fn write_batch(
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     {
         let mut stmt = tx.prepare_cached(
-            "INSERT INTO request_log (at_unix_ms, route, client_model, target, status, latency_ms, attempts, bytes, outcome, injected)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+            "INSERT INTO request_log (at_unix_ms, route, client_model, target, status, latency_ms, attempts, bytes, outcome, translated, injected)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
         )?;
         for r in rows {
             stmt.execute(params![
@@ -360,6 +360,7 @@ pub(crate) fn write_batch(
                 r.attempts,
                 to_sql_int(r.bytes),
                 r.outcome,
+                r.translated,
                 i64::from(r.injected),
             ])?;
         }

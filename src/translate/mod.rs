@@ -61,6 +61,7 @@
 mod count;
 mod error;
 mod error_body;
+mod foreign_thinking;
 mod options;
 pub mod request;
 pub mod response;
@@ -73,6 +74,7 @@ mod tests;
 pub use count::{count_tokens_body, estimate_input_tokens};
 pub use error::TranslateError;
 pub use error_body::translate_error;
+pub use foreign_thinking::strip_unsigned_thinking;
 pub use options::{ClientFormat, ResponseContext, TargetOptions, TranslatedRequest};
 pub use response::translate_response;
 pub use stream::StreamTranslator;

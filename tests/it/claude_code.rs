@@ -119,10 +119,15 @@ struct Run {
 
 /// Runs `node cli.js -p PROMPT` with a clean environment; kills it after [`RUN_TIMEOUT`].
 fn run_claude(cli: &Path, base_url: &str, home: &Path, prompt: &str) -> Run {
+    run_claude_with(cli, base_url, home, &["-p", prompt])
+}
+
+/// Runs `node cli.js ARGS…` like [`run_claude`].
+fn run_claude_with(cli: &Path, base_url: &str, home: &Path, args: &[&str]) -> Run {
     let path = std::env::var("PATH").unwrap_or_default();
     let mut child = Command::new("node")
         .arg(cli)
-        .args(["-p", prompt])
+        .args(args)
         .env_clear()
         .env("PATH", path)
         .env("HOME", home)
@@ -233,6 +238,137 @@ async fn claude_code_completes_a_prompt_through_sluice() {
             && r.status == 200
             && r.outcome == sluice::core::snapshot::RequestOutcome::Ok),
         "snapshot counted the request: {:#?}",
+        snap.recent
+    );
+    s.stop().await;
+}
+
+/// sluice in front of a provider that speaks only OpenAI Chat Completions.
+const CHAT_ONLY_CONFIG: &str = r#"
+[routing]
+default_provider = "local"
+
+[[providers]]
+id = "local"
+dialect = "openai"
+base_url = "{MOCK}"
+
+  [[providers.connections]]
+  id = "mine"
+  auth = "passthrough"
+"#;
+
+const MARKER: &str = "sluice-tool-marker-5d21";
+const FINAL: &str = "sluice-final-answer-9c04";
+
+/// One chat-completion chunk as a `data:` line.
+fn chat_chunk(delta: serde_json::Value, finish: Option<&str>) -> bytes::Bytes {
+    let c = serde_json::json!({"id": "chatcmpl-e2e", "object": "chat.completion.chunk", "created": 0,
+        "model": "mock-chat", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
+    bytes::Bytes::from(format!("data: {c}\n\n"))
+}
+
+/// A streamed chat turn that calls Claude Code's `Bash` tool with `echo MARKER`.
+fn bash_tool_call_stream() -> Reply {
+    let args =
+        serde_json::json!({"command": format!("echo {MARKER}"), "description": "Print the marker"});
+    Reply::sse_chunks(vec![
+        chat_chunk(
+            serde_json::json!({"role": "assistant", "content": ""}),
+            None,
+        ),
+        chat_chunk(
+            serde_json::json!({"tool_calls": [{"index": 0, "id": "call_e2e_1", "type": "function",
+                "function": {"name": "Bash", "arguments": args.to_string()}}]}),
+            None,
+        ),
+        chat_chunk(serde_json::json!({}), Some("tool_calls")),
+        bytes::Bytes::from_static(b"data: [DONE]\n\n"),
+    ])
+}
+
+/// A streamed chat turn answering with `text`.
+fn text_stream(text: &str) -> Reply {
+    Reply::sse_chunks(vec![
+        chat_chunk(
+            serde_json::json!({"role": "assistant", "content": text}),
+            None,
+        ),
+        chat_chunk(serde_json::json!({}), Some("stop")),
+        bytes::Bytes::from_static(b"data: [DONE]\n\n"),
+    ])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_code_runs_a_tool_through_a_chat_only_provider() {
+    let cli = tokio::task::spawn_blocking(ensure_claude_code)
+        .await
+        .unwrap();
+    let mock = MockUpstream::start().await;
+    mock.speak_only_chat();
+    // The tool result comes back as a `tool` message: answer it with the final text; the
+    // turn that offers the Bash tool gets the tool call; anything else the default reply.
+    mock.on("/v1/chat/completions")
+        .body_contains("\"role\":\"tool\"")
+        .reply(text_stream(FINAL));
+    mock.on("/v1/chat/completions")
+        .body_contains("\"name\":\"Bash\"")
+        .reply(bash_tool_call_stream());
+    let s = Sluice::start(&fill(CHAT_ONLY_CONFIG, &mock), &[]).await;
+    let home = tempfile::tempdir().unwrap();
+
+    let base_url = s.base_url();
+    let home_path = home.path().to_path_buf();
+    let run = tokio::task::spawn_blocking(move || {
+        let prompt = format!("Run `echo {MARKER}` with the Bash tool, then report.");
+        run_claude_with(
+            &cli,
+            &base_url,
+            &home_path,
+            &["-p", &prompt, "--allowedTools", "Bash"],
+        )
+    })
+    .await
+    .unwrap();
+
+    let seen = mock.requests();
+    assert!(
+        run.success,
+        "claude -p failed (exit {:?}): {run:#?}\nupstream saw: {seen:#?}",
+        run.code
+    );
+    assert!(seen.iter().all(|r| r.path != "/v1/messages"), "{seen:#?}");
+    let tool_result = seen.iter().find(|r| {
+        let body = String::from_utf8_lossy(&r.body);
+        body.contains("\"role\":\"tool\"") && body.contains("call_e2e_1")
+    });
+    let tool_result =
+        tool_result.unwrap_or_else(|| panic!("no tool result reached the mock: {seen:#?}"));
+    let messages = tool_result.json()["messages"].clone();
+    let tool = messages
+        .as_array()
+        .and_then(|m| m.iter().find(|m| m["role"] == "tool"))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(tool["tool_call_id"], "call_e2e_1", "{messages:#}");
+    assert!(
+        tool["content"]
+            .as_str()
+            .unwrap_or_default()
+            .contains(MARKER),
+        "Claude Code ran `echo` and sent its output back: {tool:#}"
+    );
+    assert!(
+        run.stdout.contains(FINAL),
+        "stdout lacks the final text: {run:#?}"
+    );
+    let snap = s.wait_requests(2).await;
+    assert!(
+        snap.recent.iter().any(|r| r
+            .attempt_log
+            .iter()
+            .any(|a| a.translated == "anthropic→openai")),
+        "{:#?}",
         snap.recent
     );
     s.stop().await;

@@ -17,8 +17,9 @@ const PASTED_SECRETS: [&str; 2] = [
     "sk-ant-api03-0123456789abcdefABCDEF0123",
 ];
 
-const VARS: [(&str, &str); 3] = [
+const VARS: [(&str, &str); 4] = [
     ("OPENROUTER_API_KEY", OPENROUTER_KEY),
+    ("ANTHROPIC_API_KEY", "sk-ant-readme-example-key"),
     ("SLUICE_ADMIN_TOKEN", ADMIN_TOKEN),
     ("SLUICE_CLIENT_KEYS", CLIENT_KEYS),
 ];

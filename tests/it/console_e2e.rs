@@ -8,109 +8,16 @@
 //! a private socket in the temp dir and is killed by a guard, also when an assertion fails.
 
 use std::path::Path;
-use std::process::{Command, Output};
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
 use crate::support::client;
+use crate::support::tmux::{Panes, free_port, tmux_or_skip};
 use crate::support::{MockUpstream, Reply};
 
 /// The longest any one wait in this test may take.
 const WAIT: Duration = Duration::from_secs(5);
-
-/// A tmux server on a private socket (a path in the test's temp dir) with one session;
-/// killed on drop.
-struct Tmux {
-    socket: std::path::PathBuf,
-}
-
-impl Tmux {
-    fn run(&self, args: &[&str]) -> Output {
-        Command::new("tmux")
-            .arg("-S")
-            .arg(&self.socket)
-            .args(args)
-            .output()
-            .expect("run tmux")
-    }
-
-    /// Starts `command` in a detached 120×40 session named `console`.
-    fn start(socket: std::path::PathBuf, command: &str) -> Tmux {
-        let t = Tmux { socket };
-        let out = t.run(&[
-            "new-session",
-            "-d",
-            "-s",
-            "console",
-            "-x",
-            "120",
-            "-y",
-            "40",
-            command,
-        ]);
-        assert!(out.status.success(), "tmux new-session: {out:?}");
-        // Keep the pane (and its last screen) if sluice exits, for the failure message.
-        t.run(&["set-option", "-t", "console", "remain-on-exit", "on"]);
-        t
-    }
-
-    fn keys(&self, keys: &[&str]) {
-        let mut args = vec!["send-keys", "-t", "console"];
-        args.extend_from_slice(keys);
-        let out = self.run(&args);
-        assert!(out.status.success(), "tmux send-keys {keys:?}: {out:?}");
-    }
-
-    fn screen(&self) -> String {
-        String::from_utf8_lossy(&self.run(&["capture-pane", "-p", "-t", "console"]).stdout)
-            .into_owned()
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = self.run(&["kill-session", "-t", "console"]);
-        let _ = self.run(&["kill-server"]);
-    }
-}
-
-fn tmux_available() -> bool {
-    Command::new("tmux")
-        .arg("-V")
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
-/// Whether the test runs: with tmux always; without it, `Err` (a failure) when `ci` (the
-/// `CI` variable) is `true` or `1`, else `Ok(false)` (skipped locally).
-fn must_run(tmux: bool, ci: Option<&str>) -> Result<bool, String> {
-    let in_ci = ci.is_some_and(|v| v.eq_ignore_ascii_case("true") || v == "1");
-    match (tmux, in_ci) {
-        (true, _) => Ok(true),
-        (false, true) => Err(
-            "tmux is not installed but CI=true: .ci/run installs it; this test must run in CI"
-                .into(),
-        ),
-        (false, false) => Ok(false),
-    }
-}
-
-#[test]
-fn missing_tmux_fails_under_ci_and_skips_locally() {
-    assert_eq!(must_run(true, Some("true")), Ok(true));
-    assert_eq!(must_run(true, None), Ok(true));
-    assert!(must_run(false, Some("true")).is_err());
-    assert!(must_run(false, Some("1")).is_err());
-    assert_eq!(must_run(false, None), Ok(false));
-    assert_eq!(must_run(false, Some("false")), Ok(false));
-}
-
-/// A port that was free a moment ago (bound to `127.0.0.1:0`, read, released).
-fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().port()
-}
 
 fn config(dir: &Path, listen: u16, admin: u16, upstream: &str) -> String {
     format!(
@@ -168,7 +75,7 @@ async fn key_a(admin: &str) -> Option<Value> {
 }
 
 /// Polls `check` every 50 ms until it holds, at most about [`WAIT`].
-async fn eventually<F, Fut>(what: &str, tmux: &Tmux, mut check: F)
+async fn eventually<F, Fut>(what: &str, tmux: &Panes, mut check: F)
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
@@ -180,18 +87,16 @@ where
         }
         tokio::time::sleep(STEP).await;
     }
-    panic!("timed out waiting for {what}; screen:\n{}", tmux.screen());
+    panic!(
+        "timed out waiting for {what}; screen:\n{}",
+        tmux.screen("console")
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clear_key_in_the_console_clears_a_cooled_connection() {
-    match must_run(tmux_available(), std::env::var("CI").ok().as_deref()) {
-        Ok(true) => {}
-        Ok(false) => {
-            eprintln!("SKIPPED console_e2e: tmux is not installed (CI=true makes this a failure)");
-            return;
-        }
-        Err(e) => panic!("{e}"),
+    if !tmux_or_skip("console_e2e") {
+        return;
     }
     let mock = MockUpstream::start().await;
     mock.on("*").reply(Reply::openai_error(
@@ -214,7 +119,10 @@ async fn clear_key_in_the_console_clears_a_cooled_connection() {
         path.display(),
         dir.path().join("stderr.txt").display()
     );
-    let tmux = Tmux::start(dir.path().join("tmux.sock"), &command);
+    let tmux = Panes {
+        socket: dir.path().join("tmux.sock"),
+    };
+    tmux.start("console", &command);
     let admin = format!("http://127.0.0.1:{admin_port}");
 
     eventually("the admin API", &tmux, || async {
@@ -222,7 +130,7 @@ async fn clear_key_in_the_console_clears_a_cooled_connection() {
     })
     .await;
     eventually("the console", &tmux, || {
-        let s = tmux.screen();
+        let s = tmux.screen("console");
         async move { s.contains("Cooldowns") && s.contains("key-a") }
     })
     .await;
@@ -237,18 +145,18 @@ async fn clear_key_in_the_console_clears_a_cooled_connection() {
     let row = key_a(&admin).await.expect("cooldowns row");
     assert_eq!(row["status"], "cooling", "{row:#}");
     eventually("the cooling row on screen", &tmux, || {
-        let s = tmux.screen();
+        let s = tmux.screen("console");
         async move { s.contains("cooling") }
     })
     .await;
 
-    tmux.keys(&["2"]);
+    tmux.keys("console", &["2"]);
     eventually("Cooldowns focused", &tmux, || {
-        let s = tmux.screen();
+        let s = tmux.screen("console");
         async move { s.contains("space mark") }
     })
     .await;
-    tmux.keys(&["c"]);
+    tmux.keys("console", &["c"]);
     eventually("key-a active through the admin API", &tmux, || async {
         key_a(&admin)
             .await
@@ -256,11 +164,11 @@ async fn clear_key_in_the_console_clears_a_cooled_connection() {
     })
     .await;
     eventually("\"cleared 1\" in the status bar", &tmux, || {
-        let s = tmux.screen();
+        let s = tmux.screen("console");
         async move { s.contains("cleared 1") }
     })
     .await;
-    let screen = tmux.screen();
+    let screen = tmux.screen("console");
     let status_bar = screen
         .lines()
         .rfind(|l| !l.trim().is_empty())
@@ -269,5 +177,5 @@ async fn clear_key_in_the_console_clears_a_cooled_connection() {
         status_bar.contains("cleared 1"),
         "status bar: {status_bar}\n{screen}"
     );
-    tmux.keys(&["q"]);
+    tmux.keys("console", &["q"]);
 }

@@ -284,6 +284,31 @@ async fn the_admin_api_validates_lists_and_clears_faults() {
     expect_status(&put, 405, "PUT");
 }
 
+#[tokio::test]
+async fn a_readonly_sluice_refuses_to_inject_or_clear() {
+    let mock = MockUpstream::start().await;
+    let cfg = Cfg::new(D::Anthropic, 1).build(&mock);
+    let (s, _clock) = Sluice::start_manual(&cfg, ENV).await;
+    inject(&s, json!({"target": "p", "kind": "503"})).await;
+    s.control().set_readonly(true);
+    let post = admin(
+        &s,
+        Method::POST,
+        "/api/faults",
+        json!({"target": "p", "kind": "reset"}),
+    )
+    .await;
+    expect_status(&post, 403, "inject while read-only");
+    assert!(post.text().contains("read-only"), "{}", post.text());
+    let del = admin(&s, Method::DELETE, "/api/faults", Value::Null).await;
+    expect_status(&del, 403, "clear while read-only");
+    let listed = admin_get(&s, "/api/faults").await;
+    assert_eq!(
+        listed["faults"][0]["kind"], "503",
+        "listing still works; nothing changed"
+    );
+}
+
 // === stream faults (real clock, millisecond guards) ===
 
 const STREAMS: &str = "[resilience.stream]\nheartbeat_interval = \"60ms\"\nreadiness_timeout = \"150ms\"\ncontent_stall_timeout = \"300ms\"\n";

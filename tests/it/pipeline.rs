@@ -1,7 +1,7 @@
 //! The request path's stages end to end: zombie fallback with the default timer ratio,
 //! cooldown-aware waits (recorded, with heartbeats on a stream), configuration-problem
-//! transport errors, `/v1/models` through the resilience layers, `dialect_mismatch` in the
-//! diagnostics, the execution budget, complete non-streaming bodies, UTF-8 request bodies and
+//! transport errors, `/v1/models` through the resilience layers, a combo target of the other
+//! dialect translated, the execution budget, complete non-streaming bodies, UTF-8 request bodies and
 //! the header read timeout. Timers are scaled to milliseconds; nothing sleeps for seconds.
 
 use std::time::Duration;
@@ -279,7 +279,7 @@ async fn models_need_a_client_key_when_keys_are_required_and_never_wait() {
 }
 
 #[tokio::test]
-async fn dialect_mismatch_is_listed_in_the_diagnostics() {
+async fn a_combo_target_of_the_other_dialect_is_translated() {
     let mock = MockUpstream::start().await;
     let cfg = format!(
         "{}\n[[providers]]\nid = \"o\"\ndialect = \"openai\"\nbase_url = \"{{MOCK}}\"\nprofile = \"api_key\"\n\n  [[providers.connections]]\n  id = \"ko\"\n  auth = \"passthrough\"\n\n[[combos]]\nname = \"gpt-only\"\ntargets = [\"o/gpt-x\"]\n",
@@ -289,11 +289,13 @@ async fn dialect_mismatch_is_listed_in_the_diagnostics() {
 
     let r = client::post_json(&s.url("/v1/messages"), &body("gpt-only", false), &[AV, KEY]).await;
 
-    assert_eq!(r.status, 404, "{}", r.text());
-    let excluded = &r.json()["sluice"]["diagnostics"]["excluded"];
-    assert_eq!(excluded[0]["reason"], "dialect_mismatch", "{excluded}");
-    assert_eq!(excluded[0]["target"], "o/gpt-x", "{excluded}");
-    assert_eq!(mock.count(), 0);
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(
+        r.json()["type"],
+        "message",
+        "answered in the client's dialect"
+    );
+    assert_eq!(mock.single().path, "/v1/chat/completions");
 }
 
 /// A provider whose `timeout` and execution budget are 300ms.

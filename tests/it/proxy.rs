@@ -816,7 +816,7 @@ async fn unreachable_upstream_is_502_in_the_openai_dialect() {
 }
 
 #[tokio::test]
-async fn combo_targets_of_the_other_dialect_are_skipped() {
+async fn combo_targets_of_the_other_dialect_are_translated() {
     let anthropic = MockUpstream::start().await;
     let openai = MockUpstream::start().await;
     let config = format!(
@@ -836,20 +836,20 @@ async fn combo_targets_of_the_other_dialect_are_skipped() {
     .await;
 
     assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["type"], "message", "{}", r.text());
+    let up = openai.single();
     assert_eq!(
-        anthropic.single().model().as_deref(),
-        Some("claude-haiku-4-5")
+        (up.path.as_str(), up.model().as_deref()),
+        ("/v1/chat/completions", Some("gpt-5-mini")),
+        "the first target, translated"
     );
-    assert_eq!(
-        openai.count(),
-        0,
-        "an anthropic route never reaches an openai provider"
-    );
+    assert_eq!(anthropic.count(), 0);
     let snap = s.wait_requests(1).await;
     assert_eq!(
         (snap.recent[0].attempts, snap.recent[0].target.as_str()),
-        (1, "up:mine/claude-haiku-4-5")
+        (1, "oai:oai-mine/gpt-5-mini")
     );
+    assert_eq!(snap.recent[0].attempt_log[0].translated, "anthropic→openai");
 }
 
 // === headers and credentials ===

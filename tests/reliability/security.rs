@@ -7,6 +7,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::outcome::Route;
 use crate::proc::{Home, Proc};
+use crate::support::tmux::{Panes, tmux_or_skip};
 use crate::support::{MockUpstream, Reply, client};
 
 /// Every admin route but `/livez`/`/readyz`/`/healthz`, with a harmless body.
@@ -264,6 +265,7 @@ async fn secrets_never_appear_in_logs_database_snapshot_metrics_or_errors() {
         assert_eq!(r.status, 200, "{path}");
         seen.push_str(&r.text());
     }
+    let console = console_screens(&home, &p).await;
     // The mock did get the connection key (so the scan below could have found it).
     assert!(
         mock.requests()
@@ -283,6 +285,10 @@ async fn secrets_never_appear_in_logs_database_snapshot_metrics_or_errors() {
     }
     let places = [
         ("client responses and admin API bodies", seen),
+        (
+            "console screens (attached, every panel, request details)",
+            console,
+        ),
         ("stderr", stderr),
         ("log files", home.log_text()),
         ("database tables", db),
@@ -309,6 +315,63 @@ async fn secrets_never_appear_in_logs_database_snapshot_metrics_or_errors() {
         places.len(),
         places.iter().map(|(_, t)| t.len()).sum::<usize>()
     );
+}
+
+/// What an operator sees: `sluice console` attached to `p` in tmux (token from the env var
+/// the config names), every panel focused in turn, the newest request's details and the help
+/// overlay, all screens concatenated. Empty when tmux is missing and the run is not CI (the
+/// scan then fails on the empty place, so CI never passes it silently).
+async fn console_screens(home: &Home, p: &Proc) -> String {
+    if !tmux_or_skip("security console captures") {
+        return "tmux missing: skipped locally".into();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let panes = Panes {
+        socket: dir.path().join("tmux.sock"),
+    };
+    panes.start(
+        "c",
+        &format!(
+            "env SLUICE_ADMIN_TOKEN='{ADMIN_TOKEN}' '{}' console --config '{}' --admin '{}'",
+            env!("CARGO_BIN_EXE_sluice"),
+            home.config().display(),
+            p.admin_url("")
+        ),
+    );
+    let mut screens = String::new();
+    let drawn = tokio::time::timeout(Duration::from_secs(20), async {
+        while !panes.screen("c").contains("Providers") {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    assert!(
+        drawn.is_ok(),
+        "the attached console never drew:\n{}",
+        panes.screen("c")
+    );
+    for keys in [
+        &["1"][..],
+        &["2"],
+        &["3"],
+        &["4"],
+        &["5"],
+        &["6"],
+        &["5", "Enter"],
+        &["Escape", "?"],
+    ] {
+        panes.keys("c", keys);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        screens.push_str(&panes.screen("c"));
+    }
+    panes.keys("c", &["Escape", "q"]);
+    for shown in ["a1", "o1", "Request details", "Help"] {
+        assert!(
+            screens.contains(shown),
+            "the captures miss {shown:?}, so they prove little:\n{screens}"
+        );
+    }
+    screens
 }
 
 /// Every row of every table, as text.

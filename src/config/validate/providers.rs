@@ -110,6 +110,7 @@ impl Validator<'_, '_> {
                     "add a [[providers.connections]] table with id and auth",
                 );
             }
+            let translation = self.translation(&k, dialect, &rp);
             let mut connections = Vec::new();
             for (j, rc) in rp.connections.into_iter().enumerate() {
                 let Some(cid) = rc.id.clone().filter(|s| !s.trim().is_empty()) else {
@@ -263,10 +264,55 @@ impl Validator<'_, '_> {
                     .map(|b| self.breaker_override(&format!("{k}.breaker"), b))
                     .unwrap_or_default(),
                 anthropic_beta_allowlist: rp.anthropic_beta_allowlist.clone(),
+                translation,
                 connections,
             });
         }
         out
+    }
+
+    /// The provider's translation keys: `responses` and `reasoning_effort` only on `openai`
+    /// providers, `drop_fields` top-level names that keep the request meaningful,
+    /// `default_max_tokens` from 1 to 1,000,000.
+    fn translation(&mut self, k: &str, dialect: Dialect, rp: &raw::RawProvider) -> Translation {
+        for (key, set) in [
+            ("responses", rp.responses.is_some()),
+            ("reasoning_effort", rp.reasoning_effort.is_some()),
+        ] {
+            if set && dialect == Dialect::Anthropic {
+                self.bad(
+                    format!("{k}.{key}"),
+                    "only applies to dialect = \"openai\" providers",
+                    format!("remove {key} from this anthropic provider"),
+                );
+            }
+        }
+        let mut drop_fields = Vec::new();
+        for f in rp.drop_fields.iter().flatten() {
+            if let Some(why) = drop_field_problem(f) {
+                self.bad(
+                    format!("{k}.drop_fields"),
+                    format!("'{f}' {why}"),
+                    "list top-level request fields the provider rejects, e.g. drop_fields = [\"stream_options\", \"user\"]",
+                );
+            } else {
+                drop_fields.push(f.clone());
+            }
+        }
+        Translation {
+            responses: dialect == Dialect::OpenAi && rp.responses.unwrap_or(true),
+            drop_fields,
+            default_max_tokens: rp.default_max_tokens.map(|n| {
+                self.count(
+                    &format!("{k}.default_max_tokens"),
+                    Some(n),
+                    8192,
+                    1,
+                    1_000_000,
+                )
+            }),
+            reasoning_effort: rp.reasoning_effort.unwrap_or(false),
+        }
     }
 
     /// `[providers.breaker]`: each key validated like its `[resilience.breaker.<profile>]`
@@ -506,5 +552,17 @@ impl Validator<'_, '_> {
             }
         }
         ids
+    }
+}
+
+/// Why `field` cannot be in `drop_fields`, if it cannot.
+fn drop_field_problem(field: &str) -> Option<&'static str> {
+    const REQUIRED: [&str; 3] = ["model", "messages", "stream"];
+    if field.is_empty() || field.contains(['.', '[', ' ']) {
+        Some("is not a top-level field name")
+    } else if REQUIRED.contains(&field) {
+        Some("is needed by every request and cannot be dropped")
+    } else {
+        None
     }
 }

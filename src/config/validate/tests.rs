@@ -194,3 +194,62 @@ fn a_bare_number_where_a_string_belongs_gets_a_quoted_fix() {
     assert!(fix("max_body = 16").contains("write max_body = \"16MiB\""));
     assert!(fix("listen = 8080").contains("write listen = \"8080\""));
 }
+
+#[test]
+fn translation_keys_are_read_and_checked() {
+    let provider = |dialect: &str, extra: &str| {
+        format!(
+            "[[providers]]\nid = \"p\"\ndialect = \"{dialect}\"\nbase_url = \"https://x\"\n{extra}\n[[providers.connections]]\nid = \"c\"\nauth = \"passthrough\"\n"
+        )
+    };
+    let env = LoadEnv::fixed(&[], "/d");
+    let ok = provider(
+        "openai",
+        "responses = false\ndrop_fields = [\"stream_options\", \"user\"]\ndefault_max_tokens = 4096\nreasoning_effort = true",
+    );
+    let cfg = from_str(&ok, Path::new("t.toml"), &env).unwrap();
+    let t = &cfg.providers[0].translation;
+    assert!(!t.responses && t.reasoning_effort);
+    assert_eq!(t.drop_fields, ["stream_options", "user"]);
+    assert_eq!(t.default_max_tokens, Some(4096));
+    let cfg = from_str(&provider("openai", ""), Path::new("t.toml"), &env).unwrap();
+    assert_eq!(cfg.providers[0].translation, Translation::default());
+    let cfg = from_str(&provider("anthropic", ""), Path::new("t.toml"), &env).unwrap();
+    assert!(!cfg.providers[0].translation.responses);
+
+    for (dialect, extra, want) in [
+        (
+            "anthropic",
+            "responses = true",
+            "providers.p.responses: only applies to dialect = \"openai\"",
+        ),
+        (
+            "anthropic",
+            "reasoning_effort = true",
+            "providers.p.reasoning_effort: only applies",
+        ),
+        (
+            "openai",
+            "drop_fields = [\"messages\"]",
+            "providers.p.drop_fields: 'messages' is needed by every request",
+        ),
+        (
+            "openai",
+            "drop_fields = [\"a.b\"]",
+            "providers.p.drop_fields: 'a.b' is not a top-level field name",
+        ),
+        (
+            "openai",
+            "default_max_tokens = 0",
+            "providers.p.default_max_tokens: '0' is out of range",
+        ),
+    ] {
+        let err = from_str(&provider(dialect, extra), Path::new("t.toml"), &env)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("t.toml") && err.contains(want),
+            "{extra}: {err}"
+        );
+    }
+}

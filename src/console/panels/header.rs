@@ -42,8 +42,30 @@ pub fn fault_banner(snap: &Snapshot, now_unix_ms: u64) -> Option<String> {
 
 /// Draws the header into `area` (two rows). `now_unix_ms` drives the uptime.
 pub fn render(f: &mut Frame, area: Rect, snap: &Snapshot, theme: &Theme, now_unix_ms: u64) {
+    render_with(f, area, snap, theme, now_unix_ms, None);
+}
+
+/// [`render`] with a `notice` badge first on the top row (an attached console's
+/// "reconnecting…"), in the error style like `DRAINING`.
+pub fn render_with(
+    f: &mut Frame,
+    area: Rect,
+    snap: &Snapshot,
+    theme: &Theme,
+    now_unix_ms: u64,
+    notice: Option<&str>,
+) {
     let muted = theme.style(Role::Muted);
     let mut first = Vec::new();
+    if let Some(n) = notice {
+        first.push(Span::styled(
+            format!(" {n} "),
+            theme
+                .style(Role::Error)
+                .add_modifier(Modifier::BOLD | Modifier::REVERSED),
+        ));
+        first.push(Span::raw(" "));
+    }
     if snap.draining {
         first.push(Span::styled(
             " DRAINING ",

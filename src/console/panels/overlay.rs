@@ -120,6 +120,7 @@ pub fn render_details(f: &mut Frame, area: Rect, app: &App, theme: &Theme) {
             Span::raw(format!("#{} at {} UTC", r.id, fmt_clock_utc(r.at_unix_ms))),
         ]),
         Line::from(vec![label("route"), Span::raw(r.route.clone())]),
+        Line::from(vec![label("format"), Span::raw(format_label(r))]),
         Line::from(vec![label("model"), Span::raw(route_label(r))]),
         Line::from(vec![
             label("status"),
@@ -166,6 +167,28 @@ pub fn render_details(f: &mut Frame, area: Rect, app: &App, theme: &Theme) {
     );
 }
 
+/// `client anthropic → upstream openai (translated)`: the client's format and the dialect
+/// of the last target tried.
+fn format_label(r: &RequestView) -> String {
+    let client = if r.client_format.is_empty() {
+        "—"
+    } else {
+        &r.client_format
+    };
+    if r.upstream_dialect.is_empty() {
+        return format!("client {client}");
+    }
+    let translated = r
+        .attempt_log
+        .last()
+        .is_some_and(|a| !a.translated.is_empty());
+    format!(
+        "client {client} → upstream {}{}",
+        r.upstream_dialect,
+        if translated { " (translated)" } else { "" }
+    )
+}
+
 /// The attempt log (`#`, target, status, class, reason, latency) and the skipped targets
 /// with why, for the details overlay.
 fn attempt_lines<'a>(r: &RequestView, theme: &Theme) -> Vec<Line<'a>> {
@@ -183,8 +206,8 @@ fn attempt_lines<'a>(r: &RequestView, theme: &Theme) -> Vec<Line<'a>> {
             .clamp(6, 48);
         lines.push(Line::from(Span::styled(
             format!(
-                " {:<2} {:<target_w$} {:>3}  {:<12} {:<22} {:>7}",
-                "#", "target", "st", "class", "reason", "latency"
+                " {:<2} {:<target_w$} {:>3}  {:<12} {:<22} {:>7}  {}",
+                "#", "target", "st", "class", "reason", "latency", "translated"
             ),
             theme.style(Role::Title),
         )));
@@ -208,6 +231,7 @@ fn attempt_lines<'a>(r: &RequestView, theme: &Theme) -> Vec<Line<'a>> {
                 Span::raw("  "),
                 Span::styled(format!("{:<12}", a.class), theme.style(class_role)),
                 Span::raw(format!(" {reason:<22} {:>7}", fmt_ms(a.latency_ms))),
+                Span::styled(format!("  {}", a.translated), theme.style(Role::Muted)),
             ]));
         }
     }

@@ -13,26 +13,27 @@ mod wait;
 
 use std::time::Duration;
 
-use bytes::Bytes;
-
 pub use answer::pass_through;
 pub use cursor::{Cursor, Step};
 pub use wait::{CooldownWait, Excluded, Wait};
 
 use super::Shared;
 use super::attempt::{AttemptResult, Attempted, LastFailure, Target, send_attempt};
-use super::body::{estimate_tokens, rewrite_model};
+use super::body::estimate_tokens;
 use super::dialect::ProxyError;
 use super::outcome::{Outcome, Streamed};
 use super::request::ClientRequest;
 use super::response::json_response;
 use super::routes::{Route, RouteKind};
+use super::translated::{self, Prepared, Seam};
 use crate::clock::Instant;
 use crate::core::admission::Admitted;
 use crate::core::resilience::{Ticket, success};
 use crate::core::snapshot::{AttemptView, RequestOutcome, RequestView, SkippedView, WaitView};
 use crate::policy::select::{self, Candidate, Exclusion, ExclusionReason};
 use crate::policy::{Classified, OutcomeClass, affinity};
+use http::Response;
+use http_body_util::Full;
 
 /// Serves `req` on `route`: the outcome to answer with, or the error to render. Fills `view`
 /// with the targets tried, every attempt, every wait and the exclusions.
@@ -80,7 +81,8 @@ pub async fn run_candidates(
         view,
         candidates,
         session,
-        rewritten: None,
+        prepared: None,
+        refused: None,
         last: None,
         excluded: Vec::new(),
         deadline: None,
@@ -101,6 +103,9 @@ pub async fn run_candidates(
     }
     let exclusions: Vec<Exclusion> = d.excluded.drain(..).map(|e| e.exclusion).collect();
     log_skipped(d.view, exclusions.iter().chain(&mismatched));
+    if let (None, true, Some(e)) = (&d.last, exclusions.is_empty(), d.refused.take()) {
+        return Err(e);
+    }
     let wall = state.core.clock().wall();
     answer::answer(
         d.last.take(),
@@ -157,8 +162,11 @@ struct Dispatch<'a> {
     view: &'a mut RequestView,
     candidates: Vec<Candidate>,
     session: Option<String>,
-    /// The body with `model` rewritten, cached per model.
-    rewritten: Option<(String, Bytes)>,
+    /// The body prepared for the last (provider, model): rewritten or translated.
+    prepared: Option<(usize, String, Prepared)>,
+    /// Why the request could not be translated for a target (answered only when no other
+    /// target was tried or excluded).
+    refused: Option<ProxyError>,
     last: Option<LastFailure>,
     excluded: Vec<Excluded>,
     /// The end of the execution budget, once the first attempt was dispatched.
@@ -197,6 +205,15 @@ impl Dispatch<'_> {
         let Some(cand) = self.candidates.get(step.index).cloned() else {
             return Ok(Tried::Next);
         };
+        // Translation is decided before admission: a refusal is no attempt and no failure.
+        let prepared = match self.prepare(&cand) {
+            Ok(p) => p,
+            Err(e @ ProxyError::Untranslatable(_)) => return Ok(self.refuse(&cand, e)),
+            Err(e) => return Err(e),
+        };
+        if self.route.kind == RouteKind::CountTokens && prepared.seam.is_some() {
+            return Ok(Tried::Served(local_count(&self.req.body)));
+        }
         let core = &self.state.core;
         let ticket = match core.admit_candidate(&cand, core.clock().now()) {
             Ok(t) => t,
@@ -219,7 +236,61 @@ impl Dispatch<'_> {
             },
         };
         let deadline = self.start_budget(step.queued, &cand, queue);
-        self.attempt(&cand, ticket, permit, deadline).await
+        self.attempt(&cand, ticket, permit, deadline, &prepared)
+            .await
+    }
+
+    /// The body for `cand` (cached per provider and model): rewritten, or translated when
+    /// its provider speaks another format than the client.
+    fn prepare(&mut self, cand: &Candidate) -> Result<Prepared, ProxyError> {
+        if let Some((p, m, b)) = &self.prepared
+            && *p == cand.provider
+            && *m == cand.model
+        {
+            return Ok(b.clone());
+        }
+        let cfg = self.state.core.config().clone();
+        let Some(provider) = cfg.providers.get(cand.provider) else {
+            return Err(ProxyError::Unreachable("provider left the config".into()));
+        };
+        let created = crate::clock::unix_ms(self.state.core.clock().wall()) / 1000;
+        let client = translated::client_format(self.route);
+        let b = translated::prepare(
+            client,
+            provider,
+            &self.req.body,
+            &cand.model,
+            cand.rewrite,
+            created,
+        )?;
+        self.prepared = Some((cand.provider, cand.model.clone(), b.clone()));
+        Ok(b)
+    }
+
+    /// `cand` cannot take this request in translation: listed as skipped, kept to answer
+    /// with if no other target is tried; nothing is sent and nothing is penalised.
+    fn refuse(&mut self, cand: &Candidate, e: ProxyError) -> Tried {
+        tracing::info!(model = %self.view.client_model, provider = cand.provider, error = %e, "request cannot be translated for this target");
+        let target = self.target_name(cand);
+        if !self.view.skipped.iter().any(|s| s.target == target) {
+            self.view.skipped.push(SkippedView {
+                target,
+                reason: "untranslatable".into(),
+            });
+        }
+        self.refused.get_or_insert(e);
+        Tried::Next
+    }
+
+    /// `provider:connection/model` of `cand`.
+    fn target_name(&self, cand: &Candidate) -> String {
+        let cfg = self.state.core.config();
+        let p = cfg.providers.get(cand.provider);
+        let c = p.and_then(|p| p.connections.get(cand.connection));
+        match (p, c) {
+            (Some(p), Some(c)) => format!("{}:{}/{}", p.id, c.id, cand.model),
+            _ => cand.model.clone(),
+        }
     }
 
     /// The execution deadline: set at the first dispatch, moved by time spent queued.
@@ -251,6 +322,7 @@ impl Dispatch<'_> {
         ticket: Ticket,
         permit: Option<Admitted>,
         deadline: Instant,
+        prepared: &Prepared,
     ) -> Result<Tried, ProxyError> {
         let cfg = self.state.core.config().clone();
         let (Some(provider), Some(conn)) = (
@@ -262,16 +334,20 @@ impl Dispatch<'_> {
             return Ok(Tried::Next);
         };
         self.view.target = format!("{}:{}/{}", provider.id, conn.id, cand.model);
+        self.view.upstream_dialect = provider.dialect.as_str().into();
         self.view.attempts += 1;
-        let body = body_for(&self.req.body, cand, &mut self.rewritten)?;
+        let seam = prepared.seam.as_ref();
         let t = Target {
             cand,
             provider,
             conn,
+            seam,
         };
+        let body = prepared.body.clone();
         let a = send_attempt(self.state, &t, self.req, self.route, body, deadline).await?;
+        let label = seam.map(Seam::label).unwrap_or_default();
         let injected = a.injected;
-        let tried = self.settle(cand, ticket, permit, deadline, a);
+        let tried = self.settle(cand, ticket, permit, deadline, a, label);
         if injected {
             crate::proxy::injected::mark(self.view);
         }
@@ -286,6 +362,7 @@ impl Dispatch<'_> {
         permit: Option<Admitted>,
         deadline: Instant,
         a: Attempted,
+        translated: String,
     ) -> Tried {
         let core = &self.state.core;
         let ok = |resp_status: u16| success(resp_status);
@@ -296,6 +373,7 @@ impl Dispatch<'_> {
                     resp.status().as_u16(),
                     a.latency,
                     &ok(resp.status().as_u16()),
+                    translated,
                 );
                 Tried::Served(Outcome::Stream(Box::new(Streamed {
                     resp,
@@ -308,7 +386,7 @@ impl Dispatch<'_> {
             }
             AttemptResult::Complete(resp) => {
                 let c = ok(resp.status().as_u16());
-                self.served(cand, resp.status().as_u16(), a.latency, &c);
+                self.served(cand, resp.status().as_u16(), a.latency, &c, translated);
                 core.report(ticket, &c);
                 Tried::Served(Outcome::Local {
                     resp,
@@ -320,7 +398,7 @@ impl Dispatch<'_> {
                 classified,
                 last,
             } => {
-                log_attempt(self.view, status, &classified, a.latency);
+                log_attempt(self.view, status, &classified, a.latency, translated);
                 core.report(ticket, &classified);
                 self.failed(classified, *last)
             }
@@ -332,13 +410,20 @@ impl Dispatch<'_> {
     }
 
     /// A 2xx is being answered: pin the session and log the attempt and the exclusions.
-    fn served(&mut self, cand: &Candidate, status: u16, latency: Duration, c: &Classified) {
+    fn served(
+        &mut self,
+        cand: &Candidate,
+        status: u16,
+        latency: Duration,
+        c: &Classified,
+        translated: String,
+    ) {
         if let Some(key) = &self.session {
             self.state
                 .core
                 .pin_session(key, cand.provider, cand.connection);
         }
-        log_attempt(self.view, status, c, latency);
+        log_attempt(self.view, status, c, latency, translated);
         log_skipped(self.view, self.excluded.iter().map(|e| &e.exclusion));
     }
 
@@ -387,33 +472,34 @@ fn execution_timeout() -> ProxyError {
     )
 }
 
-/// The body for `cand`: the client's, or a copy with `model` rewritten (cached per model).
-fn body_for(
-    body: &Bytes,
-    cand: &Candidate,
-    cache: &mut Option<(String, Bytes)>,
-) -> Result<Bytes, ProxyError> {
-    if !cand.rewrite {
-        return Ok(body.clone());
+/// The local count_tokens answer for a translated target (it cannot be asked upstream).
+fn local_count(body: &[u8]) -> Outcome {
+    let mut resp = Response::new(Full::new(crate::translate::count_tokens_body(body)));
+    resp.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    Outcome::Local {
+        resp,
+        outcome: RequestOutcome::Ok,
     }
-    if let Some((m, b)) = cache
-        && *m == cand.model
-    {
-        return Ok(b.clone());
-    }
-    let b = rewrite_model(body, &cand.model)?;
-    *cache = Some((cand.model.clone(), b.clone()));
-    Ok(b)
 }
 
 /// Appends one attempt to the request's log (console details).
-fn log_attempt(view: &mut RequestView, status: u16, c: &Classified, latency: Duration) {
+fn log_attempt(
+    view: &mut RequestView,
+    status: u16,
+    c: &Classified,
+    latency: Duration,
+    translated: String,
+) {
     view.attempt_log.push(AttemptView {
         target: view.target.clone(),
         status,
         class: c.class,
         reason: c.reason.clone(),
         latency_ms: u64::try_from(latency.as_millis()).unwrap_or(u64::MAX),
+        translated,
         ..Default::default()
     });
 }

@@ -13,11 +13,11 @@
 
 use bytes::BytesMut;
 use http_body_util::BodyExt;
-use hyper::body::Incoming;
 
 use super::guard::{Guards, Inspect};
 use super::{Readiness, StreamError, StreamKind};
 use crate::clock::{Clock, Instant};
+use crate::proxy::translated::UpstreamBody;
 
 /// What the hold read from a 2xx SSE stream it commits to.
 pub struct Held {
@@ -70,7 +70,7 @@ pub async fn pre_commit_hold(
     clock: &dyn Clock,
     kind: StreamKind,
     g: Guards,
-    body: &mut Incoming,
+    body: &mut UpstreamBody,
 ) -> HoldEnd {
     let started = clock.now();
     let mut inspect = Inspect::new(kind, started);

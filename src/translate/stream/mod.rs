@@ -208,6 +208,18 @@ impl StreamTranslator {
     /// implied (a chat stream that finished without `[DONE]`) or one error event. Calling it
     /// again returns nothing.
     pub fn finish(&mut self) -> Bytes {
+        let mut out = self.finish_input().to_vec();
+        if !self.done {
+            self.fail("upstream stream ended before its terminal event", &mut out);
+        }
+        Bytes::from(out)
+    }
+
+    /// Ends the upstream input like [`StreamTranslator::finish`], but writes no error event
+    /// of its own when the upstream implied no end: [`StreamTranslator::is_done`] then stays
+    /// false and the caller ends the stream (the proxy's relay does, with its truncation
+    /// handling). Calling it again returns nothing.
+    pub fn finish_input(&mut self) -> Bytes {
         let mut out = Vec::new();
         if self.done {
             return Bytes::new();
@@ -224,9 +236,6 @@ impl StreamTranslator {
             }
             self.write(&mut evs, &mut out);
             self.evs = evs;
-        }
-        if !self.done {
-            self.fail("upstream stream ended before its terminal event", &mut out);
         }
         Bytes::from(out)
     }

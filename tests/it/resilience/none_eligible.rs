@@ -193,7 +193,7 @@ async fn terminal_only_is_503_all_targets_skipped() {
 }
 
 #[tokio::test]
-async fn model_with_no_configured_target_is_404_no_executable_targets() {
+async fn a_combo_of_the_other_dialect_is_translated_not_404() {
     let mock = MockUpstream::start().await;
     let cfg = format!(
         r#"
@@ -227,15 +227,13 @@ targets = ["an/claude-x"]
         m = mock.base_url()
     );
     let (s, _clock) = Sluice::start_manual(&cfg, &[]).await;
+    // Every dialect is reachable through translation: no `no_executable_targets` here.
     for (d, model) in [(D::Anthropic, "only-openai"), (D::OpenAi, "only-anthropic")] {
         let r = d.send(&s, model, &[]).await;
-        expect_status(&r, 404, model);
-        let v = r.json();
-        assert_eq!(v["sluice"]["code"], "no_executable_targets", "{v:#}");
-        assert_eq!(d.error_type(&v), "not_found_error");
-        assert!(r.header("retry-after").is_none());
+        expect_status(&r, 200, model);
     }
-    assert_eq!(mock.count(), 0);
+    let paths: Vec<String> = mock.requests().iter().map(|r| r.path.clone()).collect();
+    assert_eq!(paths, ["/v1/chat/completions", "/v1/messages"]);
 }
 
 // === §7 restatement ===

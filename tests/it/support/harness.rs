@@ -148,6 +148,11 @@ impl Sluice {
         &self.running.core
     }
 
+    /// The operator door (e.g. to mark the instance read-only, as `--readonly` does).
+    pub fn control(&self) -> &sluice::core::control::Control {
+        &self.running.control
+    }
+
     /// A fresh snapshot.
     pub fn snapshot(&self) -> Snapshot {
         self.running.core.snapshot()

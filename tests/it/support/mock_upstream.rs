@@ -272,6 +272,7 @@ struct Rule {
     path: String,
     model: Option<String>,
     header: Option<(String, String)>,
+    body: Option<String>,
     remaining: Option<usize>,
     reply: Reply,
 }
@@ -299,6 +300,8 @@ struct State {
     /// When each inbound connection was closed (by either side), in order.
     closed: Mutex<Vec<Instant>>,
     closed_notify: Notify,
+    /// When set, the only inference paths this mock serves (others answer 404).
+    speaks: Mutex<Option<Vec<&'static str>>>,
 }
 
 /// Marks its exchange ended when dropped (response body finished, or handler/body dropped).
@@ -385,6 +388,7 @@ pub struct RuleBuilder<'a> {
     path: String,
     model: Option<String>,
     header: Option<(String, String)>,
+    body: Option<String>,
     remaining: Option<usize>,
 }
 
@@ -402,6 +406,13 @@ impl RuleBuilder<'_> {
         self
     }
 
+    /// Only requests whose raw body contains `needle` (e.g. `"role":"tool"` to answer a
+    /// tool result differently from the first turn).
+    pub fn body_contains(mut self, needle: &str) -> Self {
+        self.body = Some(needle.to_string());
+        self
+    }
+
     /// Only the next `n` matching requests; later ones fall through to the next rule.
     pub fn times(mut self, n: usize) -> Self {
         self.remaining = Some(n);
@@ -414,6 +425,7 @@ impl RuleBuilder<'_> {
             path: self.path,
             model: self.model,
             header: self.header,
+            body: self.body,
             remaining: self.remaining,
             reply,
         };
@@ -452,6 +464,22 @@ impl MockUpstream {
         self.addr
     }
 
+    /// Makes this mock speak only OpenAI Chat Completions (`/v1/chat/completions`, and
+    /// `/v1/models`): every other path answers 404, like Ollama or DeepSeek would.
+    pub fn speak_only_chat(&self) {
+        *self.state.speaks.lock().unwrap() = Some(vec!["/v1/chat/completions", "/v1/models"]);
+    }
+
+    /// Makes this mock speak only Anthropic Messages (`/v1/messages`, count_tokens and
+    /// `/v1/models`): every other path answers 404.
+    pub fn speak_only_anthropic(&self) {
+        *self.state.speaks.lock().unwrap() = Some(vec![
+            "/v1/messages",
+            "/v1/messages/count_tokens",
+            "/v1/models",
+        ]);
+    }
+
     /// Starts a rule for requests to `path` (no query); `"*"` matches any path.
     pub fn on(&self, path: &str) -> RuleBuilder<'_> {
         RuleBuilder {
@@ -459,6 +487,7 @@ impl MockUpstream {
             path: path.to_string(),
             model: None,
             header: None,
+            body: None,
             remaining: None,
         }
     }
@@ -586,7 +615,9 @@ async fn accept_loop(listener: TcpListener, state: Arc<State>, cancel: Cancellat
     }
 }
 
-fn pick(state: &State, path: &str, model: Option<&str>, headers: &http::HeaderMap) -> Reply {
+fn pick(state: &State, rec: &Recorded, model: Option<&str>) -> Reply {
+    let (path, headers) = (rec.path.as_str(), &rec.headers);
+    let body = String::from_utf8_lossy(&rec.body);
     let mut rules = state.rules.lock().unwrap();
     let found = rules.iter_mut().find(|r| {
         (r.path == "*" || r.path == path)
@@ -598,6 +629,7 @@ fn pick(state: &State, path: &str, model: Option<&str>, headers: &http::HeaderMa
                     .filter_map(|v| v.to_str().ok())
                     .any(|v| v.contains(needle.as_str()))
             })
+            && r.body.as_ref().is_none_or(|b| body.contains(b.as_str()))
             && r.remaining != Some(0)
     });
     match found {
@@ -626,7 +658,16 @@ async fn handle(
         body: body.clone(),
     };
     let model = body_model(&body);
-    let reply = pick(&state, &rec.path, model.as_deref(), &rec.headers);
+    let speaks = state.speaks.lock().unwrap().clone();
+    let reply = match speaks {
+        Some(paths) if !paths.contains(&rec.path.as_str()) => Reply::openai_error(
+            404,
+            "invalid_request_error",
+            "not_found",
+            &format!("mock: this server does not speak {}", rec.path),
+        ),
+        _ => pick(&state, &rec, model.as_deref()),
+    };
     let guard = {
         let mut ex = state.exchanges.lock().unwrap();
         ex.push(Exchange {

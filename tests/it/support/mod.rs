@@ -10,6 +10,7 @@ pub mod client;
 pub mod harness;
 pub mod mock_upstream;
 pub mod recorded;
+pub mod tmux;
 pub mod wire;
 
 pub use harness::{Sluice, fill};

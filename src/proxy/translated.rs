@@ -1,0 +1,270 @@
+//! The request path's two translation seams (see `docs/TRANSLATION.md`): which targets need
+//! translation, the upstream request for them, and their answer on its way back.
+//!
+//! `dispatch` calls [`prepare`] before admitting a candidate (an untranslatable request is
+//! decided before anything is sent and never becomes an attempt); `attempt.rs` sends the
+//! prepared body to [`Seam::path`], translates a non-2xx body with [`Seam::error_body`]
+//! *after* it was classified by the provider's own rules, a complete 2xx body with
+//! [`Seam::complete_body`], and wraps a stream in [`UpstreamBody`] so the hold, the guards
+//! and the relay see the client's format.
+
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+
+use bytes::Bytes;
+use http::{HeaderMap, HeaderName, HeaderValue, header};
+use http_body::{Body, Frame};
+use hyper::body::Incoming;
+
+use super::body::rewrite_model;
+use super::dialect::ProxyError;
+use super::routes::{Route, RouteKind};
+use crate::config::{Dialect, Provider};
+use crate::translate::{
+    self, ClientFormat, ResponseContext, StreamTranslator, TargetOptions, TranslateError,
+};
+
+/// The Anthropic API version sent to an Anthropic provider for a translated OpenAI client.
+const ANTHROPIC_VERSION: &str = "2023-06-01";
+
+/// The client format of `route` (`/v1/models` and count_tokens by their dialect).
+pub fn client_format(route: Route) -> ClientFormat {
+    match (route.kind, route.dialect) {
+        (RouteKind::Responses, _) => ClientFormat::Responses,
+        (_, Dialect::Anthropic) => ClientFormat::Anthropic,
+        (_, Dialect::OpenAi) => ClientFormat::Chat,
+    }
+}
+
+/// The dialect a request of `client` format is translated into for `p`, or `None` when `p`
+/// speaks the client's format (Anthropic → `anthropic`, Chat → `openai`, Responses → an
+/// `openai` provider with `responses = true`).
+pub fn upstream_dialect(client: ClientFormat, p: &Provider) -> Option<Dialect> {
+    match (client, p.dialect) {
+        (ClientFormat::Anthropic, Dialect::Anthropic) | (ClientFormat::Chat, Dialect::OpenAi) => {
+            None
+        }
+        (ClientFormat::Responses, Dialect::OpenAi) if p.translation.responses => None,
+        (_, d) => Some(d),
+    }
+}
+
+/// The provider's [`TargetOptions`], from its config keys.
+pub fn target_options(p: &Provider) -> TargetOptions {
+    TargetOptions {
+        drop_fields: p.translation.drop_fields.clone(),
+        default_max_tokens: p.translation.default_max_tokens,
+        reasoning_effort: p.translation.reasoning_effort,
+    }
+}
+
+/// `anthropic→openai`: the label an attempt's `translated` field shows.
+pub fn label(client: ClientFormat, upstream: Dialect) -> String {
+    format!("{}→{}", client.as_str(), upstream.as_str())
+}
+
+/// One translated attempt's context: what to translate back into.
+#[derive(Debug, Clone)]
+pub struct Seam {
+    /// The upstream's dialect.
+    pub upstream: Dialect,
+    /// The request's reply context (client format, model, thinking, …).
+    pub context: ResponseContext,
+}
+
+impl Seam {
+    /// The upstream route path for this dialect.
+    pub fn path(&self) -> &'static str {
+        match self.upstream {
+            Dialect::Anthropic => "/v1/messages",
+            Dialect::OpenAi => "/v1/chat/completions",
+        }
+    }
+
+    /// `anthropic→openai`.
+    pub fn label(&self) -> String {
+        label(self.context.client, self.upstream)
+    }
+
+    /// An upstream error body (already classified) in the client's format.
+    pub fn error_body(&self, status: u16, body: &[u8]) -> Bytes {
+        translate::translate_error(self.upstream, self.context.client, status, body)
+    }
+
+    /// A complete 2xx body in the client's format.
+    ///
+    /// # Errors
+    /// The reply is not what the upstream's dialect promises.
+    pub fn complete_body(&self, body: &[u8]) -> Result<Bytes, TranslateError> {
+        translate::translate_response(self.upstream, body, &self.context)
+    }
+
+    /// The stream translator for one attempt (`None` only if no translation is needed).
+    pub fn stream(&self) -> Option<StreamTranslator> {
+        StreamTranslator::new(self.upstream, &self.context).ok()
+    }
+
+    /// Adapts the forwarded client headers to the upstream's dialect: a passed-through
+    /// credential moves to the upstream's header (`x-api-key` ↔ `Authorization: Bearer`),
+    /// Anthropic-only headers are removed for an OpenAI upstream, and an Anthropic upstream
+    /// gets `anthropic-version` when the client sent none.
+    pub fn adapt_headers(&self, h: &mut HeaderMap) {
+        match self.upstream {
+            Dialect::OpenAi => {
+                if let Some(key) = h.remove("x-api-key")
+                    && !h.contains_key(header::AUTHORIZATION)
+                    && let Ok(mut v) =
+                        HeaderValue::from_str(&format!("Bearer {}", key.to_str().unwrap_or("")))
+                {
+                    v.set_sensitive(true);
+                    h.insert(header::AUTHORIZATION, v);
+                }
+                h.remove("anthropic-version");
+                h.remove("anthropic-beta");
+            }
+            Dialect::Anthropic => {
+                let bearer = h
+                    .get(header::AUTHORIZATION)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.strip_prefix("Bearer "))
+                    .and_then(|k| HeaderValue::from_str(k.trim()).ok());
+                if let Some(mut v) = bearer
+                    && !h.contains_key("x-api-key")
+                {
+                    v.set_sensitive(true);
+                    h.remove(header::AUTHORIZATION);
+                    h.insert(HeaderName::from_static("x-api-key"), v);
+                }
+                if !h.contains_key("anthropic-version") {
+                    h.insert(
+                        HeaderName::from_static("anthropic-version"),
+                        HeaderValue::from_static(ANTHROPIC_VERSION),
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// The body to send to one target, and its seam when it is translated.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    /// The upstream body.
+    pub body: Bytes,
+    /// Set when the target speaks another format than the client.
+    pub seam: Option<Seam>,
+}
+
+/// The body for `model` on `p`: the client's body (its `model` rewritten when `rewrite`), or
+/// its translation when `p` speaks another format. `created` is the wall clock in Unix
+/// seconds (for OpenAI replies' `created`).
+///
+/// # Errors
+/// [`ProxyError::Untranslatable`] naming the field; [`ProxyError::BadRequest`] for a body
+/// whose model cannot be rewritten.
+pub fn prepare(
+    client: ClientFormat,
+    p: &Provider,
+    body: &Bytes,
+    model: &str,
+    rewrite: bool,
+    created: u64,
+) -> Result<Prepared, ProxyError> {
+    let Some(upstream) = upstream_dialect(client, p) else {
+        return native(client, p, body, model, rewrite);
+    };
+    let t = translate::translate_request(client, upstream, body, model, &target_options(p))
+        .map_err(ProxyError::Untranslatable)?;
+    for w in &t.warnings {
+        tracing::debug!(provider = %p.id, "translation: {w}");
+    }
+    let mut context = t.context;
+    context.created = created;
+    Ok(Prepared {
+        body: t.body,
+        seam: Some(Seam { upstream, context }),
+    })
+}
+
+/// The client's body for a provider of its own format: `model` rewritten when `rewrite`,
+/// and — for an Anthropic provider — without thinking blocks an earlier translated turn
+/// produced (their empty signature would be rejected).
+fn native(
+    client: ClientFormat,
+    p: &Provider,
+    body: &Bytes,
+    model: &str,
+    rewrite: bool,
+) -> Result<Prepared, ProxyError> {
+    let stripped = match (client, p.dialect) {
+        (ClientFormat::Anthropic, Dialect::Anthropic) => translate::strip_unsigned_thinking(body),
+        _ => None,
+    };
+    let body = stripped.as_ref().unwrap_or(body);
+    let body = if rewrite {
+        rewrite_model(body, model)?
+    } else {
+        body.clone()
+    };
+    Ok(Prepared { body, seam: None })
+}
+
+/// An upstream response body, translated on the fly when the attempt has a seam. The
+/// translator's output is whole client-format SSE events, so the hold, the guards and the
+/// relay frame and judge it like a native stream. At the upstream's end it writes the
+/// graceful end the upstream implied; a stream cut short is left without its terminal event
+/// so the relay's truncation handling ends it with one error event of the client's format.
+pub struct UpstreamBody {
+    inner: Incoming,
+    translator: Option<Box<StreamTranslator>>,
+    ended: bool,
+}
+
+impl UpstreamBody {
+    /// Wraps `inner`, translating it with `translator` when given.
+    pub fn new(inner: Incoming, translator: Option<StreamTranslator>) -> Self {
+        Self {
+            inner,
+            translator: translator.map(Box::new),
+            ended: false,
+        }
+    }
+
+    /// The bytes the translator still owes at the upstream's end (only a complete end).
+    fn end(&mut self) -> Option<Bytes> {
+        self.ended = true;
+        let t = self.translator.as_mut()?;
+        let out = t.finish_input();
+        (!out.is_empty()).then_some(out)
+    }
+}
+
+impl Body for UpstreamBody {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        let this = &mut *self;
+        loop {
+            if this.ended {
+                return Poll::Ready(None);
+            }
+            let frame = match ready!(Pin::new(&mut this.inner).poll_frame(cx)) {
+                None => return Poll::Ready(this.end().map(|b| Ok(Frame::data(b)))),
+                Some(Err(e)) => return Poll::Ready(Some(Err(e))),
+                Some(Ok(f)) => f,
+            };
+            let Some(t) = this.translator.as_mut() else {
+                return Poll::Ready(Some(Ok(frame)));
+            };
+            let Some(d) = frame.data_ref() else { continue };
+            let out = t.feed(d);
+            if !out.is_empty() {
+                return Poll::Ready(Some(Ok(Frame::data(out))));
+            }
+        }
+    }
+}

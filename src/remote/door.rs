@@ -1,0 +1,189 @@
+//! `RemoteDoor`: the console's [`Door`] over a running sluice's admin API. Each method is one
+//! call to the endpoint that runs the same `Control` method in the server:
+//!
+//! | door method | admin endpoint |
+//! |---|---|
+//! | `settings` | `GET /api/resilience` (the overrides; applied to this config file's settings) |
+//! | `patch_settings` | `PATCH /api/resilience` |
+//! | `replace_settings` | `PUT /api/resilience` |
+//! | `revert_settings` | `DELETE /api/resilience` |
+//! | `reset_breakers` | `POST /api/resilience/reset` |
+//! | `clear_cooldowns` | `POST /api/resilience/cooldowns` |
+//! | `reenable_model` | `DELETE /api/resilience/model-cooldowns` |
+//! | `inject_fault` | `POST /api/faults` |
+//! | `clear_faults` | `DELETE /api/faults` |
+//! | `snapshot` | `GET /api/snapshot` |
+//!
+//! The console calls a door synchronously from its own thread; the calls run on the
+//! attaching process's runtime and the console waits at most [`CALL_TIMEOUT`] (plus a
+//! margin) for each.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::Method;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use super::client::{AdminClient, CALL_TIMEOUT};
+use crate::config::Resilience;
+use crate::console::door::{Door, DoorError, Settings};
+use crate::core::control::{ClearReport, ClearTarget, SettingsPatch, apply_patch};
+use crate::core::faults::{FaultRequest, FaultView};
+use crate::core::snapshot::Snapshot;
+
+/// The console's door onto a running sluice.
+pub struct RemoteDoor {
+    client: Arc<AdminClient>,
+    runtime: tokio::runtime::Handle,
+    /// The resilience settings of the config file `sluice console` read: the base the
+    /// server's overrides apply to (the same file the server loaded).
+    file: Resilience,
+    /// Cancelled when the console leaves (`q`); the instance keeps running.
+    leave: CancellationToken,
+}
+
+impl RemoteDoor {
+    /// A door sending calls through `client` on `runtime`; `file` is the config file's
+    /// resilience settings; `leave` is cancelled by [`Door::request_shutdown`].
+    pub fn new(
+        client: Arc<AdminClient>,
+        runtime: tokio::runtime::Handle,
+        file: Resilience,
+        leave: CancellationToken,
+    ) -> Self {
+        RemoteDoor {
+            client,
+            runtime,
+            file,
+            leave,
+        }
+    }
+
+    /// Runs one admin call on the runtime and waits for its answer.
+    fn call(
+        &self,
+        method: Method,
+        path: &'static str,
+        body: Option<Value>,
+    ) -> Result<Value, DoorError> {
+        let client = Arc::clone(&self.client);
+        self.block(async move { client.call(method, path, body.as_ref()).await })
+    }
+
+    fn block<T: Send + 'static>(
+        &self,
+        work: impl Future<Output = Result<T, DoorError>> + Send + 'static,
+    ) -> Result<T, DoorError> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        self.runtime.spawn(async move {
+            let _ = tx.send(work.await);
+        });
+        rx.recv_timeout(CALL_TIMEOUT.saturating_add(Duration::from_secs(1)))
+            .unwrap_or_else(|_| Err(DoorError::Unreachable("no answer".into())))
+    }
+}
+
+/// `v[key]` as `T`. Errors: missing or another shape ([`DoorError::Unreachable`]: the
+/// instance speaks another version of the API).
+fn field<T: serde::de::DeserializeOwned>(v: &Value, key: &str) -> Result<T, DoorError> {
+    serde_json::from_value(v.get(key).cloned().unwrap_or(Value::Null))
+        .map_err(|e| DoorError::Unreachable(format!("unexpected '{key}' in the answer: {e}")))
+}
+
+/// `v` as `T` (see [`field`]).
+fn whole<T: serde::de::DeserializeOwned>(v: Value) -> Result<T, DoorError> {
+    serde_json::from_value(v).map_err(|e| DoorError::Unreachable(format!("unexpected answer: {e}")))
+}
+
+fn body_of<T: serde::Serialize>(v: &T) -> Result<Value, DoorError> {
+    serde_json::to_value(v).map_err(|e| DoorError::Unreachable(e.to_string()))
+}
+
+impl Door for RemoteDoor {
+    fn settings(&self) -> Result<Settings, DoorError> {
+        let v = self.call(Method::GET, "/api/resilience", None)?;
+        let overrides: SettingsPatch = field(&v, "overrides")?;
+        let effective = apply_patch(&self.file, &overrides)?;
+        Ok(Settings {
+            effective,
+            overrides,
+            file: self.file.clone(),
+        })
+    }
+
+    fn patch_settings(&self, patch: &SettingsPatch) -> Result<(), DoorError> {
+        self.call(Method::PATCH, "/api/resilience", Some(body_of(patch)?))
+            .map(drop)
+    }
+
+    fn replace_settings(&self, overrides: &SettingsPatch) -> Result<(), DoorError> {
+        self.call(Method::PUT, "/api/resilience", Some(body_of(overrides)?))
+            .map(drop)
+    }
+
+    fn revert_settings(&self) -> Result<(), DoorError> {
+        self.call(Method::DELETE, "/api/resilience", None).map(drop)
+    }
+
+    fn reset_breakers(&self, provider: Option<&str>) -> Result<Vec<String>, DoorError> {
+        let body = provider.map_or_else(|| json!({}), |p| json!({"provider": p}));
+        let v = self.call(Method::POST, "/api/resilience/reset", Some(body))?;
+        field(&v, "reset")
+    }
+
+    fn clear_cooldowns(&self, target: &ClearTarget) -> Result<ClearReport, DoorError> {
+        let body = match target {
+            ClearTarget::Connections(ids) => json!({"connectionIds": ids}),
+            ClearTarget::All { provider: None } => json!({"all": true}),
+            ClearTarget::All { provider: Some(p) } => json!({"all": true, "provider": p}),
+        };
+        whole(self.call(Method::POST, "/api/resilience/cooldowns", Some(body))?)
+    }
+
+    fn reenable_model(
+        &self,
+        provider: &str,
+        connection: &str,
+        model: &str,
+    ) -> Result<bool, DoorError> {
+        let body = json!({"provider": provider, "connection": connection, "model": model});
+        let v = self.call(
+            Method::DELETE,
+            "/api/resilience/model-cooldowns",
+            Some(body),
+        )?;
+        field(&v, "removed")
+    }
+
+    fn inject_fault(&self, req: &FaultRequest) -> Result<FaultView, DoorError> {
+        let text = |d: Option<Duration>| d.map(|d| humantime::format_duration(d).to_string());
+        let body = json!({
+            "target": req.target,
+            "kind": req.kind,
+            "duration": text(req.duration),
+            "params": {
+                "delay": text(req.params.delay),
+                "retry_after": text(req.params.retry_after),
+                "frames": req.params.frames,
+            },
+        });
+        let v = self.call(Method::POST, "/api/faults", Some(body))?;
+        field(&v, "fault")
+    }
+
+    fn clear_faults(&self) -> Result<usize, DoorError> {
+        let v = self.call(Method::DELETE, "/api/faults", None)?;
+        let cleared: Vec<Value> = field(&v, "cleared")?;
+        Ok(cleared.len())
+    }
+
+    fn snapshot(&self) -> Result<Snapshot, DoorError> {
+        whole(self.call(Method::GET, "/api/snapshot", None)?)
+    }
+
+    fn request_shutdown(&self) {
+        self.leave.cancel();
+    }
+}

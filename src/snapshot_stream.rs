@@ -1,0 +1,213 @@
+//! The snapshot stream: live snapshots as Server-Sent Events, the wire between the admin
+//! listener (`GET /api/snapshot/stream`, [`events`]) and an attached console
+//! (`sluice console`, [`Decoder`]).
+//!
+//! Each event is `event: snapshot` with one `data:` line holding exactly the JSON of
+//! `GET /api/snapshot` (the serde form of [`Snapshot`]), so the console rebuilds the same view
+//! model it gets in-process. The stream reads the core's coalescing `watch` channel — the one
+//! the in-process console reads — and is latest-wins on top: at most one event per
+//! [`MIN_EVENT_SPACING`] (whatever changed in between is folded into the next one), and a
+//! `: keep-alive` comment after [`KEEP_ALIVE`] without a change, so proxies and the client
+//! can tell a quiet sluice from a dead connection.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::Stream;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use crate::core::snapshot::Snapshot;
+
+/// Least time between two snapshot events of one subscriber (at most 5 per second).
+pub const MIN_EVENT_SPACING: Duration = Duration::from_millis(200);
+/// A keep-alive comment goes out after this long without a snapshot event.
+pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
+/// The SSE event name of a snapshot.
+pub const EVENT_NAME: &str = "snapshot";
+/// The keep-alive comment, as sent.
+pub const KEEP_ALIVE_COMMENT: &[u8] = b": keep-alive\n\n";
+/// Largest event a [`Decoder`] buffers, in bytes (far above any real snapshot); a longer one
+/// is an error, not unbounded memory.
+pub const MAX_EVENT_BYTES: usize = 16 * 1024 * 1024;
+
+/// One snapshot as an SSE event: `event: snapshot\ndata: <json>\n\n` (serde_json writes no
+/// newlines, so the JSON is one `data:` line). Errors: the snapshot cannot be serialised.
+pub fn encode(snap: &Snapshot) -> Result<Bytes, serde_json::Error> {
+    let json = serde_json::to_string(snap)?;
+    let mut out = Vec::with_capacity(json.len() + 24);
+    out.extend_from_slice(b"event: ");
+    out.extend_from_slice(EVENT_NAME.as_bytes());
+    out.extend_from_slice(b"\ndata: ");
+    out.extend_from_slice(json.as_bytes());
+    out.extend_from_slice(b"\n\n");
+    Ok(Bytes::from(out))
+}
+
+/// How a subscriber's stream is paced; [`Pacing::default`] is what the admin route uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pacing {
+    /// Least time between two snapshot events.
+    pub spacing: Duration,
+    /// Quiet time after which a keep-alive comment goes out.
+    pub keep_alive: Duration,
+}
+
+impl Default for Pacing {
+    fn default() -> Self {
+        Pacing {
+            spacing: MIN_EVENT_SPACING,
+            keep_alive: KEEP_ALIVE,
+        }
+    }
+}
+
+/// The byte chunks of one subscriber's stream: the current snapshot at once, then the latest
+/// snapshot after each change (spaced by `pacing.spacing`), keep-alive comments while nothing
+/// changes. Ends when `stop` is cancelled or the channel closes. Each subscriber has its own
+/// receiver, so any number can watch at once.
+pub fn events(
+    mut rx: watch::Receiver<Arc<Snapshot>>,
+    pacing: Pacing,
+    stop: CancellationToken,
+) -> impl Stream<Item = Bytes> + Send + 'static {
+    let first = Arc::clone(&rx.borrow_and_update());
+    let state = (rx, Some(first), pacing, stop);
+    futures_util::stream::unfold(state, |(mut rx, first, pacing, stop)| async move {
+        if let Some(snap) = first {
+            return Some((event_bytes(&snap), (rx, None, pacing, stop)));
+        }
+        tokio::select! {
+            () = tokio::time::sleep(pacing.spacing) => {}
+            () = stop.cancelled() => return None,
+        }
+        let chunk = tokio::select! {
+            changed = rx.changed() => match changed {
+                Ok(()) => event_bytes(&Arc::clone(&rx.borrow_and_update())),
+                Err(_) => return None,
+            },
+            () = tokio::time::sleep(pacing.keep_alive) => Bytes::from_static(KEEP_ALIVE_COMMENT),
+            () = stop.cancelled() => return None,
+        };
+        Some((chunk, (rx, None, pacing, stop)))
+    })
+}
+
+/// [`encode`], or a comment naming the failure (the stream goes on; never happens with the
+/// snapshot's plain fields).
+fn event_bytes(snap: &Snapshot) -> Bytes {
+    encode(snap).unwrap_or_else(|e| {
+        tracing::warn!(error = %e, "cannot serialise a snapshot for the stream");
+        Bytes::from_static(b": snapshot not serialisable\n\n")
+    })
+}
+
+/// One decoded SSE event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    /// The `event:` name (`message` when the event named none).
+    pub name: String,
+    /// The `data:` lines joined with `\n`.
+    pub data: String,
+}
+
+impl Event {
+    /// The snapshot this event carries, when it is a snapshot event. Errors: not JSON of a
+    /// snapshot (wrong event names give `Ok(None)`).
+    pub fn snapshot(&self) -> Result<Option<Snapshot>, serde_json::Error> {
+        if self.name != EVENT_NAME {
+            return Ok(None);
+        }
+        serde_json::from_str(&self.data).map(Some)
+    }
+}
+
+/// Why a stream could not be decoded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    /// One event grew past [`MAX_EVENT_BYTES`] without ending.
+    #[error("an event is longer than {MAX_EVENT_BYTES} bytes")]
+    TooLong,
+    /// A line was not UTF-8.
+    #[error("the stream is not UTF-8 text")]
+    NotText,
+}
+
+/// Incremental SSE decoder: feed it chunks as they arrive (split anywhere), get the complete
+/// events. Understands `\n` and `\r\n` line ends, `event:`/`data:` fields (one optional space
+/// after the colon), comments (`:`), and ignores other fields.
+#[derive(Debug, Default)]
+pub struct Decoder {
+    /// Bytes of the line being read.
+    line: Vec<u8>,
+    /// Fields of the event being read.
+    name: Option<String>,
+    data: Option<String>,
+    /// Bytes buffered for the event being read.
+    size: usize,
+}
+
+impl Decoder {
+    /// A decoder at the start of a stream.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Feeds `chunk`; returns the events it completed, in order. Errors end the stream (the
+    /// caller reconnects).
+    pub fn feed(&mut self, chunk: &[u8]) -> Result<Vec<Event>, DecodeError> {
+        let mut out = Vec::new();
+        for &b in chunk {
+            if b != b'\n' {
+                self.line.push(b);
+                self.size = self.size.saturating_add(1);
+                if self.size > MAX_EVENT_BYTES {
+                    return Err(DecodeError::TooLong);
+                }
+                continue;
+            }
+            if self.line.last() == Some(&b'\r') {
+                self.line.pop();
+            }
+            let line = std::mem::take(&mut self.line);
+            let line = String::from_utf8(line).map_err(|_| DecodeError::NotText)?;
+            if line.is_empty() {
+                if let Some(data) = self.data.take() {
+                    out.push(Event {
+                        name: self.name.take().unwrap_or_else(|| "message".to_owned()),
+                        data,
+                    });
+                }
+                self.name = None;
+                self.size = 0;
+                continue;
+            }
+            self.field(&line);
+        }
+        Ok(out)
+    }
+
+    fn field(&mut self, line: &str) {
+        if line.starts_with(':') {
+            return;
+        }
+        let (key, value) = line.split_once(':').unwrap_or((line, ""));
+        let value = value.strip_prefix(' ').unwrap_or(value);
+        match key {
+            "event" => self.name = Some(value.to_owned()),
+            "data" => match &mut self.data {
+                Some(d) => {
+                    d.push('\n');
+                    d.push_str(value);
+                }
+                None => self.data = Some(value.to_owned()),
+            },
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "snapshot_stream_tests.rs"]
+mod tests;
