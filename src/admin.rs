@@ -24,6 +24,8 @@ use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+mod faults;
+
 use crate::core::control::{ClearTarget, Control, ControlError, SettingsPatch};
 use crate::core::snapshot::Snapshot;
 use crate::proxy::response::json_response;
@@ -160,6 +162,9 @@ async fn handle(control: &Control, req: Request<Incoming>) -> Response<Full<Byte
                     .map(|ids| json!({"reset": ids})),
             )
         }
+        ("GET" | "HEAD", "/api/faults") => faults::list(control),
+        ("POST", "/api/faults") => faults::inject(control, &body),
+        ("DELETE", "/api/faults") => faults::clear(control, &query),
         ("GET" | "HEAD", "/api/resilience/cooldowns") => {
             let provider = query_param(&query, "provider");
             if let Some(p) = &provider
@@ -297,6 +302,7 @@ async fn handle(control: &Control, req: Request<Incoming>) -> Response<Full<Byte
             | "/api/resilience/model-cooldowns"
             | "/api/resilience"
             | "/api/resilience/terminal-reset"
+            | "/api/faults"
             | STREAM_PATH,
         ) => error(
             StatusCode::METHOD_NOT_ALLOWED,

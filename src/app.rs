@@ -343,6 +343,7 @@ mod history_tests {
                 bytes: 5,
                 outcome: "ok".into(),
                 translated: String::new(),
+                injected: false,
             });
         }
         store.flush();

@@ -37,6 +37,7 @@ pub struct Metrics {
     headroom_remaining: Family<Labels, Gauge<f64, AtomicU64>>,
     headroom_reset: Family<Labels, Gauge<f64, AtomicU64>>,
     uptime: Gauge<f64, AtomicU64>,
+    injected: Family<Labels, Counter>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -143,6 +144,12 @@ impl Metrics {
             "Seconds since sluice started",
             uptime.clone(),
         );
+        let injected = Family::<Labels, Counter>::default();
+        registry.register(
+            "injected_faults",
+            "Upstream attempts answered (or delayed) by an operator-injected fault, by provider, connection and kind",
+            injected.clone(),
+        );
         Self {
             registry,
             requests,
@@ -159,6 +166,7 @@ impl Metrics {
             headroom_remaining,
             headroom_reset,
             uptime,
+            injected,
         }
     }
 
@@ -177,6 +185,17 @@ impl Metrics {
         if failed {
             self.failures.get_or_create(&l).inc();
         }
+    }
+
+    /// Counts an attempt that met an injected fault of `kind` (`503`, `reset`, `latency`, …).
+    pub fn observe_injected(&self, provider: &str, connection: &str, kind: &str) {
+        self.injected
+            .get_or_create(&labels(&[
+                ("provider", provider),
+                ("connection", connection),
+                ("kind", kind),
+            ]))
+            .inc();
     }
 
     /// Sets the state gauges from `snap` and renders the text exposition.

@@ -52,6 +52,10 @@ pub enum Action {
         /// True when paging back (the page is pushed), false when returning to a newer one.
         older: bool,
     },
+    /// Inject a fault for a bounded time (`Control::inject_fault`).
+    InjectFault(crate::core::faults::FaultRequest),
+    /// Remove every injected fault (`Control::clear_faults`).
+    ClearFaults,
 }
 
 /// Rows per page of the request log in the Requests panel.
@@ -206,6 +210,22 @@ pub fn perform(control: &dyn Door, action: Action) -> Outcome {
                 (_, ids) => format!("reset {} breakers to closed: {}", ids.len(), ids.join(", ")),
             },
             Err(e) => format!("reset failed: {e}"),
+        },
+        Action::InjectFault(req) => match control.inject_fault(&req) {
+            Ok(v) => format!(
+                "fault injected: {} {} for {}s (F clears)",
+                v.target,
+                v.description,
+                v.remaining_ms / 1000
+            ),
+            Err(e) => format!("fault not injected: {e}"),
+        },
+        Action::ClearFaults => match control.clear_faults() {
+            Ok(n) => format!(
+                "cleared {n} injected fault{}",
+                if n == 1 { "" } else { "s" }
+            ),
+            Err(e) => format!("faults not cleared: {e}"),
         },
         Action::ClearCooldowns(target) => match control.clear_cooldowns(&target) {
             Ok(report) => clear_summary(control, &report),

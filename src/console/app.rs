@@ -348,6 +348,11 @@ impl App {
                 && connection_rows(snap).any(|(_, c)| running(c.cooldown_until_unix_ms)))
             || (shown(Focus::Lockouts)
                 && snap.lockouts.iter().any(|l| running(Some(l.until_unix_ms))))
+            || (mode != LayoutMode::TooSmall
+                && snap
+                    .faults
+                    .iter()
+                    .any(|f| running(Some(f.expires_at_unix_ms))))
     }
 
     /// Applies one key. Returns an [`Action`] for quit and for operator commands (after the
@@ -469,6 +474,10 @@ impl App {
                 self.confirm = None;
                 self.flash("cancelled");
             }
+            Cmd::InjectFault => return self.open_fault_picker(),
+            Cmd::ClearFaults => return self.gate(Action::ClearFaults, None),
+            Cmd::FaultKindNext => self.cycle_fault(fault_picker::Cycle::Kind),
+            Cmd::FaultDurationNext => self.cycle_fault(fault_picker::Cycle::Duration),
             Cmd::ResetBreaker => {
                 let Some(p) = self.snapshot.providers.get(self.circuit_selected) else {
                     self.flash("no provider selected");
@@ -652,6 +661,7 @@ fn lockout_key(l: &LockoutView) -> (String, String, String) {
     (l.provider.clone(), l.connection.clone(), l.model.clone())
 }
 
+mod fault_picker;
 pub mod filter;
 pub mod mouse;
 mod outcome;

@@ -5,6 +5,7 @@
 
 use crate::config::Resilience;
 use crate::core::control::{ClearReport, ClearTarget, Control, ControlError, SettingsPatch};
+use crate::core::faults::{FaultRequest, FaultView};
 use crate::core::snapshot::{RequestView, Snapshot};
 
 /// The state of an attached console's connection to its sluice (an in-process console is
@@ -72,6 +73,10 @@ pub trait Door: Send + Sync {
         connection: &str,
         model: &str,
     ) -> Result<bool, DoorError>;
+    /// [`Control::inject_fault`]: the fault as injected.
+    fn inject_fault(&self, req: &FaultRequest) -> Result<FaultView, DoorError>;
+    /// [`Control::clear_faults`] of every fault: how many were removed.
+    fn clear_faults(&self) -> Result<usize, DoorError>;
     /// [`Control::snapshot`].
     fn snapshot(&self) -> Result<Snapshot, DoorError>;
     /// [`Control::reload_config`]: the status-line summary of what changed. A refused
@@ -132,6 +137,14 @@ impl Door for Control {
         model: &str,
     ) -> Result<bool, DoorError> {
         Control::reenable_model(self, provider, connection, model).map_err(DoorError::from)
+    }
+
+    fn inject_fault(&self, req: &FaultRequest) -> Result<FaultView, DoorError> {
+        Control::inject_fault(self, req).map_err(DoorError::from)
+    }
+
+    fn clear_faults(&self) -> Result<usize, DoorError> {
+        Ok(Control::clear_faults(self, &crate::policy::fault::FaultSelector::All).len())
     }
 
     fn snapshot(&self) -> Result<Snapshot, DoorError> {

@@ -53,6 +53,15 @@ impl Door for Scripted {
     fn reenable_model(&self, _: &str, _: &str, _: &str) -> Result<bool, DoorError> {
         self.refuse("reenable_model")
     }
+    fn inject_fault(
+        &self,
+        _: &crate::core::faults::FaultRequest,
+    ) -> Result<crate::core::faults::FaultView, DoorError> {
+        self.refuse("inject_fault")
+    }
+    fn clear_faults(&self) -> Result<usize, DoorError> {
+        self.refuse("clear_faults")
+    }
     fn snapshot(&self) -> Result<Snapshot, DoorError> {
         self.refuse("snapshot")
     }

@@ -30,6 +30,7 @@ fn store_with(dir: &Path, n: u64) -> Arc<Store> {
             tokens_in: None,
             tokens_out: None,
             translated: String::new(),
+            injected: false,
             at_unix_ms: 1_700_000_000_000 + i,
             route: "/v1/messages".into(),
             client_model: format!("m{i}"),

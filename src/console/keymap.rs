@@ -122,6 +122,14 @@ pub enum Cmd {
     ClearProvider,
     /// Re-enable the selected model lockout (confirm).
     Reenable,
+    /// Open the fault picker for the selected connection (confirm dialog).
+    InjectFault,
+    /// Remove every injected fault.
+    ClearFaults,
+    /// Fault picker: next fault kind.
+    FaultKindNext,
+    /// Fault picker: next duration preset.
+    FaultDurationNext,
     /// Confirm the dialog.
     Confirm,
     /// Cancel the dialog.
@@ -161,6 +169,8 @@ impl Cmd {
                 | Cmd::Clear
                 | Cmd::ClearProvider
                 | Cmd::Reenable
+                | Cmd::InjectFault
+                | Cmd::ClearFaults
                 | Cmd::EditField
                 | Cmd::SaveSettings
                 | Cmd::RevertField

@@ -517,6 +517,8 @@ async fn event_loop(
 #[cfg(test)]
 mod door_tests;
 #[cfg(test)]
+mod fault_tests;
+#[cfg(test)]
 mod filter_mouse_tests;
 #[cfg(test)]
 mod history_tests;

@@ -67,6 +67,7 @@ pub(super) fn snapshot() -> Snapshot {
                         reason: "rate_limit_exceeded".into(),
                         latency_ms: 95,
                         translated: "anthropic→openai".into(),
+                        injected: false,
                     },
                     AttemptView {
                         target: "openrouter:main/anthropic/claude-sonnet-4".into(),
@@ -75,6 +76,7 @@ pub(super) fn snapshot() -> Snapshot {
                         reason: "stream_closed".into(),
                         latency_ms: 700,
                         translated: "anthropic→openai".into(),
+                        injected: false,
                     },
                 ],
                 skipped: vec![SkippedView {
@@ -84,6 +86,7 @@ pub(super) fn snapshot() -> Snapshot {
                 waits: Vec::new(),
                 client_format: "anthropic".into(),
                 upstream_dialect: "openai".into(),
+                injected: false,
             },
             RequestView {
                 tokens_in: None,
@@ -107,11 +110,13 @@ pub(super) fn snapshot() -> Snapshot {
                     reason: String::new(),
                     latency_ms: 240,
                     translated: String::new(),
+                    injected: false,
                 }],
                 skipped: Vec::new(),
                 waits: Vec::new(),
                 client_format: "chat".into(),
                 upstream_dialect: "openai".into(),
+                injected: false,
             },
         ],
         providers: vec![
@@ -233,6 +238,7 @@ pub(super) fn snapshot() -> Snapshot {
             gate("openrouter", "main", Some("z-ai/glm-5"), (1, 2), (0, 8), 0),
         ],
         store: Default::default(),
+        faults: Vec::new(),
     }
 }
 

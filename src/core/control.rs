@@ -221,6 +221,38 @@ impl Control {
         self.core.gates().views()
     }
 
+    /// Injects a fault for a bounded time (never persisted): `req.target` is a provider or
+    /// `provider/connection`, `req.duration` 1 s..10 min (default 60 s). While it is on, the
+    /// target's attempts are answered by the fault instead of the upstream (added latency
+    /// delays the real call) and go through classification and `Core::report` like real ones.
+    /// Injecting again on the same target replaces its fault.
+    ///
+    /// # Errors
+    /// An unknown provider or connection, an unknown kind, a bad parameter or duration.
+    pub fn inject_fault(
+        &self,
+        req: &super::faults::FaultRequest,
+    ) -> Result<super::faults::FaultView, ControlError> {
+        let v = self.core.inject_fault(req)?;
+        tracing::warn!(target = %v.target, fault = %v.description, remaining_ms = v.remaining_ms, "operator injected a fault");
+        Ok(v)
+    }
+
+    /// The faults on now, with their time left.
+    pub fn faults(&self) -> Vec<super::faults::FaultView> {
+        self.core.fault_views()
+    }
+
+    /// Removes the faults `sel` names (all, one id, or one target); returns those removed.
+    pub fn clear_faults(
+        &self,
+        sel: &crate::policy::fault::FaultSelector,
+    ) -> Vec<super::faults::FaultView> {
+        let gone = self.core.clear_faults(sel);
+        tracing::info!(cleared = gone.len(), "operator cleared injected faults");
+        gone
+    }
+
     /// Clears connection cooldowns and quota waits (and the cleared connections' live model
     /// lockouts). Terminal states are skipped and reported (spec §3a).
     pub fn clear_cooldowns(&self, target: &ClearTarget) -> Result<ClearReport, ControlError> {

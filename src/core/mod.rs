@@ -7,6 +7,7 @@
 pub mod admission;
 pub mod control;
 pub mod credentials;
+pub mod faults;
 pub mod headroom;
 pub mod latency;
 pub mod persist;
@@ -59,6 +60,7 @@ struct Inner {
     res: Mutex<resilience::ResState>,
     gates: admission::Gates,
     metrics: crate::metrics::Metrics,
+    faults: faults::Faults,
 }
 
 /// Marks one client request as in flight until dropped.
@@ -150,6 +152,7 @@ impl Core {
                 res: Mutex::new(res),
                 gates,
                 metrics: crate::metrics::Metrics::new(),
+                faults: faults::Faults::default(),
             }),
         };
         core.publish();
@@ -347,6 +350,7 @@ impl Core {
                     .unwrap_or_default(),
                 tokens_in: view.tokens_in,
                 tokens_out: view.tokens_out,
+                injected: view.injected,
             });
         }
         self.stats().record_finish(now, view);
@@ -433,6 +437,7 @@ impl Core {
             lockouts: live.lockouts,
             queues: self.inner.gates.views(),
             store: self.store_view(),
+            faults: self.fault_views(),
         }
     }
 

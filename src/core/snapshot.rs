@@ -47,6 +47,10 @@ pub struct Snapshot {
     pub queues: Vec<super::admission::GateView>,
     /// Write-behind losses of the store since start (zero without a store).
     pub store: StoreView,
+    /// Operator-injected faults on now (never persisted), oldest first; serialised only when
+    /// there is one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub faults: Vec<super::faults::FaultView>,
 }
 
 /// The store's write-behind counters: rows and state changes dropped because its queue was
@@ -112,6 +116,7 @@ impl RequestView {
             outcome: RequestOutcome::parse(&r.outcome).unwrap_or(RequestOutcome::SluiceError),
             tokens_in: r.tokens_in,
             tokens_out: r.tokens_out,
+            injected: r.injected,
             ..Default::default()
         }
     }
@@ -162,6 +167,9 @@ pub struct RequestView {
     pub client_format: String,
     /// The dialect of the last target tried (`anthropic` or `openai`; empty when none).
     pub upstream_dialect: String,
+    /// True when an attempt met an operator-injected fault (serialised only when true).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub injected: bool,
 }
 
 impl WaitView {
@@ -211,6 +219,10 @@ pub struct AttemptView {
     /// `client→upstream` when the request was translated for this target, e.g.
     /// `anthropic→openai`; empty when it was forwarded in the client's format.
     pub translated: String,
+    /// True when an operator-injected fault answered (or delayed) this attempt (serialised
+    /// only when true).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub injected: bool,
 }
 
 /// A candidate excluded before dispatch.

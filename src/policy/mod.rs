@@ -15,6 +15,7 @@ pub mod affinity;
 pub mod breaker;
 pub mod classify;
 pub mod cooldown;
+pub mod fault;
 pub mod headroom;
 pub mod latency;
 pub mod lockout;

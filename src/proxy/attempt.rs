@@ -16,6 +16,7 @@ use hyper::body::Incoming;
 use super::Shared;
 use super::dialect::ProxyError;
 use super::headers;
+use super::injected::{self, SendError};
 use super::request::ClientRequest;
 use super::routes::Route;
 use super::sse::guard::Guards;
@@ -97,6 +98,8 @@ pub struct Attempted {
     pub latency: Duration,
     /// The attempt's in-flight guard (kept while a stream is relayed).
     pub guard: AttemptGuard,
+    /// Whether an operator-injected fault answered (or delayed) it.
+    pub injected: bool,
 }
 
 /// Sends `body` to `t` for `req` and judges the answer; `deadline` is the end of the request's
@@ -126,10 +129,13 @@ pub async fn send_attempt(
             result: AttemptResult::OutOfTime,
             latency,
             guard,
+            injected: false,
         });
     }
     let head_budget = t.provider.timeout.min(remaining);
-    let res = tokio::time::timeout(head_budget, client.request(up)).await;
+    let fault = state.core.fault_for(t.cand.provider, t.cand.connection);
+    let send = injected::send(fault, t.provider.dialect, route.sse_kind(), client, up);
+    let res = tokio::time::timeout(head_budget, send).await;
     let latency = clock.now().saturating_duration_since(started);
     let status = res
         .as_ref()
@@ -154,7 +160,10 @@ pub async fn send_attempt(
         // The request's own budget ran out first: sluice's limit, not the upstream's fault.
         Err(_) if remaining < t.provider.timeout => AttemptResult::OutOfTime,
         Err(_) => transport_failed(state, t, timed_out(t.provider, head_budget)),
-        Ok(Err(e)) => transport_failed(state, t, unreachable(t, &e)),
+        Ok(Err(SendError::Upstream(e))) => transport_failed(state, t, unreachable(t, &e)),
+        Ok(Err(SendError::Injected(msg))) => {
+            transport_failed(state, t, ProxyError::Unreachable(msg))
+        }
         Ok(Ok(resp)) => {
             // A non-streaming body must be complete within the provider's `timeout` too.
             let body_deadline = started
@@ -167,6 +176,7 @@ pub async fn send_attempt(
         result,
         latency,
         guard,
+        injected: fault.is_some(),
     })
 }
 

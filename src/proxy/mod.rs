@@ -9,6 +9,7 @@ pub mod dialect;
 pub mod dispatch;
 pub mod forward;
 pub mod headers;
+pub mod injected;
 pub mod outcome;
 pub mod relay;
 pub mod request;

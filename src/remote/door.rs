@@ -10,6 +10,8 @@
 //! | `reset_breakers` | `POST /api/resilience/reset` |
 //! | `clear_cooldowns` | `POST /api/resilience/cooldowns` |
 //! | `reenable_model` | `DELETE /api/resilience/model-cooldowns` |
+//! | `inject_fault` | `POST /api/faults` |
+//! | `clear_faults` | `DELETE /api/faults` |
 //! | `snapshot` | `GET /api/snapshot` |
 //!
 //! The console calls a door synchronously from its own thread; the calls run on the
@@ -28,6 +30,7 @@ use super::client::{AdminClient, CALL_TIMEOUT};
 use crate::config::Resilience;
 use crate::console::door::{Door, DoorError, Settings};
 use crate::core::control::{ClearReport, ClearTarget, SettingsPatch, apply_patch};
+use crate::core::faults::{FaultRequest, FaultView};
 use crate::core::snapshot::{RequestView, Snapshot};
 
 /// The console's door onto a running sluice.
@@ -155,6 +158,28 @@ impl Door for RemoteDoor {
             Some(body),
         )?;
         field(&v, "removed")
+    }
+
+    fn inject_fault(&self, req: &FaultRequest) -> Result<FaultView, DoorError> {
+        let text = |d: Option<Duration>| d.map(|d| humantime::format_duration(d).to_string());
+        let body = json!({
+            "target": req.target,
+            "kind": req.kind,
+            "duration": text(req.duration),
+            "params": {
+                "delay": text(req.params.delay),
+                "retry_after": text(req.params.retry_after),
+                "frames": req.params.frames,
+            },
+        });
+        let v = self.call(Method::POST, "/api/faults", Some(body))?;
+        field(&v, "fault")
+    }
+
+    fn clear_faults(&self) -> Result<usize, DoorError> {
+        let v = self.call(Method::DELETE, "/api/faults", None)?;
+        let cleared: Vec<Value> = field(&v, "cleared")?;
+        Ok(cleared.len())
     }
 
     fn snapshot(&self) -> Result<Snapshot, DoorError> {

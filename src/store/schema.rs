@@ -184,8 +184,14 @@ ALTER TABLE request_log ADD COLUMN tokens_in INTEGER;
 ALTER TABLE request_log ADD COLUMN tokens_out INTEGER;
 ";
 
+/// Schema v4: `request_log.injected` (1 when an attempt of the request met an operator-injected
+/// fault; rows written before it read 0).
+const V4: &str = "
+ALTER TABLE request_log ADD COLUMN injected INTEGER NOT NULL DEFAULT 0;
+";
+
 /// Every migration step, in order; `MIGRATIONS[i]` moves `user_version` from `i` to `i + 1`.
-pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3];
+pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4];
 
 /// Schema version this binary writes (the number of migration steps).
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;

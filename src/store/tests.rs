@@ -34,6 +34,7 @@ pub(super) fn row(at: u64, n: u32) -> RequestLogRow {
         bytes: 4096 * u64::from(n),
         outcome: "ok".into(),
         translated: String::new(),
+        injected: n == 48,
     }
 }
 

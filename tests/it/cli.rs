@@ -217,6 +217,7 @@ fn log_prints_the_request_log_filtered_as_text_or_json() {
             tokens_in: None,
             tokens_out: None,
             translated: String::new(),
+            injected: false,
             at_unix_ms: now - ago_ms,
             route: "/v1/messages".into(),
             client_model: model.into(),

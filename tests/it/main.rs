@@ -22,6 +22,7 @@ mod console_attach;
 mod console_e2e;
 mod console_settings;
 mod edge;
+mod faults;
 mod history;
 mod pipeline;
 mod proxy;

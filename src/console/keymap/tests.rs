@@ -76,6 +76,10 @@ fn every_default_key_gives_its_command() {
         (ch('c'), Panel(Focus::Cooldowns), Cmd::Clear),
         (ch('C'), Panel(Focus::Cooldowns), Cmd::ClearProvider),
         (ch('x'), Panel(Focus::Lockouts), Cmd::Reenable),
+        (ch('i'), Panel(Focus::Cooldowns), Cmd::InjectFault),
+        (ch('F'), Global, Cmd::ClearFaults),
+        (ch('t'), Dialog, Cmd::FaultKindNext),
+        (ch('d'), Dialog, Cmd::FaultDurationNext),
         (ev(KeyCode::Enter), Panel(Focus::Requests), Cmd::Details),
         (
             ev(KeyCode::PageDown),

@@ -34,6 +34,27 @@ pub fn tokens_last_minute(snap: &Snapshot, now_unix_ms: u64) -> u64 {
         .fold(0u64, u64::saturating_add)
 }
 
+/// The banner while an operator-injected fault is on, e.g.
+/// ` FAULT INJECTED: p/c 503 · 42s left ` (` +2 more` when several are); `None` when none is.
+/// The countdown runs from each fault's `expires_at_unix_ms` against `now_unix_ms`.
+pub fn fault_banner(snap: &Snapshot, now_unix_ms: u64) -> Option<String> {
+    let live: Vec<_> = snap
+        .faults
+        .iter()
+        .filter(|f| f.expires_at_unix_ms > now_unix_ms)
+        .collect();
+    let first = live.first()?;
+    let left = (first.expires_at_unix_ms - now_unix_ms).div_ceil(1000);
+    let more = match live.len() {
+        1 => String::new(),
+        n => format!(" +{} more", n - 1),
+    };
+    Some(format!(
+        " FAULT INJECTED: {} {} · {left}s left{more} ",
+        first.target, first.description
+    ))
+}
+
 /// Draws the header into `area` (two rows). `now_unix_ms` drives the uptime.
 pub fn render(f: &mut Frame, area: Rect, snap: &Snapshot, theme: &Theme, now_unix_ms: u64) {
     render_with(f, area, snap, theme, now_unix_ms, None);
@@ -63,6 +84,15 @@ pub fn render_with(
     if snap.draining {
         first.push(Span::styled(
             " DRAINING ",
+            theme
+                .style(Role::Error)
+                .add_modifier(Modifier::BOLD | Modifier::REVERSED),
+        ));
+        first.push(Span::raw(" "));
+    }
+    if let Some(text) = fault_banner(snap, now_unix_ms) {
+        first.push(Span::styled(
+            text,
             theme
                 .style(Role::Error)
                 .add_modifier(Modifier::BOLD | Modifier::REVERSED),

@@ -368,7 +368,12 @@ impl Dispatch<'_> {
         let body = prepared.body.clone();
         let a = send_attempt(self.state, &t, self.req, self.route, body, deadline).await?;
         let label = seam.map(Seam::label).unwrap_or_default();
-        Ok(self.settle(cand, ticket, permit, deadline, a, label))
+        let injected = a.injected;
+        let tried = self.settle(cand, ticket, permit, deadline, a, label);
+        if injected {
+            crate::proxy::injected::mark(self.view);
+        }
+        Ok(tried)
     }
 
     /// Reports an attempt's result through the one choke point and decides what is next.
@@ -517,6 +522,7 @@ fn log_attempt(
         reason: c.reason.clone(),
         latency_ms: u64::try_from(latency.as_millis()).unwrap_or(u64::MAX),
         translated,
+        ..Default::default()
     });
 }
 

@@ -1,0 +1,167 @@
+//! Fault injection in the console: the header banner (rendered into a `TestBackend`), the
+//! picker on the Cooldowns panel, `F` to clear, read-only refusal, and the actions through a
+//! real `Control`.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use ratatui::style::Modifier;
+use tokio_util::sync::CancellationToken;
+
+use super::action::{Action, perform};
+use super::app::{App, Focus};
+use super::test_support::{NOW, draw, find, snapshot};
+use super::theme::Theme;
+use crate::clock::ManualClock;
+use crate::config::{LoadEnv, from_str};
+use crate::core::Core;
+use crate::core::control::Control;
+use crate::core::faults::{FaultRequest, FaultView};
+
+fn key(c: char) -> KeyEvent {
+    KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE)
+}
+
+fn fault(target: &str, description: &str, left_ms: u64) -> FaultView {
+    FaultView {
+        id: 1,
+        target: target.into(),
+        kind: description.into(),
+        description: description.into(),
+        remaining_ms: left_ms,
+        expires_at_unix_ms: NOW + left_ms,
+    }
+}
+
+#[test]
+fn the_header_shows_a_banner_with_a_countdown_while_a_fault_is_on() {
+    let mut snap = snapshot();
+    snap.faults = vec![fault("openrouter/main", "503", 42_000)];
+    let buf = draw(
+        &App::new(Arc::new(snap.clone())),
+        &Theme::default(),
+        160,
+        40,
+    );
+    let (x, y) =
+        find(&buf, "FAULT INJECTED: openrouter/main 503 · 42s left").expect("banner in the header");
+    assert_eq!(y, 0, "first header row");
+    assert!(buf[(x, y)].modifier.contains(Modifier::REVERSED));
+
+    snap.faults.push(fault("anthropic", "zombie 200", 5_000));
+    let banner = super::panels::header::fault_banner(&snap, NOW + 2_000);
+    assert_eq!(
+        banner.as_deref(),
+        Some(" FAULT INJECTED: openrouter/main 503 · 40s left +1 more ")
+    );
+    assert_eq!(
+        super::panels::header::fault_banner(&snap, NOW + 42_000),
+        None,
+        "expired by the console's clock: no banner even before the next snapshot"
+    );
+    let none = draw(&App::new(Arc::new(snapshot())), &Theme::default(), 160, 40);
+    assert!(find(&none, "FAULT INJECTED").is_none());
+}
+
+#[test]
+fn the_picker_cycles_kind_and_duration_and_injects_on_confirm() {
+    let mut app = App::new(Arc::new(snapshot()));
+    app.focus = Focus::Cooldowns;
+    let (p, c) = app
+        .selected_connection()
+        .map(|(p, c)| (p.id.clone(), c.id.clone()))
+        .unwrap();
+    let target = format!("{p}/{c}");
+    assert_eq!(app.on_key(key('i')), None, "opens the picker");
+    let prompt = app.confirm.as_ref().map(|d| d.prompt.clone()).unwrap();
+    assert_eq!(
+        prompt,
+        format!("Inject 503 on {target} for 60s? (t kind, d duration)")
+    );
+    app.on_key(key('t'));
+    app.on_key(key('d'));
+    app.on_key(key('d'));
+    let prompt = app.confirm.as_ref().map(|d| d.prompt.clone()).unwrap();
+    assert_eq!(
+        prompt,
+        format!("Inject 429 on {target} for 5m? (t kind, d duration)")
+    );
+    assert_eq!(
+        app.on_key(key('y')),
+        Some(Action::InjectFault(FaultRequest {
+            target,
+            kind: "429".into(),
+            duration: Some(Duration::from_secs(300)),
+            ..Default::default()
+        }))
+    );
+    assert_eq!(app.on_key(key('F')), Some(Action::ClearFaults));
+}
+
+#[test]
+fn read_only_refuses_the_picker_and_the_clear() {
+    let mut app = App::new(Arc::new(snapshot()));
+    app.readonly = true;
+    app.focus = Focus::Cooldowns;
+    assert_eq!(app.on_key(key('i')), None);
+    assert!(app.confirm.is_none(), "no picker in read-only mode");
+    assert_eq!(app.on_key(key('F')), None);
+    assert!(
+        app.message
+            .as_ref()
+            .is_some_and(|m| m.text.contains("read-only")),
+        "{:?}",
+        app.message
+    );
+}
+
+const CONFIG: &str = r#"
+[[providers]]
+id = "p"
+dialect = "anthropic"
+base_url = "https://api.anthropic.com"
+profile = "api_key"
+  [[providers.connections]]
+  id = "k1"
+  auth = "passthrough"
+"#;
+
+#[test]
+fn the_actions_go_through_control() {
+    let env = LoadEnv::fixed(&[], "/tmp");
+    let cfg = from_str(CONFIG, Path::new("t.toml"), &env).unwrap();
+    let clock = ManualClock::new();
+    let core = Core::new(Arc::new(cfg), Arc::new(clock.clone()), None);
+    let control = Control::new(core, CancellationToken::new());
+    let req = FaultRequest {
+        target: "p/k1".into(),
+        kind: "reset".into(),
+        ..Default::default()
+    };
+    let out = perform(&control, Action::InjectFault(req)).text();
+    assert_eq!(out, "fault injected: p/k1 reset for 60s (F clears)");
+    assert_eq!(control.snapshot().faults.len(), 1);
+    let bad = FaultRequest {
+        target: "p/nope".into(),
+        kind: "503".into(),
+        ..Default::default()
+    };
+    let out = perform(&control, Action::InjectFault(bad)).text();
+    assert_eq!(out, "fault not injected: unknown connection 'nope'");
+    assert_eq!(
+        perform(&control, Action::ClearFaults).text(),
+        "cleared 1 injected fault"
+    );
+    assert!(control.faults().is_empty());
+    let short = FaultRequest {
+        target: "p".into(),
+        kind: "503".into(),
+        duration: Some(Duration::from_secs(5)),
+        ..Default::default()
+    };
+    perform(&control, Action::InjectFault(short));
+    clock.advance(Duration::from_secs(5));
+    assert!(control.faults().is_empty(), "expired on the injected clock");
+}
