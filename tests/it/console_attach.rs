@@ -242,62 +242,12 @@ impl Drop for Server {
 }
 
 fn config(dir: &Path, listen: u16, admin: u16, upstream: &str) -> String {
-    format!(
-        r#"
-[server]
-listen = "127.0.0.1:{listen}"
-
-[admin]
-listen = "127.0.0.1:{admin}"
-token_env = "SLUICE_ATTACH_TOKEN"
-
-[store]
-path = "{db}"
-
-[log]
-dir = "{logs}"
-
-[resilience.connection_cooldown.api_key]
-base = "60s"
-
-[resilience.combo_cooldown_wait]
-enabled = false
-
-[[providers]]
-id = "up"
-dialect = "openai"
-base_url = "{upstream}"
-profile = "api_key"
-
-  [[providers.connections]]
-  id = "key-a"
-  auth = "passthrough"
-"#,
-        db = dir.join("sluice.db").display(),
-        logs = dir.join("logs").display(),
-    )
+    crate::console_e2e::config(dir, listen, admin, upstream, Some("SLUICE_ATTACH_TOKEN"))
 }
 
-/// The `key-a` row of `GET /api/resilience/cooldowns` (with the token), or `None` while the
-/// admin API is down.
+/// The `key-a` row of the cooldowns listing (with the token).
 async fn key_a(admin: &str) -> Option<Value> {
-    let addr = admin.trim_start_matches("http://");
-    tokio::net::TcpStream::connect(addr).await.ok()?;
-    let url = format!("{admin}/api/resilience/cooldowns");
-    let r = tokio::time::timeout(
-        Duration::from_secs(1),
-        client::get(&url, &[("authorization", BEARER)]),
-    )
-    .await
-    .ok()?;
-    if r.status != 200 {
-        return None;
-    }
-    r.json()["connections"]
-        .as_array()?
-        .iter()
-        .find(|c| c["connection"] == "key-a")
-        .cloned()
+    crate::console_e2e::key_a(admin, &[("authorization", BEARER)]).await
 }
 
 /// One request through sluice; the mock answers 503, so `key-a` cools.

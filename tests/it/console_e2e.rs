@@ -19,7 +19,17 @@ use crate::support::{MockUpstream, Reply};
 /// The longest any one wait in this test may take.
 const WAIT: Duration = Duration::from_secs(5);
 
-fn config(dir: &Path, listen: u16, admin: u16, upstream: &str) -> String {
+/// One provider `up` (openai, at `upstream`) with one passthrough connection `key-a` that a
+/// 503 cools for 60 s; `[admin] token_env` set when `token_env` is given. Shared with the
+/// attach test.
+pub(crate) fn config(
+    dir: &Path,
+    listen: u16,
+    admin: u16,
+    upstream: &str,
+    token_env: Option<&str>,
+) -> String {
+    let token = token_env.map_or(String::new(), |v| format!("token_env = \"{v}\"\n"));
     format!(
         r#"
 [server]
@@ -27,7 +37,7 @@ listen = "127.0.0.1:{listen}"
 
 [admin]
 listen = "127.0.0.1:{admin}"
-
+{token}
 [store]
 path = "{db}"
 
@@ -55,13 +65,14 @@ profile = "api_key"
     )
 }
 
-/// The `key-a` row of `GET /api/resilience/cooldowns`, or `None` while the admin API is down.
-async fn key_a(admin: &str) -> Option<Value> {
+/// The `key-a` row of `GET /api/resilience/cooldowns` (sent with `auth` headers), or `None`
+/// while the admin API is down. Shared with the attach test.
+pub(crate) async fn key_a(admin: &str, auth: &[(&str, &str)]) -> Option<Value> {
     // The support client panics on a refused connection; probe the port first.
     let addr = admin.trim_start_matches("http://");
     tokio::net::TcpStream::connect(addr).await.ok()?;
     let url = format!("{admin}/api/resilience/cooldowns");
-    let r = tokio::time::timeout(Duration::from_secs(1), client::get(&url, &[]))
+    let r = tokio::time::timeout(Duration::from_secs(1), client::get(&url, auth))
         .await
         .ok()?;
     if r.status != 200 {
@@ -110,7 +121,7 @@ async fn clear_key_in_the_console_clears_a_cooled_connection() {
     let path = dir.path().join("config.toml");
     std::fs::write(
         &path,
-        config(dir.path(), listen, admin_port, &mock.base_url()),
+        config(dir.path(), listen, admin_port, &mock.base_url(), None),
     )
     .unwrap();
     let command = format!(
@@ -126,7 +137,7 @@ async fn clear_key_in_the_console_clears_a_cooled_connection() {
     let admin = format!("http://127.0.0.1:{admin_port}");
 
     eventually("the admin API", &tmux, || async {
-        key_a(&admin).await.is_some()
+        key_a(&admin, &[]).await.is_some()
     })
     .await;
     eventually("the console", &tmux, || {
@@ -142,7 +153,7 @@ async fn clear_key_in_the_console_clears_a_cooled_connection() {
     )
     .await;
     assert_eq!(r.status, 503, "{}", r.text());
-    let row = key_a(&admin).await.expect("cooldowns row");
+    let row = key_a(&admin, &[]).await.expect("cooldowns row");
     assert_eq!(row["status"], "cooling", "{row:#}");
     eventually("the cooling row on screen", &tmux, || {
         let s = tmux.screen("console");
@@ -158,7 +169,7 @@ async fn clear_key_in_the_console_clears_a_cooled_connection() {
     .await;
     tmux.keys("console", &["c"]);
     eventually("key-a active through the admin API", &tmux, || async {
-        key_a(&admin)
+        key_a(&admin, &[])
             .await
             .is_some_and(|row| row["status"] == "active")
     })
