@@ -4,13 +4,11 @@
 //! The CLI is installed once under `target/claude-code/` (see `scripts/install-claude-code.sh`);
 //! an in-process mutex plus a lock file keep parallel test runs from installing it twice.
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::Mutex;
 use std::time::Duration;
 
-use crate::support::{MockUpstream, Reply, Sluice, fill};
+use crate::support::{MockUpstream, Reply, Sluice, fill, npm_tool};
 
 /// Last release that ships `cli.js` (Node >= 18) instead of a ~400 MB native binary.
 const CLAUDE_CODE_VERSION: &str = "2.1.112";
@@ -18,7 +16,6 @@ const PHRASE: &str = "sluice-e2e-ok 7f3a";
 const DUMMY_KEY: &str = "sk-ant-test-dummy";
 /// Kill `claude` if it has not finished by then.
 const RUN_TIMEOUT: Duration = Duration::from_secs(120);
-const POLL: Duration = Duration::from_millis(100);
 
 const CONFIG: &str = r#"
 [routing]
@@ -34,77 +31,13 @@ base_url = "{MOCK}"
   auth = "passthrough"
 "#;
 
-fn install_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("target")
-        .join("claude-code")
-}
-
-fn cli_js() -> PathBuf {
-    install_dir().join("node_modules/@anthropic-ai/claude-code/cli.js")
-}
-
-fn installed() -> bool {
-    install_dir().join("node_modules/.bin/claude").exists() && cli_js().is_file()
-}
-
 /// Installs Claude Code under `target/claude-code/` unless present; returns the `cli.js` path.
 fn ensure_claude_code() -> PathBuf {
-    static IN_PROCESS: Mutex<()> = Mutex::new(());
-    let _guard = IN_PROCESS.lock().unwrap_or_else(|e| e.into_inner());
-    if installed() {
-        return cli_js();
-    }
-    let dir = install_dir();
-    std::fs::create_dir_all(&dir).unwrap();
-    // Cross-process lock: whoever creates the file installs; the others wait for it.
-    let lock = dir.join(".install.lock");
-    let mut owned = false;
-    for _ in 0..(300_000 / POLL.as_millis() as u64) {
-        match std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&lock)
-        {
-            Ok(_) => {
-                owned = true;
-                break;
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                if installed() {
-                    return cli_js();
-                }
-                std::thread::sleep(POLL);
-            }
-            Err(e) => panic!("cannot create {}: {e}", lock.display()),
-        }
-    }
-    if !owned {
-        eprintln!("{} looks stale (5 min); installing anyway", lock.display());
-    }
-    let pkg = format!("@anthropic-ai/claude-code@{CLAUDE_CODE_VERSION}");
-    let status = Command::new("npm")
-        .args(["install", "--prefix"])
-        .arg(&dir)
-        .args(["--no-audit", "--no-fund", &pkg])
-        .stdin(Stdio::null())
-        .status();
-    let _ = std::fs::remove_file(&lock);
-    match status {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => panic!(
-            "`npm` not found: the Claude Code end-to-end test needs Node.js (>= 18) and npm on PATH; \
-             install them (e.g. `apt-get install nodejs npm`) or run scripts/install-claude-code.sh"
-        ),
-        Err(e) => panic!("cannot run npm: {e}"),
-        Ok(s) if !s.success() => panic!("`npm install {pkg}` failed ({s}); see its output above"),
-        Ok(_) => {}
-    }
-    assert!(
-        installed(),
-        "npm install finished but {} is missing",
-        cli_js().display()
-    );
-    cli_js()
+    npm_tool::ensure(
+        "claude-code",
+        &format!("@anthropic-ai/claude-code@{CLAUDE_CODE_VERSION}"),
+        "node_modules/@anthropic-ai/claude-code/cli.js",
+    )
 }
 
 /// Output of a finished `claude` run.
@@ -125,7 +58,7 @@ fn run_claude(cli: &Path, base_url: &str, home: &Path, prompt: &str) -> Run {
 /// Runs `node cli.js ARGS…` like [`run_claude`].
 fn run_claude_with(cli: &Path, base_url: &str, home: &Path, args: &[&str]) -> Run {
     let path = std::env::var("PATH").unwrap_or_default();
-    let mut child = Command::new("node")
+    let child = Command::new("node")
         .arg(cli)
         .args(args)
         .env_clear()
@@ -144,36 +77,15 @@ fn run_claude_with(cli: &Path, base_url: &str, home: &Path, args: &[&str]) -> Ru
         .unwrap_or_else(|e| {
             panic!("cannot start `node` (Node.js >= 18 is required for this test): {e}")
         });
-    let drain = |mut r: Box<dyn Read + Send>| {
-        std::thread::spawn(move || {
-            let mut s = String::new();
-            let _ = r.read_to_string(&mut s);
-            s
-        })
-    };
-    let out = drain(Box::new(child.stdout.take().unwrap()));
-    let err = drain(Box::new(child.stderr.take().unwrap()));
-    let mut status = None;
-    for _ in 0..(RUN_TIMEOUT.as_millis() / POLL.as_millis()) {
-        if let Some(s) = child.try_wait().unwrap() {
-            status = Some(s);
-            break;
-        }
-        std::thread::sleep(POLL);
-    }
-    let timed_out = status.is_none();
-    if timed_out {
-        let _ = child.kill();
-        status = child.wait().ok();
-    }
+    let f = npm_tool::wait_bounded(child, RUN_TIMEOUT);
     let run = Run {
-        success: status.is_some_and(|s| s.success()) && !timed_out,
-        code: status.and_then(|s| s.code()),
-        stdout: out.join().unwrap_or_default(),
-        stderr: err.join().unwrap_or_default(),
+        success: f.success(),
+        code: f.status.and_then(|s| s.code()),
+        stdout: f.stdout,
+        stderr: f.stderr,
     };
     assert!(
-        !timed_out,
+        !f.timed_out,
         "claude -p did not finish within {RUN_TIMEOUT:?} and was killed: {run:#?}"
     );
     run

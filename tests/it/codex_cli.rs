@@ -5,7 +5,6 @@
 //! The CLI is installed once under `target/codex-cli/` (about 400 MB: the package ships a
 //! native binary).
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -16,7 +15,6 @@ const CODEX_VERSION: &str = "0.169.0";
 const PHRASE: &str = "sluice-codex-ok 41b7";
 const DUMMY_KEY: &str = "sk-codex-test-dummy";
 const RUN_TIMEOUT: Duration = Duration::from_secs(120);
-const POLL: Duration = Duration::from_millis(100);
 
 const CONFIG: &str = r#"
 [routing]
@@ -62,7 +60,7 @@ struct Run {
 
 fn run_codex(codex: &Path, home: &Path, prompt: &str) -> Run {
     let path = std::env::var("PATH").unwrap_or_default();
-    let mut child = Command::new(codex)
+    let child = Command::new(codex)
         .args(["exec", "--skip-git-repo-check", prompt])
         .env_clear()
         .env("PATH", path)
@@ -75,35 +73,14 @@ fn run_codex(codex: &Path, home: &Path, prompt: &str) -> Run {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap_or_else(|e| panic!("cannot start codex: {e}"));
-    let drain = |mut r: Box<dyn Read + Send>| {
-        std::thread::spawn(move || {
-            let mut s = String::new();
-            let _ = r.read_to_string(&mut s);
-            s
-        })
-    };
-    let out = drain(Box::new(child.stdout.take().unwrap()));
-    let err = drain(Box::new(child.stderr.take().unwrap()));
-    let mut status = None;
-    for _ in 0..(RUN_TIMEOUT.as_millis() / POLL.as_millis()) {
-        if let Some(s) = child.try_wait().unwrap() {
-            status = Some(s);
-            break;
-        }
-        std::thread::sleep(POLL);
-    }
-    let timed_out = status.is_none();
-    if timed_out {
-        let _ = child.kill();
-        status = child.wait().ok();
-    }
+    let f = npm_tool::wait_bounded(child, RUN_TIMEOUT);
     let run = Run {
-        success: status.is_some_and(|s| s.success()) && !timed_out,
-        stdout: out.join().unwrap_or_default(),
-        stderr: err.join().unwrap_or_default(),
+        success: f.success(),
+        stdout: f.stdout,
+        stderr: f.stderr,
     };
     assert!(
-        !timed_out,
+        !f.timed_out,
         "codex exec did not finish within {RUN_TIMEOUT:?}: {run:#?}"
     );
     run

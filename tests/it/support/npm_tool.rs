@@ -1,8 +1,10 @@
-//! Installs a pinned npm CLI once under `target/<dir>/` for an end-to-end test: an in-process
-//! mutex plus a lock file keep parallel test runs from installing it twice.
+//! Installs a pinned npm CLI once under `target/<dir>/` for an end-to-end test (an in-process
+//! mutex plus a lock file keep parallel test runs from installing it twice), and runs a
+//! client process with a time bound.
 
+use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -66,4 +68,60 @@ pub fn ensure(dir: &str, pkg: &str, bin: &str) -> PathBuf {
         want.display()
     );
     want
+}
+
+/// How a bounded client run ended.
+#[derive(Debug)]
+pub struct Finished {
+    /// Its exit status (`None` if it could not be waited for).
+    pub status: Option<ExitStatus>,
+    /// It was still running at the bound and was killed.
+    pub timed_out: bool,
+    /// Everything it wrote to stdout.
+    pub stdout: String,
+    /// Everything it wrote to stderr.
+    pub stderr: String,
+}
+
+impl Finished {
+    /// Exited 0 within the bound.
+    pub fn success(&self) -> bool {
+        !self.timed_out && self.status.is_some_and(|s| s.success())
+    }
+}
+
+/// Waits for `child` (spawned with piped stdout and stderr) at most `timeout`, killing it
+/// then; drains both pipes meanwhile so a chatty client never blocks.
+pub fn wait_bounded(mut child: Child, timeout: Duration) -> Finished {
+    let drain = |mut r: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = r.read_to_string(&mut s);
+            s
+        })
+    };
+    let out = child.stdout.take().map(|p| drain(Box::new(p)));
+    let err = child.stderr.take().map(|p| drain(Box::new(p)));
+    let mut status = None;
+    for _ in 0..(timeout.as_millis() / POLL.as_millis()) {
+        if let Ok(Some(s)) = child.try_wait() {
+            status = Some(s);
+            break;
+        }
+        std::thread::sleep(POLL);
+    }
+    let timed_out = status.is_none();
+    if timed_out {
+        let _ = child.kill();
+        status = child.wait().ok();
+    }
+    let text = |h: Option<std::thread::JoinHandle<String>>| {
+        h.and_then(|h| h.join().ok()).unwrap_or_default()
+    };
+    Finished {
+        status,
+        timed_out,
+        stdout: text(out),
+        stderr: text(err),
+    }
 }
