@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use crate::support::{MockUpstream, Reply, Sluice, fill, npm_tool};
+use crate::support::{MockUpstream, Reply, Sluice, client_tool, fill};
 
 /// Last release that ships `cli.js` (Node >= 18) instead of a ~400 MB native binary.
 const CLAUDE_CODE_VERSION: &str = "2.1.112";
@@ -33,7 +33,7 @@ base_url = "{MOCK}"
 
 /// Installs Claude Code under `target/claude-code/` unless present; returns the `cli.js` path.
 fn ensure_claude_code() -> PathBuf {
-    npm_tool::ensure(
+    client_tool::ensure(
         "claude-code",
         &format!("@anthropic-ai/claude-code@{CLAUDE_CODE_VERSION}"),
         "node_modules/@anthropic-ai/claude-code/cli.js",
@@ -77,7 +77,7 @@ fn run_claude_with(cli: &Path, base_url: &str, home: &Path, args: &[&str]) -> Ru
         .unwrap_or_else(|e| {
             panic!("cannot start `node` (Node.js >= 18 is required for this test): {e}")
         });
-    let f = npm_tool::wait_bounded(child, RUN_TIMEOUT);
+    let f = client_tool::wait_bounded(child, RUN_TIMEOUT);
     let run = Run {
         success: f.success(),
         code: f.status.and_then(|s| s.code()),

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use crate::support::{MockUpstream, Reply, Sluice, fill, npm_tool};
+use crate::support::{MockUpstream, Reply, Sluice, client_tool, fill};
 
 const CODEX_VERSION: &str = "0.169.0";
 const PHRASE: &str = "sluice-codex-ok 41b7";
@@ -35,7 +35,7 @@ targets = ["anthropic/claude-sonnet-4-5"]
 "#;
 
 fn ensure_codex() -> PathBuf {
-    npm_tool::ensure(
+    client_tool::ensure(
         "codex-cli",
         &format!("@openai/codex@{CODEX_VERSION}"),
         "node_modules/.bin/codex",
@@ -73,7 +73,7 @@ fn run_codex(codex: &Path, home: &Path, prompt: &str) -> Run {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap_or_else(|e| panic!("cannot start codex: {e}"));
-    let f = npm_tool::wait_bounded(child, RUN_TIMEOUT);
+    let f = client_tool::wait_bounded(child, RUN_TIMEOUT);
     let run = Run {
         success: f.success(),
         stdout: f.stdout,

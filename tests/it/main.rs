@@ -26,6 +26,7 @@ mod faults;
 mod history;
 mod pipeline;
 mod proxy;
+mod python_sdks;
 mod reload;
 mod resilience;
 mod streams;

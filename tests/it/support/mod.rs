@@ -7,9 +7,9 @@
 
 pub mod body;
 pub mod client;
+pub mod client_tool;
 pub mod harness;
 pub mod mock_upstream;
-pub mod npm_tool;
 pub mod recorded;
 pub mod tmux;
 pub mod wire;

@@ -1,6 +1,6 @@
-//! Installs a pinned npm CLI once under `target/<dir>/` for an end-to-end test (an in-process
-//! mutex plus a lock file keep parallel test runs from installing it twice), and runs a
-//! client process with a time bound.
+//! Installs a pinned client (an npm CLI or pip packages) once under `target/<dir>/` for an
+//! end-to-end test (an in-process mutex plus a lock file keep parallel test runs from
+//! installing it twice), and runs a client process with a time bound.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -13,6 +13,47 @@ const POLL: Duration = Duration::from_millis(100);
 /// `npm install`s `pkg` (e.g. `@openai/codex@0.169.0`) under `target/<dir>/` unless
 /// `target/<dir>/<bin>` (a path under the install prefix) exists; returns that path.
 pub fn ensure(dir: &str, pkg: &str, bin: &str) -> PathBuf {
+    ensure_with(dir, bin, pkg, |prefix| {
+        let mut c = Command::new("npm");
+        c.args(["install", "--prefix"])
+            .arg(prefix)
+            .args(["--no-audit", "--no-fund", pkg]);
+        c
+    })
+}
+
+/// `pip install --target`s `pkgs` (pinned, e.g. `anthropic==2.15.0`) under `target/<dir>/`
+/// unless `target/<dir>/<marker>` exists; returns the install dir (for `PYTHONPATH`).
+pub fn ensure_pip(dir: &str, pkgs: &[&str], marker: &str) -> PathBuf {
+    let what = pkgs.join(" ");
+    ensure_with(dir, marker, &what, |prefix| {
+        let mut c = Command::new("python3");
+        c.args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--target",
+        ])
+        .arg(prefix)
+        .args(pkgs);
+        c
+    });
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("target")
+        .join(dir)
+}
+
+/// Installs with `install(prefix)` into `target/<dir>/` unless `target/<dir>/<bin>` exists
+/// (`what` names it in messages); returns that path. One installer at a time, across threads
+/// and processes.
+fn ensure_with(
+    dir: &str,
+    bin: &str,
+    what: &str,
+    install: impl FnOnce(&Path) -> Command,
+) -> PathBuf {
     static IN_PROCESS: Mutex<()> = Mutex::new(());
     let _guard = IN_PROCESS.lock().unwrap_or_else(|e| e.into_inner());
     let prefix = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -47,19 +88,16 @@ pub fn ensure(dir: &str, pkg: &str, bin: &str) -> PathBuf {
     if !owned {
         eprintln!("{} looks stale (5 min); installing anyway", lock.display());
     }
-    let status = Command::new("npm")
-        .args(["install", "--prefix"])
-        .arg(&prefix)
-        .args(["--no-audit", "--no-fund", pkg])
-        .stdin(Stdio::null())
-        .status();
+    let status = install(&prefix).stdin(Stdio::null()).status();
     let _ = std::fs::remove_file(&lock);
     match status {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            panic!("`npm` not found: this end-to-end test needs Node.js (>= 18) and npm on PATH")
+            panic!(
+                "installing {what}: the installer is not on PATH (npm needs Node.js >= 18; pip needs python3)"
+            )
         }
-        Err(e) => panic!("cannot run npm: {e}"),
-        Ok(s) if !s.success() => panic!("`npm install {pkg}` failed ({s}); see its output above"),
+        Err(e) => panic!("cannot run the installer for {what}: {e}"),
+        Ok(s) if !s.success() => panic!("installing {what} failed ({s}); see its output above"),
         Ok(_) => {}
     }
     assert!(
