@@ -13,7 +13,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use serde_json::{Value, json};
 
-use crate::support::{MockUpstream, Reply, Sluice, client_tool, fill};
+use crate::support::{MockUpstream, Reply, Sluice, client_tool, fill, wire};
 
 const SDKS: &[&str] = &["anthropic==2.15.0", "openai==3.57.0"];
 const RUN_TIMEOUT: Duration = Duration::from_secs(120);
@@ -92,78 +92,18 @@ fn chat_text() -> Reply {
     ])
 }
 
-fn event(name: &str, data: Value) -> String {
-    format!("event: {name}\ndata: {data}\n\n")
-}
-
-fn message_start() -> String {
-    event(
-        "message_start",
-        json!({"type": "message_start", "message": {"id": "msg_sdk", "type": "message",
-            "role": "assistant", "model": "mock-claude", "content": [], "stop_reason": null,
-            "usage": {"input_tokens": 12, "output_tokens": 1}}}),
-    )
-}
-
-fn message_end(stop: &str) -> [String; 2] {
-    [
-        event(
-            "message_delta",
-            json!({"type": "message_delta", "delta": {"stop_reason": stop},
-                "usage": {"output_tokens": 7}}),
-        ),
-        event("message_stop", json!({"type": "message_stop"})),
-    ]
-}
-
 /// An Anthropic stream calling `get_weather`, its input split over three deltas.
 fn anthropic_tool_call() -> Reply {
-    let part = |p: &str| {
-        event(
-            "content_block_delta",
-            json!({"type": "content_block_delta", "index": 0,
-                "delta": {"type": "input_json_delta", "partial_json": p}}),
-        )
-    };
-    let mut events = vec![
-        message_start(),
-        event(
-            "content_block_start",
-            json!({"type": "content_block_start", "index": 0, "content_block":
-                {"type": "tool_use", "id": "toolu_sdk_1", "name": "get_weather", "input": {}}}),
-        ),
-        part("{\"ci"),
-        part("ty\":\"Pa"),
-        part("ris\"}"),
-        event(
-            "content_block_stop",
-            json!({"type": "content_block_stop", "index": 0}),
-        ),
-    ];
-    events.extend(message_end("tool_use"));
-    Reply::sse_events(&events)
+    Reply::sse_events(&wire::anthropic_tool_use_events(
+        "mock-claude",
+        "toolu_sdk_1",
+        "get_weather",
+        &["{\"ci", "ty\":\"Pa", "ris\"}"],
+    ))
 }
 
 fn anthropic_text() -> Reply {
-    let mut events = vec![
-        message_start(),
-        event(
-            "content_block_start",
-            json!({"type": "content_block_start", "index": 0,
-                "content_block": {"type": "text", "text": ""}}),
-        ),
-        event(
-            "content_block_delta",
-            json!({"type": "content_block_delta", "index": 0,
-                "delta": {"type": "text_delta", "text": ANSWER}}),
-        ),
-        event(
-            "content_block_stop",
-            json!({"type": "content_block_stop", "index": 0}),
-        ),
-    ];
-    events.extend(message_end("end_turn"));
-    Reply::sse_events(&events)
+    Reply::sse_events(&wire::anthropic_text_events("mock-claude", ANSWER))
 }
 
 /// The mock requests' JSON bodies.

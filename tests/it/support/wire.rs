@@ -50,6 +50,42 @@ pub fn anthropic_text_events(model: &str, text: &str) -> Vec<String> {
     ]
 }
 
+/// A complete Messages SSE stream whose one block is a `tool_use` of tool `name` with id `id`,
+/// its input JSON sent as the `input_json_delta` fragments `parts`; ends with `tool_use`.
+pub fn anthropic_tool_use_events(model: &str, id: &str, name: &str, parts: &[&str]) -> Vec<String> {
+    let start = json!({"type": "message_start", "message": {"id": "msg_01MockTool", "type": "message",
+        "role": "assistant", "content": [], "model": model, "stop_reason": null, "stop_sequence": null,
+        "usage": {"input_tokens": 12, "output_tokens": 1}}});
+    let mut events = vec![
+        sse_event("message_start", &start),
+        sse_event(
+            "content_block_start",
+            &json!({"type": "content_block_start", "index": 0,
+                "content_block": {"type": "tool_use", "id": id, "name": name, "input": {}}}),
+        ),
+    ];
+    events.extend(parts.iter().map(|p| {
+        sse_event(
+            "content_block_delta",
+            &json!({"type": "content_block_delta", "index": 0,
+                "delta": {"type": "input_json_delta", "partial_json": p}}),
+        )
+    }));
+    events.extend([
+        sse_event(
+            "content_block_stop",
+            &json!({"type": "content_block_stop", "index": 0}),
+        ),
+        sse_event(
+            "message_delta",
+            &json!({"type": "message_delta", "delta": {"stop_reason": "tool_use", "stop_sequence": null},
+                "usage": {"output_tokens": 7}}),
+        ),
+        sse_event("message_stop", &json!({"type": "message_stop"})),
+    ]);
+    events
+}
+
 /// A non-streaming `chat.completion`.
 pub fn chat_completion(model: &str, text: &str) -> Value {
     json!({
