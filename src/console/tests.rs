@@ -364,3 +364,18 @@ fn grid_rows_are_shared_smallest_first_and_sum_to_the_height() {
         assert_eq!(share(total, &[9, 3, 30]).iter().sum::<u16>(), total);
     }
 }
+
+#[test]
+fn details_overlay_marks_an_attempt_answered_by_an_injected_fault() {
+    let mut app = app();
+    let mut snap = (*app.snapshot).clone();
+    snap.recent[0].attempt_log[0].injected = true;
+    app.snapshot = Arc::new(snap);
+    app.focus = Focus::Requests;
+    app.on_key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE));
+    let t = text(&draw(&app, &Theme::default(), 200, 60));
+    assert_eq!(t.matches("injected fault").count(), 1, "{t}");
+    app.on_key(KeyEvent::new(KeyCode::Char('j'), KeyModifiers::NONE));
+    let t = text(&draw(&app, &Theme::default(), 200, 60));
+    assert!(!t.contains("injected fault"), "{t}");
+}

@@ -232,6 +232,10 @@ fn attempt_lines<'a>(r: &RequestView, theme: &Theme) -> Vec<Line<'a>> {
                 Span::styled(format!("{:<12}", a.class), theme.style(class_role)),
                 Span::raw(format!(" {reason:<22} {:>7}", fmt_ms(a.latency_ms))),
                 Span::styled(format!("  {}", a.translated), theme.style(Role::Muted)),
+                Span::styled(
+                    if a.injected { "  injected fault" } else { "" },
+                    theme.style(Role::Error).add_modifier(Modifier::BOLD),
+                ),
             ]));
         }
     }
