@@ -233,7 +233,7 @@ fn attempt_lines<'a>(r: &RequestView, theme: &Theme) -> Vec<Line<'a>> {
                 Span::raw(format!(" {reason:<22} {:>7}", fmt_ms(a.latency_ms))),
                 Span::styled(format!("  {}", a.translated), theme.style(Role::Muted)),
                 Span::styled(
-                    if a.injected { "  injected fault" } else { "" },
+                    if a.injected { "  injected" } else { "" },
                     theme.style(Role::Error).add_modifier(Modifier::BOLD),
                 ),
             ]));
