@@ -473,4 +473,6 @@ impl Core {
 #[cfg(test)]
 mod breaker_model;
 #[cfg(test)]
+mod slow_start_tests;
+#[cfg(test)]
 mod tests;
