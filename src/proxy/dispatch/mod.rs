@@ -208,24 +208,26 @@ impl Dispatch<'_> {
         let core = &self.state.core;
         let (gates, queue) = (core.gates().clone(), core.settings_snapshot().queue);
         loop {
-            let step = cursor
-                .next(&self.candidates, &gates, &queue, core.clock().as_ref())
-                .await
-                .map_err(ProxyError::Admission)?;
-            // Past the last candidate: the ones skipped for slow start go anyway, so a ramp
-            // never fails a request that has nowhere else to go.
-            let (step, ramp) = match step {
-                Some(step) => (step, true),
-                None if !self.ramped.is_empty() => {
-                    let index = self.ramped.remove(0);
-                    let step = Step {
-                        index,
-                        permit: None,
-                        queued: Duration::ZERO,
-                    };
-                    (step, false)
+            // Once every candidate was offered, the ones skipped for slow start go anyway
+            // (before queueing on a saturated one), so a ramp never fails or delays a
+            // request that has nowhere else to go.
+            let (step, ramp) = if cursor.offered_all() && !self.ramped.is_empty() {
+                let index = self.ramped.remove(0);
+                let step = Step {
+                    index,
+                    permit: None,
+                    queued: Duration::ZERO,
+                };
+                (step, false)
+            } else {
+                let step = cursor
+                    .next(&self.candidates, &gates, &queue, core.clock().as_ref())
+                    .await
+                    .map_err(ProxyError::Admission)?;
+                match step {
+                    Some(step) => (step, true),
+                    None => return Ok(None),
                 }
-                None => return Ok(None),
             };
             match self.try_candidate(step, ramp, &gates, &queue).await? {
                 Tried::Served(o) => return Ok(Some(o)),
