@@ -220,7 +220,8 @@ pub struct SkippedView {
     /// `provider:connection/model`.
     pub target: String,
     /// `circuit_open`, `connection_cooldown`, `quota_wait`, `model_lockout`, `terminal`,
-    /// `provider_cooldown`, `unavailable`, or `saturated`.
+    /// `provider_cooldown`, `unavailable`, `saturated`, or `slow_start` (skipped for a
+    /// recovering provider's ramp, and served elsewhere).
     pub reason: String,
 }
 

@@ -263,12 +263,18 @@ impl Dispatch<'_> {
         let admitted = if ramp {
             core.admit_candidate(&cand, core.clock().now())
         } else {
+            // Tried after all: no longer listed as skipped for its ramp.
+            let target = self.target_name(&cand);
+            self.view
+                .skipped
+                .retain(|s| !(s.target == target && s.reason == "slow_start"));
             core.admit_past_ramp(&cand, core.clock().now())
         };
         let ticket = match admitted {
             Ok(t) => t,
             Err(e) if e.reason == ExclusionReason::SlowStart => {
                 self.ramped.push(step.index);
+                log_skipped(self.view, std::iter::once(&e));
                 return Ok(Tried::Next);
             }
             Err(e) => {

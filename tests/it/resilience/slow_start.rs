@@ -60,6 +60,20 @@ async fn a_provider_whose_breaker_closed_ramps_its_share_of_the_combo() {
     let (p, h) = spread(&s, &mock, 200).await;
     assert!((1..=60).contains(&p), "p took {p} of 200 at a 10 % share");
     assert_eq!(p + h, 200);
+    let skipped = s
+        .snapshot()
+        .recent
+        .iter()
+        .filter(|r| {
+            r.skipped
+                .iter()
+                .any(|k| k.reason == "slow_start" && k.target == "p:k1/claude-x")
+        })
+        .count();
+    assert!(
+        skipped > 0,
+        "requests served by h list p as skipped for slow start"
+    );
 
     // Half way through the window: 55 %.
     clock.advance(Duration::from_secs(15));
@@ -98,5 +112,12 @@ async fn a_ramping_provider_with_nowhere_else_to_go_still_serves() {
         expect_status(&r, 200, &format!("request {i}: p serves past its ramp"));
     }
     assert_eq!(hits(&mock, 1) - before, 30, "every request ends on p");
+    assert!(
+        s.snapshot()
+            .recent
+            .iter()
+            .all(|r| r.skipped.iter().all(|k| k.reason != "slow_start")),
+        "a candidate tried past its ramp is not listed as skipped"
+    );
     s.stop().await;
 }
