@@ -302,6 +302,11 @@ pub struct Provider {
     pub timeout: Duration,
     /// TCP+TLS connect timeout. Default 10s (DESIGN §4).
     pub connect_timeout: Duration,
+    /// Slow start after recovery: when its breaker closes after a successful probe, or one
+    /// of its connections' cooldown ends, the provider (or connection) is admitted for a
+    /// share of the traffic offered that rises from 10 % to 100 % over this window.
+    /// Default zero = off (`slow_start = "30s"` to turn it on).
+    pub slow_start: Duration,
     /// Quota groups: group name → model glob patterns (spec §3).
     pub quota_groups: BTreeMap<String, Vec<String>>,
     /// IP-scoped quotas (spec §7). Default false.

@@ -108,6 +108,7 @@ pub struct RawProvider {
     pub per_model_quota: Option<bool>,
     pub timeout: Option<String>,
     pub connect_timeout: Option<String>,
+    pub slow_start: Option<String>,
     #[serde(default)]
     pub quota_groups: BTreeMap<String, Vec<String>>,
     pub egress_bucketed: Option<bool>,

@@ -86,11 +86,47 @@ fn circuits_half_open_degraded_and_multiplier() {
 }
 
 #[test]
+fn circuits_show_a_slow_start_ramp() {
+    let mut snap = snapshot();
+    snap.providers[1].ramp_percent = Some(40);
+    let theme = Theme::default();
+    let buf = circuits_buf(&App::new(Arc::new(snap)), &theme, 100, NOW);
+    let row = line_with(&buf, "anthropic");
+    assert!(row.contains("closed · ramping 40 %"), "{row}");
+    assert_eq!(fg_of(&buf, "ramping"), fg(&theme, Role::BreakerHalfOpen));
+    assert!(
+        !line_with(&buf, "openrouter").contains("ramping"),
+        "only the ramping provider"
+    );
+}
+
+#[test]
 fn circuits_drop_the_least_important_columns_when_narrow() {
     let buf = circuits_buf(&app(), &Theme::default(), 40, NOW);
     let row = line_with(&buf, "openrouter");
     assert!(row.contains("open"), "{row}");
     assert!(!text(&buf).contains("last transition"), "{}", text(&buf));
+}
+
+#[test]
+fn cooldowns_show_a_ramping_connection_and_keep_cooling_ones_cooling() {
+    let mut snap = snapshot();
+    snap.providers[1].connections[0].ramp_percent = Some(40);
+    // A cooling connection's word wins over a ramp (it is not admitted at all yet).
+    snap.providers[0].connections[0].ramp_percent = Some(70);
+    let theme = Theme::default();
+    let app = App::new(Arc::new(snap));
+    let buf = paint(110, 8, |f| {
+        cooldowns::render(f, f.area(), &app, &theme, true, NOW)
+    });
+    let pass = line_with(&buf, " pass ");
+    assert!(pass.contains("ramping 40 %"), "{pass}");
+    assert_eq!(fg_of(&buf, "ramping 40"), fg(&theme, Role::BreakerHalfOpen));
+    let main = line_with(&buf, " main ");
+    assert!(
+        main.contains("cooling") && !main.contains("ramping"),
+        "{main}"
+    );
 }
 
 #[test]

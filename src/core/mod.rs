@@ -385,7 +385,8 @@ impl Core {
             .iter()
             .zip(provider_stats.iter())
             .zip(live.providers)
-            .map(|((p, ps), (breaker, window_until, conns))| ProviderView {
+            .map(|((p, ps), live)| ProviderView {
+                ramp_percent: live.ramp_percent,
                 id: p.id.clone(),
                 dialect: p.dialect.as_str().into(),
                 base_url: p.base_url.to_string().trim_end_matches('/').to_string(),
@@ -395,13 +396,13 @@ impl Core {
                 in_flight: ps.in_flight,
                 last_status: ps.last_status,
                 last_latency_ms: ps.last_latency_ms,
-                breaker,
-                provider_cooldown_until_unix_ms: window_until,
+                breaker: live.breaker,
+                provider_cooldown_until_unix_ms: live.window_until,
                 connections: p
                     .connections
                     .iter()
                     .zip(ps.connections.iter())
-                    .zip(conns)
+                    .zip(live.connections)
                     .map(|((c, cs), cv)| ConnectionView {
                         id: c.id.clone(),
                         auth: c.auth.describe(),
@@ -476,5 +477,7 @@ impl Core {
 
 #[cfg(test)]
 mod breaker_model;
+#[cfg(test)]
+mod slow_start_tests;
 #[cfg(test)]
 mod tests;

@@ -10,6 +10,7 @@ use super::Core;
 use super::resilience::{ReportEffect, ResState, Ticket};
 use crate::clock::Instant;
 use crate::config::{ModelLockoutSettings, Profile, Provider};
+use crate::policy::breaker::BreakerState;
 use crate::policy::cooldown::{Cooldown, CooldownEffect, CooldownRecord, CooldownRules};
 use crate::policy::lockout::{self, LockTarget, LockoutRecord};
 use crate::policy::report::{
@@ -208,12 +209,16 @@ fn apply_breaker(
     }
     let after = res.breaker.state(now);
     if before != after {
+        if before == BreakerState::HalfOpen && after == BreakerState::Closed {
+            // The probe succeeded: the provider ramps up from here (when `slow_start` is set).
+            res.ramp_from = Some(now);
+        }
         effect.breaker = Some((before, after));
         tracing::warn!(provider = %p.id, from = before.as_str(), to = after.as_str(), "circuit breaker changed state");
     }
     let persist = effect.breaker.is_some()
         || step == BreakerStep::Failure
-        || step == BreakerStep::Success && before != crate::policy::breaker::BreakerState::Closed;
+        || step == BreakerStep::Success && before != BreakerState::Closed;
     if persist {
         writes.breaker = Some(res.breaker.persist());
     }

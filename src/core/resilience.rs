@@ -21,6 +21,7 @@ use crate::policy::classify::{self, Input, Rules};
 use crate::policy::cooldown::{Cooldown, Eligibility};
 use crate::policy::lockout::{LockTarget, Lockouts};
 use crate::policy::select::{Candidate, Exclusion, ExclusionReason};
+use crate::policy::slow_start::{self, SlowStart};
 use crate::policy::{Classified, OutcomeClass, Scope};
 
 /// Per-provider live state, index-aligned with `Config::providers`.
@@ -30,6 +31,55 @@ pub(crate) struct ProviderRes {
     pub(crate) connections: Vec<Cooldown>,
     /// Quota headroom per connection (index-aligned with `connections`).
     pub(crate) headroom: Vec<super::headroom::ConnHeadroom>,
+    /// When the breaker last closed after a successful probe (the start of the provider's
+    /// slow-start ramp); not persisted.
+    pub(crate) ramp_from: Option<Instant>,
+    /// Per connection (index-aligned with `connections`): when its last cooldown ended (the
+    /// start of its slow-start ramp), recorded lazily from the lapsed deadline.
+    pub(crate) connection_ramps: Vec<Option<Instant>>,
+}
+
+impl ProviderRes {
+    /// The slow-start share of connection `j` at `now` under a ramp `window` (the provider's
+    /// `slow_start`): the lower of the provider's and the connection's ramp, `None` when
+    /// neither is ramping. First records the end of a lapsed connection cooldown as the
+    /// connection's ramp start (cooldowns end lazily, so this is where it is seen).
+    pub(crate) fn ramp_share(&mut self, j: usize, window: Duration, now: Instant) -> Option<f64> {
+        if window.is_zero() {
+            return None;
+        }
+        let lapsed = self
+            .connections
+            .get(j)
+            .and_then(|cd| cd.lapsed_deadline(now));
+        if let (Some(until), Some(slot)) = (lapsed, self.connection_ramps.get_mut(j))
+            && slot.is_none_or(|from| from < until)
+        {
+            *slot = Some(until);
+        }
+        slow_start::combined(
+            self.provider_share(window, now),
+            running_share(self.connection_ramps.get(j).copied().flatten(), window, now),
+        )
+    }
+
+    /// The share of the provider's own ramp (after its breaker closed) at `now`, `None` when
+    /// it is not ramping.
+    pub(crate) fn provider_share(&self, window: Duration, now: Instant) -> Option<f64> {
+        running_share(self.ramp_from, window, now)
+    }
+}
+
+/// The share at `now` of a ramp that began at `from` and lasts `window`, `None` when there is
+/// none or it is over.
+fn running_share(from: Option<Instant>, window: Duration, now: Instant) -> Option<f64> {
+    from.map(|started_at| SlowStart { started_at, window }.share(now))
+        .filter(|s| *s < 1.0)
+}
+
+/// A running share as a whole percentage for the snapshot (`ramping 40 %`).
+fn ramp_percent(share: Option<f64>) -> Option<u8> {
+    share.map(slow_start::as_percent)
 }
 
 /// All live resilience state (guarded by one mutex in the core).
@@ -60,6 +110,8 @@ impl ResState {
                 ),
                 connections: vec![Cooldown::default(); p.connections.len()],
                 headroom: vec![Default::default(); p.connections.len()],
+                ramp_from: None,
+                connection_ramps: vec![None; p.connections.len()],
             })
             .collect();
         Self {
@@ -260,8 +312,21 @@ impl super::Core {
     /// Checks one candidate at `now` and, if eligible, admits it (taking the breaker's probe
     /// permit when HALF_OPEN). Order: connection (terminal, quota wait, cooling) → quota
     /// preflight (`[resilience.quota_preflight]`, reason `quota_preflight`) → model lockout →
-    /// §1b provider cooldown → breaker.
+    /// §1b provider cooldown → breaker → slow start (a provider or connection ramping up
+    /// after recovery is skipped, reason `slow_start`, with probability 1 − its share; see
+    /// [`Core::admit_past_ramp`] for the candidate nothing else can serve).
     pub fn admit_candidate(&self, cand: &Candidate, now: Instant) -> Result<Ticket, Exclusion> {
+        self.admit_with(cand, now, true)
+    }
+
+    /// [`Core::admit_candidate`] without the slow-start draw: dispatch uses it for a
+    /// candidate skipped only by `slow_start` when no other candidate served, so a ramp
+    /// never fails a request that has nowhere else to go.
+    pub fn admit_past_ramp(&self, cand: &Candidate, now: Instant) -> Result<Ticket, Exclusion> {
+        self.admit_with(cand, now, false)
+    }
+
+    fn admit_with(&self, cand: &Candidate, now: Instant, ramp: bool) -> Result<Ticket, Exclusion> {
         let cfg = self.config().clone();
         let (Some(p), Some(c)) = (
             cfg.providers.get(cand.provider),
@@ -317,7 +382,19 @@ impl super::Core {
         if let Some(until) = res.window.is_cooling(now) {
             return Err(excl(ExclusionReason::ProviderCooldown, Some(until)));
         }
-        match res.breaker.admit(now) {
+        let admit = res.breaker.admit(now);
+        if ramp
+            && matches!(admit, Admit::Allowed)
+            && let Some(share) = res.ramp_share(cand.connection, p.slow_start, now)
+        {
+            let draw = slow_start::unit_draw(crate::policy::strategy::RngLike::next_u64(
+                &mut r.routing.rng,
+            ));
+            if !slow_start::admit(share, draw) {
+                return Err(excl(ExclusionReason::SlowStart, None));
+            }
+        }
+        match admit {
             Admit::Rejected { retry_after } => Err(Exclusion {
                 target,
                 reason: ExclusionReason::CircuitOpen,
@@ -453,11 +530,21 @@ impl super::Core {
     }
 }
 
+/// One provider's resilience state rendered for one snapshot.
+pub(crate) struct ProviderLive {
+    pub(crate) breaker: BreakerView,
+    /// The §1b window deadline (wall ms) while cooling.
+    pub(crate) window_until: Option<u64>,
+    /// Connection views (resilience fields only).
+    pub(crate) connections: Vec<ConnectionView>,
+    /// The provider's own slow-start ramp, in whole percent, while it runs.
+    pub(crate) ramp_percent: Option<u8>,
+}
+
 /// Resilience state rendered for one snapshot.
 pub(crate) struct LiveViews {
-    /// Per provider: breaker, §1b window deadline (wall ms), connection views (resilience
-    /// fields only).
-    pub(crate) providers: Vec<(BreakerView, Option<u64>, Vec<ConnectionView>)>,
+    /// Per provider, in config order.
+    pub(crate) providers: Vec<ProviderLive>,
     pub(crate) lockouts: Vec<LockoutView>,
 }
 
@@ -495,14 +582,20 @@ impl super::Core {
                         .collect(),
                 };
                 let window = res.window.is_cooling(now).map(|t| tm.wall(t));
+                let ramps: Vec<Option<u8>> = (0..p.connections.len())
+                    .map(|j| ramp_percent(res.ramp_share(j, p.slow_start, now)))
+                    .collect();
+                let provider_ramp = ramp_percent(res.provider_share(p.slow_start, now));
                 let conns = p
                     .connections
                     .iter()
                     .zip(res.connections.iter())
                     .zip(res.headroom.iter())
-                    .map(|((c, cd), h)| {
+                    .zip(ramps)
+                    .map(|(((c, cd), h), ramp_percent)| {
                         let v = cd.view(now);
                         ConnectionView {
+                            ramp_percent,
                             status: v.status,
                             cooldown_until_unix_ms: v.until.map(|t| tm.wall(t)),
                             backoff_level: v.backoff_level,
@@ -529,7 +622,12 @@ impl super::Core {
                         }
                     })
                     .collect();
-                (breaker, window, conns)
+                ProviderLive {
+                    breaker,
+                    window_until: window,
+                    connections: conns,
+                    ramp_percent: provider_ramp,
+                }
             })
             .collect();
         let mut lockouts: Vec<LockoutView> = locks

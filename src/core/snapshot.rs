@@ -232,7 +232,8 @@ pub struct SkippedView {
     /// `provider:connection/model`.
     pub target: String,
     /// `circuit_open`, `connection_cooldown`, `quota_wait`, `model_lockout`, `terminal`,
-    /// `provider_cooldown`, `unavailable`, or `saturated`.
+    /// `provider_cooldown`, `unavailable`, `saturated`, or `slow_start` (skipped for a
+    /// recovering provider's ramp, and served elsewhere).
     pub reason: String,
 }
 
@@ -262,6 +263,11 @@ pub struct ProviderView {
     pub breaker: BreakerView,
     /// The §1b windowed provider cooldown deadline, Unix ms, when cooling.
     pub provider_cooldown_until_unix_ms: Option<u64>,
+    /// The provider's slow-start ramp after its breaker closed (`[[providers]] slow_start`):
+    /// the share of traffic it is admitted for now, in whole percent (10–99); absent when not
+    /// ramping.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ramp_percent: Option<u8>,
     /// Connections in config order.
     pub connections: Vec<ConnectionView>,
 }
@@ -358,6 +364,11 @@ pub struct ConnectionView {
     /// connection's binding window is at or under the `warn` or `cutoff` threshold.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub preflight: Option<PreflightView>,
+    /// Slow start: the share of traffic this connection is admitted for now, in whole
+    /// percent (10–99) — the lower of its own ramp (after a cooldown ended) and its
+    /// provider's (after the breaker closed); absent when not ramping.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ramp_percent: Option<u8>,
 }
 
 /// A connection's quota preflight state while it is not `ok`.

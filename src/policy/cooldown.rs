@@ -424,6 +424,18 @@ impl Cooldown {
     }
 
     /// The `cooling` / `quota_wait` deadline if it is still in the future at `now`.
+    /// The deadline of a `cooling` / `quota_wait` that has already passed at `now` (the
+    /// instant the connection became eligible again, lazily); `None` while it is still live,
+    /// after a success or operator clear reset it, and for any other status.
+    pub fn lapsed_deadline(&self, now: Instant) -> Option<Instant> {
+        match self.status {
+            ConnectionStatus::Cooling | ConnectionStatus::QuotaWait => {
+                self.cooldown_until.filter(|u| *u <= now)
+            }
+            _ => None,
+        }
+    }
+
     fn live_deadline(&self, now: Instant) -> Option<Instant> {
         match self.status {
             ConnectionStatus::Cooling | ConnectionStatus::QuotaWait => {

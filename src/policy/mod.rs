@@ -9,6 +9,7 @@
 //! - [`affinity`]: session → connection pins (§2a).
 //! - [`report`]: what one classified outcome changes (the plan `Core::report` applies).
 //! - [`select`]: candidate planning for one request.
+//! - [`slow_start`]: the traffic share of a provider or connection ramping up after recovery.
 
 pub mod admission;
 pub mod affinity;
@@ -22,6 +23,7 @@ pub mod lockout;
 pub mod report;
 pub mod retry_hint;
 pub mod select;
+pub mod slow_start;
 pub mod strategy;
 
 use std::time::Duration;

@@ -218,6 +218,10 @@ pub enum ExclusionReason {
     ModelLockout,
     /// The connection is `banned`, `expired` or `credits_exhausted`.
     Terminal,
+    /// Slow start: the provider or connection is ramping up after recovery and this request
+    /// fell outside its share. Never waited on and never the reason a request fails:
+    /// dispatch tries such a candidate anyway when nothing else served.
+    SlowStart,
     /// Anything else (auth / not found exclusions).
     Unavailable,
     /// The target's provider speaks the other dialect (listed in diagnostics only). No
@@ -237,6 +241,7 @@ impl ExclusionReason {
             Self::QuotaPreflight => "quota_preflight",
             Self::ModelLockout => "model_lockout",
             Self::Terminal => "terminal",
+            Self::SlowStart => "slow_start",
             Self::Unavailable => "unavailable",
             Self::DialectMismatch => "dialect_mismatch",
         }

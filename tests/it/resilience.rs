@@ -17,6 +17,7 @@ mod none_eligible;
 mod restart;
 mod routing;
 mod rules;
+mod slow_start;
 
 use std::time::Duration;
 

@@ -101,6 +101,11 @@ impl Validator<'_, '_> {
                 rp.connect_timeout.as_ref(),
                 DEFAULT_CONNECT_TIMEOUT,
             );
+            let slow_start = self.duration(
+                &format!("{k}.slow_start"),
+                rp.slow_start.as_ref(),
+                Duration::ZERO,
+            );
             self.nonzero(&format!("{k}.timeout"), timeout, "\"10m\"");
             self.nonzero(&format!("{k}.connect_timeout"), connect_timeout, "\"10s\"");
             if rp.connections.is_empty() {
@@ -253,6 +258,7 @@ impl Validator<'_, '_> {
                 per_model_quota: rp.per_model_quota.unwrap_or(false),
                 timeout,
                 connect_timeout,
+                slow_start,
                 quota_groups: rp.quota_groups,
                 egress_bucketed: rp.egress_bucketed.unwrap_or(false),
                 max_concurrent: rp

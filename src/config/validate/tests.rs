@@ -311,3 +311,32 @@ fn translation_keys_are_read_and_checked() {
         );
     }
 }
+
+#[test]
+fn provider_slow_start_is_an_optional_bounded_duration() {
+    let base = "[[providers]]\nid = \"p\"\ndialect = \"anthropic\"\nbase_url = \"http://127.0.0.1:1\"\nSLOW\n  [[providers.connections]]\n  id = \"c\"\n  auth = \"passthrough\"\n";
+    let env = LoadEnv::fixed(&[], "/tmp");
+    let load = |line: &str| from_str(&base.replace("SLOW", line), Path::new("t.toml"), &env);
+    assert_eq!(
+        load("").unwrap().providers[0].slow_start,
+        Duration::ZERO,
+        "off by default"
+    );
+    assert_eq!(
+        load("slow_start = \"0s\"").unwrap().providers[0].slow_start,
+        Duration::ZERO
+    );
+    assert_eq!(
+        load("slow_start = \"30s\"").unwrap().providers[0].slow_start,
+        Duration::from_secs(30)
+    );
+    let err = load("slow_start = \"soon\"").unwrap_err().to_string();
+    assert!(err.contains("t.toml: providers.p.slow_start"), "{err}");
+    let err = load("slow_start = \"300000000000y\"")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("providers.p.slow_start") && err.contains("366d"),
+        "{err}"
+    );
+}

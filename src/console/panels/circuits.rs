@@ -1,6 +1,7 @@
 //! Circuits panel (DESIGN §5, spec §1): one row per provider breaker with its state (themed and
 //! written out), failures / thresholds, a live "next probe in" countdown and the last
-//! transition. A §1b provider cooldown in force adds `cooling 42s` (cooling role) to the state.
+//! transition. A §1b provider cooldown in force adds `cooling 42s` (cooling role) to the state;
+//! a provider ramping up after its breaker closed (`slow_start`) adds `ramping 40 %`.
 //! Countdowns are computed here from deadlines and `now_unix_ms`.
 
 use ratatui::Frame;
@@ -81,12 +82,19 @@ pub fn provider_cooling(p: &ProviderView, now_unix_ms: u64) -> Option<String> {
         .and_then(|t| fmt_countdown(t, now_unix_ms))
 }
 
-/// Width of the state column: the breaker word plus ` · cooling 1m05s` where one shows.
+/// `ramping 40 %` while the provider's slow-start ramp runs.
+pub fn provider_ramping(p: &ProviderView) -> Option<String> {
+    p.ramp_percent.map(|n| format!("ramping {n} %"))
+}
+
+/// Width of the state column: the breaker word plus ` · cooling 1m05s` and
+/// ` · ramping 40 %` where they show.
 fn state_width<'a>(providers: impl Iterator<Item = &'a ProviderView>, now: u64) -> u16 {
     let w = providers
         .map(|p| {
             let cool = provider_cooling(p, now).map_or(0, |c| " · cooling ".len() + c.len());
-            p.breaker.state.as_str().len() + cool
+            let ramp = provider_ramping(p).map_or(0, |r| " · ".len() + r.len());
+            p.breaker.state.as_str().len() + cool + ramp
         })
         .max()
         .unwrap_or(0)
@@ -107,6 +115,10 @@ fn cells<'a>(p: &ProviderView, theme: &Theme, now: u64) -> Vec<Cell<'a>> {
             format!("cooling {left}"),
             theme.style(Role::Cooling),
         ));
+    }
+    if let Some(ramp) = provider_ramping(p) {
+        state.push(Span::styled(" · ", muted));
+        state.push(Span::styled(ramp, theme.style(Role::BreakerHalfOpen)));
     }
     let state = Line::from(state);
     let fail_style = if b.failure_count == 0 {

@@ -39,6 +39,15 @@ pub fn status(c: &ConnectionView, now_unix_ms: u64) -> (&'static str, Role, Opti
     }
 }
 
+/// The status cell: [`status`]'s word, or `ramping 40 %` (half-open role) for an active
+/// connection still ramping up after recovery (`slow_start`).
+pub fn status_cell(c: &ConnectionView, now_unix_ms: u64) -> (String, Role) {
+    match (status(c, now_unix_ms), c.ramp_percent) {
+        (("active", ..), Some(n)) => (format!("ramping {n} %"), Role::BreakerHalfOpen),
+        ((word, role, _), _) => (word.to_owned(), role),
+    }
+}
+
 /// Draws the Cooldowns panel into `area`; `focused` highlights its border and selection.
 pub fn render(
     f: &mut Frame,
@@ -59,7 +68,7 @@ pub fn render(
     };
     let _muted = theme.style(Role::Muted);
     let status_w = connection_rows(snap)
-        .map(|(_, c)| status(c, now_unix_ms).0.chars().count())
+        .map(|(_, c)| status_cell(c, now_unix_ms).0.chars().count())
         .max()
         .unwrap_or(0)
         .max(6);
@@ -108,8 +117,9 @@ fn cells<'a>(
     now: u64,
 ) -> Vec<Cell<'a>> {
     let muted = theme.style(Role::Muted);
-    let (word, role, left) = status(c, now);
+    let (_, role, left) = status(c, now);
     let style = theme.style(role);
+    let (word, word_role) = status_cell(c, now);
     let dash = || Span::styled("—", muted);
     vec![
         Cell::from(if marked {
@@ -119,7 +129,7 @@ fn cells<'a>(
         }),
         Cell::from(c.id.clone()),
         Cell::from(Span::styled(p.id.clone(), muted)),
-        Cell::from(Span::styled(word, style)),
+        Cell::from(Span::styled(word, theme.style(word_role))),
         Cell::from(left.map_or_else(dash, |l| Span::styled(l, style))),
         Cell::from(Span::styled(
             c.backoff_level.to_string(),

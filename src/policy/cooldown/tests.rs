@@ -706,3 +706,33 @@ fn a_stale_failure_with_a_retry_hint_never_extends_the_deadline() {
     let fresh = c.on_failure(&out(O::RateLimited, Some(429), Some(secs(60))), t1, &r, t1);
     assert_eq!(until_of(fresh), t1 + secs(60));
 }
+
+#[test]
+fn lapsed_deadline_is_the_passed_deadline_until_a_success_or_clear() {
+    let s = settings();
+    let r = api_key(&s);
+    let t = t0();
+    let mut c = Cooldown::default();
+    assert_eq!(c.lapsed_deadline(t), None, "never cooled");
+    let until = until_of(c.on_failure(&out(O::Transient, Some(503), None), t, &r, t));
+    assert_eq!(c.lapsed_deadline(t), None, "still cooling");
+    assert_eq!(
+        c.lapsed_deadline(until),
+        Some(until),
+        "eligible again at the deadline"
+    );
+    assert_eq!(c.lapsed_deadline(until + secs(60)), Some(until));
+    assert!(c.on_success());
+    assert_eq!(
+        c.lapsed_deadline(until + secs(60)),
+        None,
+        "a success resets it"
+    );
+    c.on_failure(&out(O::Transient, Some(503), None), t, &r, t);
+    c.clear(t);
+    assert_eq!(
+        c.lapsed_deadline(until + secs(60)),
+        None,
+        "an operator clear too"
+    );
+}

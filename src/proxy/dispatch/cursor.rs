@@ -37,6 +37,11 @@ impl Cursor {
         }
     }
 
+    /// Whether every candidate was offered once (only the queue step may follow).
+    pub fn offered_all(&self) -> bool {
+        self.next >= self.len
+    }
+
     /// Candidate `index` found its gates full: queue on it later if nothing else serves.
     pub fn saturated(&mut self, index: usize) {
         self.saturated.get_or_insert(index);

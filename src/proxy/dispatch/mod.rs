@@ -85,6 +85,7 @@ pub async fn run_candidates(
         refused: None,
         last: None,
         excluded: Vec::new(),
+        ramped: Vec::new(),
         deadline: None,
     };
     let settings = state.core.settings_snapshot();
@@ -191,6 +192,9 @@ struct Dispatch<'a> {
     refused: Option<ProxyError>,
     last: Option<LastFailure>,
     excluded: Vec<Excluded>,
+    /// Candidates (indices) this pass skipped only for slow start, in order: tried past
+    /// their ramp at the end of the pass if nothing else served.
+    ramped: Vec<usize>,
     /// The end of the execution budget, once the first attempt was dispatched.
     deadline: Option<Instant>,
 }
@@ -199,16 +203,33 @@ impl Dispatch<'_> {
     /// One pass over the candidates; `Some` when one served (or the answer is final).
     async fn pass(&mut self) -> Result<Option<Outcome>, ProxyError> {
         self.excluded.clear();
+        self.ramped.clear();
         let mut cursor = Cursor::new(self.candidates.len());
         let core = &self.state.core;
         let (gates, queue) = (core.gates().clone(), core.settings_snapshot().queue);
         loop {
-            let step = cursor
-                .next(&self.candidates, &gates, &queue, core.clock().as_ref())
-                .await
-                .map_err(ProxyError::Admission)?;
-            let Some(step) = step else { return Ok(None) };
-            match self.try_candidate(step, &gates, &queue).await? {
+            // Once every candidate was offered, the ones skipped for slow start go anyway
+            // (before queueing on a saturated one), so a ramp never fails or delays a
+            // request that has nowhere else to go.
+            let (step, ramp) = if cursor.offered_all() && !self.ramped.is_empty() {
+                let index = self.ramped.remove(0);
+                let step = Step {
+                    index,
+                    permit: None,
+                    queued: Duration::ZERO,
+                };
+                (step, false)
+            } else {
+                let step = cursor
+                    .next(&self.candidates, &gates, &queue, core.clock().as_ref())
+                    .await
+                    .map_err(ProxyError::Admission)?;
+                match step {
+                    Some(step) => (step, true),
+                    None => return Ok(None),
+                }
+            };
+            match self.try_candidate(step, ramp, &gates, &queue).await? {
                 Tried::Served(o) => return Ok(Some(o)),
                 Tried::Saturated(i) => cursor.saturated(i),
                 Tried::Next => {}
@@ -218,9 +239,11 @@ impl Dispatch<'_> {
     }
 
     /// Admits candidate `step.index` and, if it passes every layer, sends one attempt.
+    /// `ramp` false admits it past a slow-start ramp (the end-of-pass retry).
     async fn try_candidate(
         &mut self,
         step: Step,
+        ramp: bool,
         gates: &crate::core::admission::Gates,
         queue: &crate::config::QueueSettings,
     ) -> Result<Tried, ProxyError> {
@@ -237,8 +260,23 @@ impl Dispatch<'_> {
             return Ok(Tried::Served(local_count(&self.req.body)));
         }
         let core = &self.state.core;
-        let ticket = match core.admit_candidate(&cand, core.clock().now()) {
+        let admitted = if ramp {
+            core.admit_candidate(&cand, core.clock().now())
+        } else {
+            // Tried after all: no longer listed as skipped for its ramp.
+            let target = self.target_name(&cand);
+            self.view
+                .skipped
+                .retain(|s| !(s.target == target && s.reason == "slow_start"));
+            core.admit_past_ramp(&cand, core.clock().now())
+        };
+        let ticket = match admitted {
             Ok(t) => t,
+            Err(e) if e.reason == ExclusionReason::SlowStart => {
+                self.ramped.push(step.index);
+                log_skipped(self.view, std::iter::once(&e));
+                return Ok(Tried::Next);
+            }
             Err(e) => {
                 let cause = core.exclusion_cause(&cand, e.reason);
                 self.excluded.push(Excluded {
