@@ -379,3 +379,30 @@ fn details_overlay_marks_an_attempt_answered_by_an_injected_fault() {
     let t = text(&draw(&app, &Theme::default(), 200, 60));
     assert!(!t.contains(" injected"), "{t}");
 }
+
+#[test]
+fn details_overlay_wraps_a_long_error_under_its_label() {
+    let mut app = app();
+    let mut snap = (*app.snapshot).clone();
+    let words: Vec<String> = (0..60).map(|i| format!("word{i:02}")).collect();
+    snap.recent[0].error = format!("{} end-of-error", words.join(" "));
+    app.snapshot = Arc::new(snap);
+    app.focus = Focus::Requests;
+    app.on_key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE));
+    let t = text(&draw(&app, &Theme::default(), 120, 60));
+    assert!(
+        t.contains("end-of-error"),
+        "the end of the error is on screen:\n{t}"
+    );
+    for w in &words {
+        assert!(t.contains(w.as_str()), "{w} missing:\n{t}");
+    }
+}
+
+#[test]
+fn wrap_words_breaks_at_spaces_and_cuts_overlong_words() {
+    use crate::console::panels::overlay::wrap_words;
+    assert_eq!(wrap_words("aa bb cc", 5), ["aa bb", "cc"]);
+    assert_eq!(wrap_words("abcdefgh", 3), ["abc", "def", "gh"]);
+    assert_eq!(wrap_words("  ", 3), Vec::<String>::new());
+}

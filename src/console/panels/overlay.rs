@@ -142,10 +142,18 @@ pub fn render_details(f: &mut Frame, area: Rect, app: &App, theme: &Theme) {
         ]),
     ];
     if !r.error.is_empty() {
-        lines.push(Line::from(vec![
-            label("error"),
-            Span::styled(r.error.clone(), theme.style(Role::Error)),
-        ]));
+        // The popup is at most 140 columns (and the screen): a long error wraps under its label.
+        let room = usize::from(area.width.min(140).saturating_sub(4 + 3)).saturating_sub(10);
+        for (i, part) in wrap_words(&r.error, room.max(20)).into_iter().enumerate() {
+            lines.push(Line::from(vec![
+                if i == 0 {
+                    label("error")
+                } else {
+                    Span::raw(" ".repeat(10))
+                },
+                Span::styled(part, theme.style(Role::Error)),
+            ]));
+        }
     }
     lines.extend(attempt_lines(r, theme));
     lines.push(Line::from(Span::styled(
@@ -187,6 +195,34 @@ fn format_label(r: &RequestView) -> String {
         r.upstream_dialect,
         if translated { " (translated)" } else { "" }
     )
+}
+
+/// `text` in lines of at most `width` characters, broken at spaces (a longer word is cut).
+pub(crate) fn wrap_words(text: &str, width: usize) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut line = String::new();
+    for word in text.split_whitespace() {
+        let mut word: Vec<char> = word.chars().collect();
+        while word.len() > width {
+            if !line.is_empty() {
+                out.push(std::mem::take(&mut line));
+            }
+            out.push(word.drain(..width).collect());
+        }
+        let word: String = word.into_iter().collect();
+        let len = line.chars().count();
+        if len > 0 && len + 1 + word.chars().count() > width {
+            out.push(std::mem::take(&mut line));
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(&word);
+    }
+    if !line.is_empty() {
+        out.push(line);
+    }
+    out
 }
 
 /// The attempt log (`#`, target, status, class, reason, latency) and the skipped targets
