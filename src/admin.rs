@@ -367,9 +367,10 @@ fn answer(r: Result<Value, ControlError>) -> Response<Full<Bytes>> {
 fn reload(control: &Control) -> Response<Full<Bytes>> {
     match control.reload_config() {
         Ok(diff) => json_response(StatusCode::OK, json!({"reloaded": diff})),
-        Err(e) => json_response(
+        Err(e) => error_with(
             StatusCode::UNPROCESSABLE_ENTITY,
-            json!({"error": {"message": e.to_string(), "type": "admin_error", "code": 422, "reason": e.code()}}),
+            &e.to_string(),
+            &[("reason", json!(e.code()))],
         ),
     }
 }
@@ -463,10 +464,17 @@ mod bearer_tests {
 }
 
 fn error(status: StatusCode, message: &str) -> Response<Full<Bytes>> {
-    json_response(
-        status,
-        json!({"error": {"message": message, "type": "admin_error", "code": status.as_u16()}}),
-    )
+    error_with(status, message, &[])
+}
+
+/// The admin API's one error shape, `{"error":{"message","type":"admin_error","code"}}`,
+/// with `extra` fields added inside `error` (e.g. a reload's `reason`).
+fn error_with(status: StatusCode, message: &str, extra: &[(&str, Value)]) -> Response<Full<Bytes>> {
+    let mut body = json!({"message": message, "type": "admin_error", "code": status.as_u16()});
+    for (k, v) in extra {
+        body[*k] = v.clone();
+    }
+    json_response(status, json!({"error": body}))
 }
 
 fn remaining_ms(until: Option<u64>, now: u64) -> u64 {
