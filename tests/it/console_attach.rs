@@ -275,13 +275,7 @@ async fn attached_consoles_clear_a_cooldown_and_ride_out_a_restart() {
     if !tmux_or_skip("console_attach") {
         return;
     }
-    let mock = MockUpstream::start().await;
-    mock.on("*").reply(Reply::openai_error(
-        503,
-        "server_error",
-        "overloaded",
-        "upstream overloaded",
-    ));
+    let mock = crate::console_e2e::overloaded_upstream().await;
     let dir = tempfile::tempdir().unwrap();
     let (listen, admin_port) = (free_port(), free_port());
     let path = dir.path().join("config.toml");

@@ -104,11 +104,9 @@ where
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn clear_key_in_the_console_clears_a_cooled_connection() {
-    if !tmux_or_skip("console_e2e") {
-        return;
-    }
+/// A mock upstream that answers everything 503 (so one request cools `key-a`). Shared with
+/// the attach test.
+pub(crate) async fn overloaded_upstream() -> MockUpstream {
     let mock = MockUpstream::start().await;
     mock.on("*").reply(Reply::openai_error(
         503,
@@ -116,6 +114,15 @@ async fn clear_key_in_the_console_clears_a_cooled_connection() {
         "overloaded",
         "upstream overloaded",
     ));
+    mock
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clear_key_in_the_console_clears_a_cooled_connection() {
+    if !tmux_or_skip("console_e2e") {
+        return;
+    }
+    let mock = overloaded_upstream().await;
     let dir = tempfile::tempdir().unwrap();
     let (listen, admin_port) = (free_port(), free_port());
     let path = dir.path().join("config.toml");
