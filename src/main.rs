@@ -151,9 +151,11 @@ fn main() -> ExitCode {
         // Read-only covers the admin API too, so an attached console cannot change state.
         running.control.set_readonly(readonly);
         let shutdown = running.shutdown_token();
-        tokio::spawn(signals(shutdown.clone()));
+        tokio::spawn(signals(StopSignals::register(), shutdown.clone()));
+        // Registered before "listening" is printed: a SIGHUP that arrives before its handler
+        // exists would take the default action and end the process.
         #[cfg(unix)]
-        tokio::spawn(reload_on_hangup(running.control.clone()));
+        tokio::spawn(reload_on_hangup(hangup_signal(), running.control.clone()));
         let console_thread = theme.map(|theme| {
             let snapshots = running.core.subscribe();
             let control = running.control.clone();
@@ -367,20 +369,29 @@ fn status(cfg: &config::Config) -> ExitCode {
 }
 
 /// Ctrl-C or SIGTERM starts the drain; a second signal exits at once.
-async fn signals(shutdown: tokio_util::sync::CancellationToken) {
-    wait_signal().await;
+async fn signals(mut stop: StopSignals, shutdown: tokio_util::sync::CancellationToken) {
+    stop.recv().await;
     tracing::info!("signal received; draining (send again to exit now)");
     shutdown.cancel();
-    wait_signal().await;
+    stop.recv().await;
     eprintln!("sluice: second signal; exiting now");
     std::process::exit(130);
 }
 
+/// Installs the SIGHUP handler now (inside the runtime); `None` when the OS refuses.
+#[cfg(unix)]
+fn hangup_signal() -> Option<tokio::signal::unix::Signal> {
+    use tokio::signal::unix::{SignalKind, signal};
+    signal(SignalKind::hangup()).ok()
+}
+
 /// SIGHUP reloads the config through `Control::reload_config` (the outcome is logged).
 #[cfg(unix)]
-async fn reload_on_hangup(control: sluice::core::control::Control) {
-    use tokio::signal::unix::{SignalKind, signal};
-    let Ok(mut hup) = signal(SignalKind::hangup()) else {
+async fn reload_on_hangup(
+    hup: Option<tokio::signal::unix::Signal>,
+    control: sluice::core::control::Control,
+) {
+    let Some(mut hup) = hup else {
         tracing::warn!(
             "cannot listen for SIGHUP; reload the config from the console or the admin API"
         );
@@ -392,25 +403,55 @@ async fn reload_on_hangup(control: sluice::core::control::Control) {
     }
 }
 
-async fn wait_signal() {
+/// The stop signals (SIGINT, and SIGTERM on Unix), registered when built so that one sent
+/// right after "listening" is printed is handled, never the default action.
+struct StopSignals {
     #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
-                    _ = term.recv() => {}
-                }
-            }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
+    interrupt: Option<tokio::signal::unix::Signal>,
+    #[cfg(unix)]
+    terminate: Option<tokio::signal::unix::Signal>,
+}
+
+impl StopSignals {
+    /// Registers the handlers; must run inside the runtime.
+    fn register() -> Self {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            StopSignals {
+                interrupt: signal(SignalKind::interrupt()).ok(),
+                terminate: signal(SignalKind::terminate()).ok(),
             }
         }
+        #[cfg(not(unix))]
+        StopSignals {}
     }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
+
+    /// Resolves at the next stop signal (never, when no handler could be registered).
+    async fn recv(&mut self) {
+        #[cfg(unix)]
+        {
+            let interrupt = async {
+                match self.interrupt.as_mut() {
+                    Some(s) => s.recv().await,
+                    None => std::future::pending().await,
+                }
+            };
+            let terminate = async {
+                match self.terminate.as_mut() {
+                    Some(s) => s.recv().await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                _ = interrupt => {}
+                _ = terminate => {}
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+        }
     }
 }
 
