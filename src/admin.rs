@@ -527,6 +527,10 @@ pub fn cooldowns(s: &Snapshot, provider: Option<&str>) -> Value {
                 "lastStatus": c.last_status,
                 "lockouts": locks,
             });
+            row["trafficSharePercent"] = json!(crate::metrics::effective_ramp(
+                p.ramp_percent,
+                c.ramp_percent
+            ));
             if !c.headroom.is_empty() {
                 row["headroom"] = json!(c.headroom.iter().map(headroom_json).collect::<Vec<_>>());
             }

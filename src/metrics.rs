@@ -30,6 +30,7 @@ pub struct Metrics {
     in_flight: Gauge,
     breaker: Family<Labels, Gauge>,
     excluded: Family<Labels, Gauge>,
+    traffic_share: Family<Labels, Gauge>,
     queue_in_flight: Family<Labels, Gauge>,
     queue_depth: Family<Labels, Gauge>,
     lockouts: Gauge,
@@ -106,6 +107,12 @@ impl Metrics {
             "1 while a connection is cooling, in quota wait or terminal",
             excluded.clone(),
         );
+        let traffic_share = Family::<Labels, Gauge>::default();
+        registry.register(
+            "traffic_share_percent",
+            "Share of traffic a connection is admitted for: 100, or 10-99 while its provider or it ramps up after recovery (slow start)",
+            traffic_share.clone(),
+        );
         let queue_in_flight = Family::<Labels, Gauge>::default();
         registry.register(
             "queue_in_flight",
@@ -159,6 +166,7 @@ impl Metrics {
             in_flight,
             breaker,
             excluded,
+            traffic_share,
             queue_in_flight,
             queue_depth,
             lockouts,
@@ -221,9 +229,11 @@ impl Metrics {
                 .set(v);
             for c in &p.connections {
                 let out = i64::from(c.status != ConnectionStatus::Active);
-                self.excluded
-                    .get_or_create(&labels(&[("provider", &p.id), ("connection", &c.id)]))
-                    .set(out);
+                let l = labels(&[("provider", &p.id), ("connection", &c.id)]);
+                self.excluded.get_or_create(&l).set(out);
+                self.traffic_share
+                    .get_or_create(&l)
+                    .set(i64::from(effective_ramp(p.ramp_percent, c.ramp_percent)));
             }
         }
         self.set_headroom(snap);
@@ -255,6 +265,12 @@ impl Metrics {
         }
         out
     }
+}
+
+/// The share a connection gets now, in percent: the lower of its provider's and its own
+/// slow-start ramp (`None` = not ramping), 100 when neither ramps.
+pub fn effective_ramp(provider: Option<u8>, connection: Option<u8>) -> u8 {
+    provider.unwrap_or(100).min(connection.unwrap_or(100))
 }
 
 impl Metrics {
@@ -310,11 +326,19 @@ mod tests {
                     state: crate::core::snapshot::BreakerState::Open,
                     ..Default::default()
                 },
-                connections: vec![ConnectionView {
-                    id: "mine".into(),
-                    status: crate::core::snapshot::ConnectionStatus::Cooling,
-                    ..Default::default()
-                }],
+                ramp_percent: Some(40),
+                connections: vec![
+                    ConnectionView {
+                        id: "mine".into(),
+                        status: crate::core::snapshot::ConnectionStatus::Cooling,
+                        ..Default::default()
+                    },
+                    ConnectionView {
+                        id: "other".into(),
+                        ramp_percent: Some(20),
+                        ..Default::default()
+                    },
+                ],
                 ..Default::default()
             }],
             store: crate::core::snapshot::StoreView {
@@ -351,6 +375,14 @@ mod tests {
         );
         assert!(text.contains("sluice_in_flight_requests 2"));
         assert!(text.contains("sluice_uptime_seconds 2.5"));
+        assert!(
+            text.contains(
+                "sluice_traffic_share_percent{provider=\"anthropic\",connection=\"mine\"} 40"
+            ) && text.contains(
+                "sluice_traffic_share_percent{provider=\"anthropic\",connection=\"other\"} 20"
+            ),
+            "the lower of the provider's and the connection's ramp: {text}"
+        );
     }
 
     #[test]

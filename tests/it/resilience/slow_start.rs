@@ -75,9 +75,23 @@ async fn a_provider_whose_breaker_closed_ramps_its_share_of_the_combo() {
         "requests served by h list p as skipped for slow start"
     );
 
-    // Half way through the window: 55 %.
+    // Half way through the window: 55 %, also in the cooldowns API and the metrics.
     clock.advance(Duration::from_secs(15));
     assert_eq!(s.snapshot().providers[0].ramp_percent, Some(55));
+    let rows = admin_get(&s, "/api/resilience/cooldowns").await;
+    let share = |c: &str| {
+        rows["connections"]
+            .as_array()
+            .and_then(|a| a.iter().find(|r| r["connection"] == c))
+            .map(|r| r["trafficSharePercent"].clone())
+    };
+    assert_eq!(share("k1"), Some(json!(55)), "{rows:#}");
+    assert_eq!(share("k2"), Some(json!(100)), "{rows:#}");
+    let metrics = client::get(&s.admin("/metrics"), &[]).await.text();
+    assert!(
+        metrics.contains("sluice_traffic_share_percent{provider=\"p\",connection=\"k1\"} 55"),
+        "{metrics}"
+    );
     let (p, _) = spread(&s, &mock, 200).await;
     assert!((50..=170).contains(&p), "p took {p} of 200 at a 55 % share");
 
