@@ -100,7 +100,8 @@ pub struct Tally {
 }
 
 impl Tally {
-    fn add(&mut self, v: Result<Verdict, String>, took: Duration) {
+    /// Counts one request's verdict (`Err`: it hung past its bound) and how long it took.
+    pub fn add(&mut self, v: Result<Verdict, String>, took: Duration) {
         self.requests += 1;
         self.slowest = self.slowest.max(took);
         let key = match v {
@@ -133,16 +134,18 @@ impl Tally {
     }
 }
 
-type HttpClient = Client<HttpConnector, Full<Bytes>>;
+/// The clients' HTTP client.
+pub type HttpClient = Client<HttpConnector, Full<Bytes>>;
 
-fn http_client() -> HttpClient {
+/// A pooled HTTP/1 client with `TCP_NODELAY`.
+pub fn http_client() -> HttpClient {
     let mut c = HttpConnector::new();
     c.set_nodelay(true);
     Client::builder(TokioExecutor::new()).build(c)
 }
 
 /// Sends one request and judges what came back.
-async fn one(client: &HttpClient, base: &str, route: Route, stream: bool) -> Verdict {
+pub async fn one(client: &HttpClient, base: &str, route: Route, stream: bool) -> Verdict {
     let mut b = http::Request::post(format!("{base}{}", route.path()))
         .header("content-type", "application/json");
     for (k, v) in route.headers() {
@@ -284,7 +287,8 @@ pub async fn settled(p: &Proc) -> Value {
     }
 }
 
-fn assert_counts(tally: &Tally, s: &Value) {
+/// Asserts the snapshot's totals equal the clients' own counts.
+pub fn assert_counts(tally: &Tally, s: &Value) {
     let t = &s["totals"];
     assert_eq!(
         t["requests"].as_u64(),

@@ -95,6 +95,22 @@ impl Mix {
         }
     }
 
+    /// The soak's moderate mix: mostly normal replies (some trickled), about 8 % 429 (with
+    /// and without a hint) and 503, so failover and cooldown paths run steadily.
+    pub fn soak() -> Mix {
+        let t = vec![
+            (Fault::None, 88),
+            (Fault::Trickle, 4),
+            (Fault::RateLimitHint, 2),
+            (Fault::RateLimitBare, 2),
+            (Fault::Unavailable, 4),
+        ];
+        Mix {
+            stream: t.clone(),
+            plain: t,
+        }
+    }
+
     /// Non-streaming bodies that break or stall mid-way (the truncation defect), with normal
     /// replies.
     pub fn truncated_bodies() -> Mix {

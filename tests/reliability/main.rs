@@ -30,6 +30,7 @@ mod outcome;
 mod proc;
 mod raw;
 mod security;
+mod soak;
 
 /// Whether `SLUICE_RELIABILITY=long` asks for the long (release) mode.
 pub fn long_mode() -> bool {
