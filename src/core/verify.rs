@@ -127,7 +127,9 @@ mod tests {
                 ProbeResult {
                     status,
                     latency_ms: 5,
-                    error: (!status.is_some_and(|s| s < 300)).then(|| "overloaded".to_string()),
+                    error: status
+                        .is_none_or(|s| s >= 300)
+                        .then(|| "overloaded".to_string()),
                 }
             })
         }
