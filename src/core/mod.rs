@@ -17,6 +17,7 @@ pub mod routing;
 pub mod settings;
 pub mod snapshot;
 pub mod stats;
+pub mod verify;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
