@@ -100,6 +100,18 @@ pub struct Tally {
 }
 
 impl Tally {
+    /// Adds another client loop's tally to this one.
+    pub fn merge(&mut self, t: Tally) {
+        self.requests += t.requests;
+        self.ok += t.ok;
+        self.hangs += t.hangs;
+        self.slowest = self.slowest.max(t.slowest);
+        for (k, v) in t.verdicts {
+            *self.verdicts.entry(k).or_default() += v;
+        }
+        self.malformed.extend(t.malformed);
+    }
+
     /// Counts one request's verdict (`Err`: it hung past its bound) and how long it took.
     pub fn add(&mut self, v: Result<Verdict, String>, took: Duration) {
         self.requests += 1;
@@ -228,15 +240,7 @@ pub async fn traffic(
     }
     let mut all = Tally::default();
     for t in tasks {
-        let t = t.await.unwrap();
-        all.requests += t.requests;
-        all.ok += t.ok;
-        all.hangs += t.hangs;
-        all.slowest = all.slowest.max(t.slowest);
-        for (k, v) in t.verdicts {
-            *all.verdicts.entry(k).or_default() += v;
-        }
-        all.malformed.extend(t.malformed);
+        all.merge(t.await.unwrap());
     }
     all
 }

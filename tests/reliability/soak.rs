@@ -141,14 +141,7 @@ async fn soak_holds_rss_and_p99_steady_under_mixed_load() {
     let mut done = Vec::new();
     for l in loops {
         let (t, d) = l.await.unwrap();
-        tally.requests += t.requests;
-        tally.ok += t.ok;
-        tally.hangs += t.hangs;
-        tally.slowest = tally.slowest.max(t.slowest);
-        for (k, v) in t.verdicts {
-            *tally.verdicts.entry(k).or_default() += v;
-        }
-        tally.malformed.extend(t.malformed);
+        tally.merge(t);
         done.extend(d);
     }
     let s = settled(&p).await;
