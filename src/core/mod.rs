@@ -481,4 +481,6 @@ mod breaker_model;
 #[cfg(test)]
 mod slow_start_tests;
 #[cfg(test)]
+mod test_support;
+#[cfg(test)]
 mod tests;

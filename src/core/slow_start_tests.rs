@@ -8,13 +8,11 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use http::HeaderMap;
-
 use super::Core;
-use super::resilience::AttemptEnd;
+use super::test_support::{cand, cool};
 use crate::clock::{Clock, ManualClock};
 use crate::config::{LoadEnv, from_str};
-use crate::policy::select::{Candidate, ExclusionReason};
+use crate::policy::select::ExclusionReason;
 
 const CONFIG: &str = r#"
 [[providers]]
@@ -34,31 +32,6 @@ fn core(text: &str) -> (Core, ManualClock) {
     let clock = ManualClock::new();
     let core = Core::new(Arc::new(cfg), Arc::new(clock.clone()), None);
     (core, clock)
-}
-
-fn cand() -> Candidate {
-    Candidate {
-        provider: 0,
-        connection: 0,
-        model: "m".into(),
-        rewrite: false,
-        target: 0,
-    }
-}
-
-/// One 503 on connection `a`: it cools for the api_key ladder's first step (3 s).
-fn cool(core: &Core, clock: &ManualClock) {
-    let t = core
-        .admit_candidate(&cand(), clock.now())
-        .expect("fresh connection");
-    let headers = HeaderMap::new();
-    let c = core.classify(0, &AttemptEnd::response(503, &headers, b""));
-    core.report(t, &c);
-    let e = core.admit_candidate(&cand(), clock.now()).err();
-    assert_eq!(
-        e.map(|e| e.reason),
-        Some(ExclusionReason::ConnectionCooldown)
-    );
 }
 
 /// Of `n` offers at the current instant, how many `admit_candidate` admitted; every refusal

@@ -110,8 +110,10 @@ mod tests {
     use tokio_util::sync::CancellationToken;
 
     use super::*;
+    use crate::clock::ManualClock;
     use crate::config::{LoadEnv, from_str};
     use crate::core::Core;
+    use crate::core::test_support::{cool, cooling};
 
     struct Fake(Option<u16>);
 
@@ -135,47 +137,62 @@ mod tests {
         }
     }
 
-    fn control() -> Control {
+    fn control() -> (Control, Core, ManualClock) {
         let env = LoadEnv::fixed(&[], "/tmp");
         let cfg = from_str(
-            "[[providers]]\nid = \"p\"\ndialect = \"anthropic\"\nbase_url = \"http://127.0.0.1:1\"\n  [[providers.connections]]\n  id = \"c\"\n  auth = \"passthrough\"\n",
+            "[[providers]]\nid = \"p\"\ndialect = \"anthropic\"\nbase_url = \"http://127.0.0.1:1\"\nprofile = \"api_key\"\n  [[providers.connections]]\n  id = \"c\"\n  auth = \"passthrough\"\n",
             Path::new("t.toml"),
             &env,
         )
         .unwrap();
-        let clock = std::sync::Arc::new(crate::clock::ManualClock::new());
-        Control::new(
-            Core::new(std::sync::Arc::new(cfg), clock, None),
-            CancellationToken::new(),
-        )
+        let clock = ManualClock::new();
+        let core = Core::new(
+            std::sync::Arc::new(cfg),
+            std::sync::Arc::new(clock.clone()),
+            None,
+        );
+        let control = Control::new(core.clone(), CancellationToken::new());
+        (control, core, clock)
     }
 
     #[tokio::test]
-    async fn a_passing_probe_runs_the_clear() {
-        let r = control()
+    async fn a_passing_probe_clears_a_cooled_connection() {
+        let (control, core, clock) = control();
+        cool(&core, &clock);
+        let r = control
             .clear_and_verify(&Fake(Some(200)), "c", "m")
             .await
             .unwrap();
         assert!(r.passed);
-        assert!(r.cleared.is_some());
+        assert_eq!(r.cleared.map(|c| c.cleared), Some(vec!["c".to_string()]));
+        assert!(
+            !cooling(&core, &clock),
+            "the connection takes traffic again"
+        );
     }
 
     #[tokio::test]
     async fn a_failing_probe_clears_nothing_and_keeps_the_error() {
         for status in [Some(503), None] {
-            let r = control()
+            let (control, core, clock) = control();
+            cool(&core, &clock);
+            let r = control
                 .clear_and_verify(&Fake(status), "c", "m")
                 .await
                 .unwrap();
             assert!(!r.passed);
             assert_eq!(r.cleared, None);
             assert_eq!(r.probe.error.as_deref(), Some("overloaded"));
+            assert!(
+                cooling(&core, &clock),
+                "still excluded after a failed probe"
+            );
         }
     }
 
     #[tokio::test]
     async fn unknown_connection_and_empty_model_are_refused() {
-        let c = control();
+        let (c, _, _) = control();
         assert_eq!(
             c.clear_and_verify(&Fake(Some(200)), "nope", "m").await,
             Err(ControlError::UnknownConnection("nope".into()))
