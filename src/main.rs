@@ -151,9 +151,9 @@ fn main() -> ExitCode {
         // Read-only covers the admin API too, so an attached console cannot change state.
         running.control.set_readonly(readonly);
         let shutdown = running.shutdown_token();
+        // Signal handlers are registered here, before "listening" is printed: a signal that
+        // arrives before its handler exists takes the default action and ends the process.
         tokio::spawn(signals(StopSignals::register(), shutdown.clone()));
-        // Registered before "listening" is printed: a SIGHUP that arrives before its handler
-        // exists would take the default action and end the process.
         #[cfg(unix)]
         tokio::spawn(reload_on_hangup(hangup_signal(), running.control.clone()));
         let console_thread = theme.map(|theme| {
@@ -431,27 +431,26 @@ impl StopSignals {
     async fn recv(&mut self) {
         #[cfg(unix)]
         {
-            let interrupt = async {
-                match self.interrupt.as_mut() {
-                    Some(s) => s.recv().await,
-                    None => std::future::pending().await,
-                }
-            };
-            let terminate = async {
-                match self.terminate.as_mut() {
-                    Some(s) => s.recv().await,
-                    None => std::future::pending().await,
-                }
-            };
             tokio::select! {
-                _ = interrupt => {}
-                _ = terminate => {}
+                () = next(self.interrupt.as_mut()) => {}
+                () = next(self.terminate.as_mut()) => {}
             }
         }
         #[cfg(not(unix))]
         {
             let _ = tokio::signal::ctrl_c().await;
         }
+    }
+}
+
+/// The next delivery of `signal`; never, when it could not be registered.
+#[cfg(unix)]
+async fn next(signal: Option<&mut tokio::signal::unix::Signal>) {
+    match signal {
+        Some(s) => {
+            let _ = s.recv().await;
+        }
+        None => std::future::pending().await,
     }
 }
 
