@@ -100,6 +100,17 @@ pub struct Tally {
 }
 
 impl Tally {
+    /// Asserts every request got exactly one well-formed outcome, showing examples if not.
+    pub fn assert_well_formed(&self) {
+        assert_eq!(
+            self.bad(),
+            0,
+            "requests without one well-formed outcome: {:?}\nexamples:\n{}",
+            self.verdicts,
+            self.malformed.join("\n")
+        );
+    }
+
     /// Adds another client loop's tally to this one.
     pub fn merge(&mut self, t: Tally) {
         self.requests += t.requests;
@@ -223,12 +234,7 @@ pub async fn traffic(
                 if i >= total || stop.is_cancelled() {
                     return tally;
                 }
-                let route = match i % 4 {
-                    0 | 1 => Route::Messages,
-                    2 => Route::Chat,
-                    _ => Route::Responses,
-                };
-                let stream = (i / 4) % 2 == 0;
+                let (route, stream) = route_of(i);
                 let t = crate::now();
                 let v = tokio::select! {
                     r = tokio::time::timeout(REQUEST_BOUND, one(&client, &base, route, stream)) => r.map_err(|_| format!("{route:?} stream={stream} hung past {REQUEST_BOUND:?}")),
@@ -291,6 +297,17 @@ pub async fn settled(p: &Proc) -> Value {
     }
 }
 
+/// The route and stream flag of request number `i`: half Messages, a quarter each Chat and
+/// Responses, streaming every other group of four.
+pub fn route_of(i: u64) -> (Route, bool) {
+    let route = match i % 4 {
+        0 | 1 => Route::Messages,
+        2 => Route::Chat,
+        _ => Route::Responses,
+    };
+    (route, (i / 4) % 2 == 0)
+}
+
 /// Asserts the snapshot's totals equal the clients' own counts.
 pub fn assert_counts(tally: &Tally, s: &Value) {
     let t = &s["totals"];
@@ -340,13 +357,7 @@ async fn chaos_every_request_gets_exactly_one_well_formed_outcome() {
         tally.hangs
     );
     assert_eq!(tally.requests, total);
-    assert_eq!(
-        tally.bad(),
-        0,
-        "requests without one well-formed outcome: {:?}\nexamples:\n{}",
-        tally.verdicts,
-        tally.malformed.join("\n")
-    );
+    tally.assert_well_formed();
     assert!(
         !err.contains("panicked") && !logs.contains("panicked"),
         "panic in sluice output"
@@ -376,12 +387,6 @@ async fn chaos_non_streaming_bodies_that_break_are_never_relayed_truncated() {
         tally.verdicts,
         up.injected()
     );
-    assert_eq!(
-        tally.bad(),
-        0,
-        "{:?}\nexamples:\n{}",
-        tally.verdicts,
-        tally.malformed.join("\n")
-    );
+    tally.assert_well_formed();
     assert_counts(&tally, &s);
 }

@@ -10,9 +10,8 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::chaos::{REQUEST_BOUND, Tally, assert_counts, http_client, one, settled};
+use crate::chaos::{REQUEST_BOUND, Tally, assert_counts, http_client, one, route_of, settled};
 use crate::chaos_upstream::{ChaosUpstream, Mix};
-use crate::outcome::Route;
 use crate::proc::{Home, Proc};
 
 /// Concurrent client loops.
@@ -42,12 +41,7 @@ async fn client_loop(
     let mut done = Vec::new();
     while !stop.is_cancelled() {
         let i = next.fetch_add(1, Ordering::Relaxed);
-        let route = match i % 4 {
-            0 | 1 => Route::Messages,
-            2 => Route::Chat,
-            _ => Route::Responses,
-        };
-        let stream = (i / 4) % 2 == 0;
+        let (route, stream) = route_of(i);
         let t = crate::now();
         let v = tokio::time::timeout(REQUEST_BOUND, one(&client, &base, route, stream))
             .await
@@ -171,13 +165,7 @@ async fn soak_holds_rss_and_p99_steady_under_mixed_load() {
         per_window.join("; ")
     );
 
-    assert_eq!(
-        tally.bad(),
-        0,
-        "requests without one well-formed outcome: {:?}\nexamples:\n{}",
-        tally.verdicts,
-        tally.malformed.join("\n")
-    );
+    tally.assert_well_formed();
     assert_counts(&tally, &s);
     // Measured on the shared 2-core machine (debug build, ~195 rps): RSS rises from 35 to 41
     // MiB in the warm-up, then creeps 41.4 -> 42.3 MiB towards a plateau, a slope of +0.43
