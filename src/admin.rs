@@ -25,6 +25,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 mod faults;
+mod verify;
 
 use crate::core::control::{ClearTarget, Control, ControlError, SettingsPatch};
 use crate::core::snapshot::Snapshot;
@@ -151,11 +152,23 @@ async fn handle(control: &Control, req: Request<Incoming>) -> Response<Full<Byte
             #[serde(deny_unknown_fields)]
             struct ResetBody {
                 provider: Option<String>,
+                connection: Option<String>,
+                verify: Option<String>,
             }
             let b: ResetBody = match parse_json(&body) {
                 Ok(b) => b,
                 Err(r) => return *r,
             };
+            if let Some(model) = &b.verify {
+                let (p, c) = (b.provider.as_deref(), b.connection.as_deref());
+                return verify::reset(control, p, c, model).await;
+            }
+            if b.connection.is_some() {
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    "connection: only used with verify (the breaker is the provider's)",
+                );
+            }
             answer(
                 control
                     .reset_breakers(b.provider.as_deref())
@@ -184,11 +197,23 @@ async fn handle(control: &Control, req: Request<Incoming>) -> Response<Full<Byte
                 connection_ids: Option<Vec<String>>,
                 all: Option<bool>,
                 provider: Option<String>,
+                verify: Option<String>,
             }
             let b: ClearBody = match parse_json(&body) {
                 Ok(b) => b,
                 Err(r) => return *r,
             };
+            if let Some(model) = &b.verify {
+                return match (&b.connection_ids, b.all, &b.provider) {
+                    (Some(ids), None | Some(false), None) => {
+                        verify::clear(control, ids, model).await
+                    }
+                    _ => error(
+                        StatusCode::BAD_REQUEST,
+                        "verify probes named connections: send {\"connectionIds\": [..], \"verify\": \"<model>\"}",
+                    ),
+                };
+            }
             let target = match (b.connection_ids, b.all) {
                 (Some(ids), None | Some(false)) if b.provider.is_none() => {
                     ClearTarget::Connections(ids)

@@ -101,6 +101,10 @@ pub async fn start(
         upstream,
         hard_stop.clone(),
     ));
+    control.set_probe(Arc::new(crate::proxy::probe::UpstreamProbe::new(
+        state.clone(),
+        tokio::runtime::Handle::current(),
+    )));
 
     let retention = {
         let core = core.clone();

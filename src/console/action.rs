@@ -11,6 +11,7 @@
 use super::door::{Door, DoorError};
 use super::settings::{Field, SettingsView};
 use crate::core::control::{ClearReport, ClearTarget, ControlError, SettingsPatch};
+use crate::core::verify::{VerifyReport, VerifyTarget};
 
 /// Something the run loop must do after a key (TEA's command).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,6 +57,15 @@ pub enum Action {
     InjectFault(crate::core::faults::FaultRequest),
     /// Remove every injected fault (`Control::clear_faults`).
     ClearFaults,
+    /// Probe a connection with one 1-token request for `model`, then clear its cooldown (or
+    /// reset its provider's breaker) only if the probe answers 2xx (`Control::verify`).
+    /// Slow (up to the probe timeout): the run loop performs it off the event loop.
+    Verify {
+        /// The connection to clear, or the provider whose breaker to reset.
+        target: VerifyTarget,
+        /// The model the probe names.
+        model: String,
+    },
 }
 
 /// Rows per page of the request log in the Requests panel.
@@ -124,6 +134,12 @@ impl Action {
             self,
             Action::Quit | Action::OpenSettings | Action::HistoryPage { .. }
         )
+    }
+
+    /// True when the action may take seconds (it waits for an upstream): the run loop
+    /// performs it on a worker thread and keeps drawing and reading keys meanwhile.
+    pub fn is_slow(&self) -> bool {
+        matches!(self, Action::Verify { .. })
     }
 }
 
@@ -227,6 +243,10 @@ pub fn perform(control: &dyn Door, action: Action) -> Outcome {
             ),
             Err(e) => format!("faults not cleared: {e}"),
         },
+        Action::Verify { target, model } => match control.verify(&target, &model) {
+            Ok(report) => verify_summary(&target, &report),
+            Err(e) => format!("verify of '{}' not run: {e}", target.id()),
+        },
         Action::ClearCooldowns(target) => match control.clear_cooldowns(&target) {
             Ok(report) => clear_summary(control, &report),
             Err(e) => format!("clear failed: {e}"),
@@ -242,6 +262,29 @@ pub fn perform(control: &dyn Door, action: Action) -> Outcome {
         },
     };
     Outcome::Message(text)
+}
+
+/// `verified 'c1' with claude-haiku (200 in 312 ms): cleared`, or why nothing changed.
+pub fn verify_summary(target: &VerifyTarget, r: &VerifyReport) -> String {
+    let seen = match r.probe.status {
+        Some(s) => format!("{s} in {} ms", r.probe.latency_ms),
+        None => format!("no answer after {} ms", r.probe.latency_ms),
+    };
+    let what = match target {
+        VerifyTarget::Connection(_) => "cooldown cleared",
+        VerifyTarget::Breaker(_) => "breaker reset to closed",
+    };
+    if r.passed {
+        return format!(
+            "verified '{}' with {} ({seen}): {what}",
+            r.connection, r.model
+        );
+    }
+    let why = r.probe.error.as_deref().unwrap_or("not a 2xx answer");
+    format!(
+        "verify failed on '{}' with {} ({seen}): {why}; nothing changed",
+        r.connection, r.model
+    )
 }
 
 /// Reverts one override: the remaining overrides replace the current ones in one step

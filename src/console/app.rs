@@ -475,6 +475,9 @@ impl App {
                 self.flash("cancelled");
             }
             Cmd::InjectFault => return self.open_fault_picker(),
+            Cmd::VerifyClear => return self.open_verify_clear(),
+            Cmd::VerifyReset => return self.open_verify_reset(),
+            Cmd::VerifyModelNext => self.cycle_verify_model(),
             Cmd::ClearFaults => return self.gate(Action::ClearFaults, None),
             Cmd::FaultKindNext => self.cycle_fault(fault_picker::Cycle::Kind),
             Cmd::FaultDurationNext => self.cycle_fault(fault_picker::Cycle::Duration),
@@ -593,6 +596,14 @@ impl App {
             self.flash("read-only mode: operator actions are disabled");
             return None;
         }
+        if prompt.is_none()
+            && let Action::Verify { target, model } = &action
+        {
+            self.flash(format!(
+                "probing '{}' with {model}… (the answer shows here)",
+                target.id()
+            ));
+        }
         match prompt {
             Some(prompt) => {
                 self.confirm = Some(Confirm { prompt, action });
@@ -665,6 +676,7 @@ mod fault_picker;
 pub mod filter;
 pub mod mouse;
 mod outcome;
+mod verify_picker;
 
 #[cfg(test)]
 #[path = "app_tests.rs"]

@@ -7,6 +7,7 @@ use crate::config::Resilience;
 use crate::core::control::{ClearReport, ClearTarget, Control, ControlError, SettingsPatch};
 use crate::core::faults::{FaultRequest, FaultView};
 use crate::core::snapshot::{RequestView, Snapshot};
+use crate::core::verify::{VerifyReport, VerifyTarget};
 
 /// The state of an attached console's connection to its sluice (an in-process console is
 /// always [`Link::Live`]).
@@ -90,6 +91,10 @@ pub trait Door: Send + Sync {
         before_id: Option<i64>,
         limit: usize,
     ) -> Result<Vec<(i64, RequestView)>, DoorError>;
+    /// [`Control::verify`]: one probe, then the clear or reset when it passed. Takes up to
+    /// the probe's timeout (`crate::proxy::probe::PROBE_TIMEOUT`): the console calls it off its
+    /// event loop.
+    fn verify(&self, target: &VerifyTarget, model: &str) -> Result<VerifyReport, DoorError>;
     /// The console's `q`: in-process [`Control::request_shutdown`] (sluice stops with its
     /// console); an attached console only leaves, the instance keeps running.
     fn request_shutdown(&self);
@@ -163,6 +168,23 @@ impl Door for Control {
         limit: usize,
     ) -> Result<Vec<(i64, RequestView)>, DoorError> {
         Ok(Control::request_log_page(self, before_id, limit))
+    }
+
+    fn verify(&self, target: &VerifyTarget, model: &str) -> Result<VerifyReport, DoorError> {
+        // The probe itself runs on the proxy's runtime; this thread only waits for it, on a
+        // runtime of its own (the caller may be inside another runtime).
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .map_err(|e| DoorError::Unreachable(e.to_string()))?;
+                rt.block_on(Control::verify(self, target, model))
+                    .map_err(DoorError::from)
+            })
+            .join()
+            .unwrap_or_else(|_| Err(DoorError::Unreachable("the probe thread panicked".into())))
+        })
     }
 
     fn request_shutdown(&self) {

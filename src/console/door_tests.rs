@@ -68,6 +68,13 @@ impl Door for Scripted {
     fn reload_config(&self) -> Result<String, DoorError> {
         self.refuse("reload_config")
     }
+    fn verify(
+        &self,
+        _: &crate::core::verify::VerifyTarget,
+        _: &str,
+    ) -> Result<crate::core::verify::VerifyReport, DoorError> {
+        self.refuse("verify")
+    }
     fn request_log_page(
         &self,
         _: Option<i64>,

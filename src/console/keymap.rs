@@ -126,6 +126,12 @@ pub enum Cmd {
     InjectFault,
     /// Remove every injected fault.
     ClearFaults,
+    /// Verify and clear the selected connection (probe first; confirm dialog).
+    VerifyClear,
+    /// Verify and reset the selected provider's breaker (probe first; confirm dialog).
+    VerifyReset,
+    /// Verify dialog: the next model to probe with.
+    VerifyModelNext,
     /// Fault picker: next fault kind.
     FaultKindNext,
     /// Fault picker: next duration preset.
@@ -170,6 +176,8 @@ impl Cmd {
                 | Cmd::ClearProvider
                 | Cmd::Reenable
                 | Cmd::InjectFault
+                | Cmd::VerifyClear
+                | Cmd::VerifyReset
                 | Cmd::ClearFaults
                 | Cmd::EditField
                 | Cmd::SaveSettings

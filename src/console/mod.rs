@@ -416,7 +416,7 @@ pub fn run_attached(
         &mut terminal,
         snapshots,
         link,
-        control.as_ref(),
+        control,
         clock.as_ref(),
         &opts,
         &shutdown,
@@ -427,7 +427,7 @@ async fn event_loop(
     terminal: &mut ratatui::DefaultTerminal,
     mut snapshots: watch::Receiver<Arc<Snapshot>>,
     mut link: watch::Receiver<Link>,
-    control: &dyn Door,
+    control: Arc<dyn Door>,
     clock: &dyn Clock,
     opts: &ConsoleOptions,
     shutdown: &CancellationToken,
@@ -447,6 +447,7 @@ async fn event_loop(
     let mut last_draw: Option<crate::clock::Instant> = None;
     let mut drawn_second = 0;
     let mut mode = LayoutMode::TooSmall;
+    let (slow_done, mut slow_outcomes) = tokio::sync::mpsc::unbounded_channel();
 
     loop {
         if dirty {
@@ -475,7 +476,10 @@ async fn event_loop(
                             control.request_shutdown();
                             return Ok(());
                         }
-                        Some(action) => app.on_outcome(action::perform(control, action)),
+                        Some(action) if action.is_slow() => {
+                            perform_off_loop(&control, action, slow_done.clone());
+                        }
+                        Some(action) => app.on_outcome(action::perform(control.as_ref(), action)),
                         None => {}
                     }
                     app.on_tick(unix_ms(clock.wall()));
@@ -495,6 +499,10 @@ async fn event_loop(
                 }
                 Err(_) => snapshots_open = false,
             },
+            Some(outcome) = slow_outcomes.recv() => {
+                app.on_outcome(outcome);
+                dirty = true;
+            }
             changed = link.changed(), if link_open => match changed {
                 Ok(()) => {
                     app.set_link(&link.borrow_and_update());
@@ -511,6 +519,24 @@ async fn event_loop(
             }
             () = tokio::time::sleep_until(next_frame), if dirty => {}
         }
+    }
+}
+
+/// Performs a slow action ([`Action::is_slow`]) on a worker thread; its outcome comes back
+/// through `done` into the event loop, which keeps drawing meanwhile.
+fn perform_off_loop(
+    control: &Arc<dyn Door>,
+    action: Action,
+    done: tokio::sync::mpsc::UnboundedSender<action::Outcome>,
+) {
+    let control = Arc::clone(control);
+    let spawned = std::thread::Builder::new()
+        .name("sluice-console-action".into())
+        .spawn(move || {
+            let _ = done.send(action::perform(control.as_ref(), action));
+        });
+    if let Err(e) = spawned {
+        tracing::warn!(error = %e, "cannot start the console's action thread");
     }
 }
 
@@ -536,3 +562,5 @@ mod snapshot_json_tests;
 mod test_support;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod verify_tests;

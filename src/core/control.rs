@@ -132,6 +132,8 @@ pub struct Control {
     readonly: Arc<AtomicBool>,
     /// One reload at a time (SIGHUP, the console, the API and the file watch may race).
     reloading: Arc<std::sync::Mutex<()>>,
+    /// The upstream probe clear-and-verify sends (`super::verify`); set once at startup.
+    pub(super) probe: Arc<std::sync::OnceLock<Arc<dyn super::verify::Probe>>>,
 }
 
 impl Control {
@@ -142,6 +144,7 @@ impl Control {
             shutdown,
             readonly: Arc::new(AtomicBool::new(false)),
             reloading: Arc::default(),
+            probe: Arc::default(),
         }
     }
 

@@ -186,6 +186,13 @@ pub fn in_stream_status(error_type: &str, body: &[u8]) -> u16 {
     stream_status(error_type, &Body::new(body))
 }
 
+/// The short, single-line, key-masked message of an upstream error body: its
+/// `error.message` (or top-level `message`), else the start of its text; at most 200
+/// characters.
+pub fn error_message(body: &[u8]) -> String {
+    Body::new(body).message()
+}
+
 fn stream_status(error_type: &str, body: &Body) -> u16 {
     let mut kinds = vec![error_type.to_lowercase()];
     kinds.extend(body.error_kinds());

@@ -455,7 +455,7 @@ fn unreachable(t: &Target<'_>, e: &hyper_util::client::legacy::Error) -> ProxyEr
 
 /// A short description of a transport error, with its cause chain (never a credential:
 /// hyper errors carry no headers).
-fn describe(e: &hyper_util::client::legacy::Error) -> String {
+pub(crate) fn describe(e: &hyper_util::client::legacy::Error) -> String {
     let mut s = if e.is_connect() {
         "connect failed"
     } else {
@@ -512,7 +512,7 @@ pub fn config_hint(error: &str, base_url: &http::Uri) -> String {
 
 /// Reads an upstream error body (at most [`MAX_ERROR_BODY`] bytes, within `timeout`); an
 /// unreadable body reads as empty.
-async fn read_error_body(body: Incoming, timeout: Duration) -> Bytes {
+pub(crate) async fn read_error_body(body: Incoming, timeout: Duration) -> Bytes {
     match tokio::time::timeout(timeout, Limited::new(body, MAX_ERROR_BODY).collect()).await {
         Ok(Ok(c)) => c.to_bytes(),
         _ => Bytes::new(),

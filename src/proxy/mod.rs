@@ -11,6 +11,7 @@ pub mod forward;
 pub mod headers;
 pub mod injected;
 pub mod outcome;
+pub mod probe;
 pub mod relay;
 pub mod request;
 pub mod response;

@@ -112,6 +112,18 @@ impl AdminClient {
         path: &str,
         body: Option<&Value>,
     ) -> Result<Value, DoorError> {
+        self.call_within(method, path, body, CALL_TIMEOUT).await
+    }
+
+    /// [`AdminClient::call`] bounded by `limit` instead of [`CALL_TIMEOUT`] (a verified clear
+    /// waits for its probe).
+    pub async fn call_within(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+        limit: std::time::Duration,
+    ) -> Result<Value, DoorError> {
         let req = self.request(method, path, body)?;
         let work = async {
             let resp = self
@@ -127,9 +139,9 @@ impl AdminClient {
                 .to_bytes();
             Ok::<_, DoorError>((status, body))
         };
-        let (status, body) = tokio::time::timeout(CALL_TIMEOUT, work)
+        let (status, body) = tokio::time::timeout(limit, work)
             .await
-            .map_err(|_| DoorError::Unreachable(format!("no answer within {CALL_TIMEOUT:?}")))??;
+            .map_err(|_| DoorError::Unreachable(format!("no answer within {limit:?}")))??;
         answer(status, &body)
     }
 

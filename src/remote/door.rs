@@ -9,6 +9,7 @@
 //! | `revert_settings` | `DELETE /api/resilience` |
 //! | `reset_breakers` | `POST /api/resilience/reset` |
 //! | `clear_cooldowns` | `POST /api/resilience/cooldowns` |
+//! | `verify` | the same two, with `"verify": "<model>"` |
 //! | `reenable_model` | `DELETE /api/resilience/model-cooldowns` |
 //! | `inject_fault` | `POST /api/faults` |
 //! | `clear_faults` | `DELETE /api/faults` |
@@ -32,6 +33,13 @@ use crate::console::door::{Door, DoorError, Settings};
 use crate::core::control::{ClearReport, ClearTarget, SettingsPatch, apply_patch};
 use crate::core::faults::{FaultRequest, FaultView};
 use crate::core::snapshot::{RequestView, Snapshot};
+use crate::core::verify::{VerifyReport, VerifyTarget};
+use crate::proxy::probe::PROBE_TIMEOUT;
+
+/// `POST` here clears cooldowns (with `verify`: after a probe).
+const COOLDOWNS: &str = "/api/resilience/cooldowns";
+/// `POST` here resets breakers (with `verify`: after a probe).
+const RESET: &str = "/api/resilience/reset";
 
 /// The console's door onto a running sluice.
 pub struct RemoteDoor {
@@ -63,20 +71,37 @@ impl RemoteDoor {
 
     /// Runs one admin call on the runtime and waits for its answer.
     fn call(&self, method: Method, path: &str, body: Option<Value>) -> Result<Value, DoorError> {
+        self.call_within(method, path, body, CALL_TIMEOUT)
+    }
+
+    /// [`RemoteDoor::call`] waiting at most `limit` for the answer.
+    fn call_within(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+        limit: Duration,
+    ) -> Result<Value, DoorError> {
         let client = Arc::clone(&self.client);
         let path = path.to_owned();
-        self.block(async move { client.call(method, &path, body.as_ref()).await })
+        let work = async move {
+            client
+                .call_within(method, &path, body.as_ref(), limit)
+                .await
+        };
+        self.block(work, limit)
     }
 
     fn block<T: Send + 'static>(
         &self,
         work: impl Future<Output = Result<T, DoorError>> + Send + 'static,
+        limit: Duration,
     ) -> Result<T, DoorError> {
         let (tx, rx) = std::sync::mpsc::channel();
         self.runtime.spawn(async move {
             let _ = tx.send(work.await);
         });
-        rx.recv_timeout(CALL_TIMEOUT.saturating_add(Duration::from_secs(1)))
+        rx.recv_timeout(limit.saturating_add(Duration::from_secs(1)))
             .unwrap_or_else(|_| Err(DoorError::Unreachable("no answer".into())))
     }
 }
@@ -132,7 +157,7 @@ impl Door for RemoteDoor {
 
     fn reset_breakers(&self, provider: Option<&str>) -> Result<Vec<String>, DoorError> {
         let body = provider.map_or_else(|| json!({}), |p| json!({"provider": p}));
-        let v = self.call(Method::POST, "/api/resilience/reset", Some(body))?;
+        let v = self.call(Method::POST, RESET, Some(body))?;
         field(&v, "reset")
     }
 
@@ -142,7 +167,7 @@ impl Door for RemoteDoor {
             ClearTarget::All { provider: None } => json!({"all": true}),
             ClearTarget::All { provider: Some(p) } => json!({"all": true, "provider": p}),
         };
-        whole(self.call(Method::POST, "/api/resilience/cooldowns", Some(body))?)
+        whole(self.call(Method::POST, COOLDOWNS, Some(body))?)
     }
 
     fn reenable_model(
@@ -204,6 +229,24 @@ impl Door for RemoteDoor {
         let v = self.call(Method::GET, &path, None)?;
         let rows: Vec<LogRow> = field(&v, "rows")?;
         Ok(rows.into_iter().map(|r| (r.id, r.request)).collect())
+    }
+
+    fn verify(&self, target: &VerifyTarget, model: &str) -> Result<VerifyReport, DoorError> {
+        let limit = PROBE_TIMEOUT.saturating_add(CALL_TIMEOUT);
+        match target {
+            VerifyTarget::Connection(id) => {
+                let body = json!({"connectionIds": [id], "verify": model});
+                let v = self.call_within(Method::POST, COOLDOWNS, Some(body), limit)?;
+                let mut reports: Vec<VerifyReport> = field(&v, "verified")?;
+                reports
+                    .pop()
+                    .ok_or_else(|| DoorError::Unreachable("no probe report in the answer".into()))
+            }
+            VerifyTarget::Breaker(p) => {
+                let body = json!({"provider": p, "verify": model});
+                whole(self.call_within(Method::POST, RESET, Some(body), limit)?)
+            }
+        }
     }
 
     fn request_shutdown(&self) {

@@ -216,6 +216,14 @@ pub const COMMANDS: &[CommandSpec] = &[
         "reset all",
     ),
     spec(
+        "verify_reset",
+        Cmd::VerifyReset,
+        Panel(Focus::Circuits),
+        keys![Key::ch('v')],
+        "probe the provider with 1 token, reset its breaker if it answers (confirm)",
+        "verify",
+    ),
+    spec(
         "history_older",
         Cmd::HistoryOlder,
         Panel(Focus::Requests),
@@ -272,6 +280,14 @@ pub const COMMANDS: &[CommandSpec] = &[
         "clear provider",
     ),
     spec(
+        "verify_clear",
+        Cmd::VerifyClear,
+        Panel(Focus::Cooldowns),
+        keys![Key::ch('v')],
+        "probe the connection with 1 token, clear it if it answers (confirm)",
+        "verify",
+    ),
+    spec(
         "inject_fault",
         Cmd::InjectFault,
         Panel(Focus::Cooldowns),
@@ -318,6 +334,14 @@ pub const COMMANDS: &[CommandSpec] = &[
         keys![Key::ch('n'), Key::code(Esc)],
         "cancel",
         "cancel",
+    ),
+    spec(
+        "verify_model_next",
+        Cmd::VerifyModelNext,
+        Dialog,
+        keys![Key::ch('m')],
+        "verify dialog: next model to probe with",
+        "",
     ),
     spec(
         "fault_kind_next",

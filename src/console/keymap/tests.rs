@@ -80,6 +80,9 @@ fn every_default_key_gives_its_command() {
         (ch('F'), Global, Cmd::ClearFaults),
         (ch('t'), Dialog, Cmd::FaultKindNext),
         (ch('d'), Dialog, Cmd::FaultDurationNext),
+        (ch('v'), Panel(Focus::Cooldowns), Cmd::VerifyClear),
+        (ch('v'), Panel(Focus::Circuits), Cmd::VerifyReset),
+        (ch('m'), Dialog, Cmd::VerifyModelNext),
         (ev(KeyCode::Enter), Panel(Focus::Requests), Cmd::Details),
         (
             ev(KeyCode::PageDown),
