@@ -18,6 +18,7 @@ mod restart;
 mod routing;
 mod rules;
 mod slow_start;
+mod verify;
 
 use std::time::Duration;
 
