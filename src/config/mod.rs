@@ -168,21 +168,43 @@ impl Profile {
 pub enum Auth {
     /// Forward the client's own `x-api-key` / `Authorization`.
     Passthrough,
-    /// Replace the client's credentials with this key, sent in the dialect's header.
+    /// Replace the client's credentials with this key, sent in the header `scheme` says.
     Key {
         /// Name of the environment variable the key came from (safe to show).
         env: String,
         /// The key itself.
         secret: Secret,
+        /// Which header carries it (`auth = { env = "VAR", scheme = "bearer" }`).
+        scheme: KeyScheme,
     },
 }
 
+/// The header a connection's own key travels in.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum KeyScheme {
+    /// The dialect's header: `x-api-key` for Anthropic, `Authorization: Bearer` for OpenAI.
+    #[default]
+    Dialect,
+    /// `Authorization: Bearer` in every dialect; on Anthropic also the OAuth beta flag
+    /// subscription tokens need (`claude setup-token` tokens, `sk-ant-oat…`).
+    Bearer,
+}
+
 impl Auth {
-    /// `passthrough` or `env:VAR` — never the secret.
+    /// `passthrough`, `env:VAR` or `env:VAR (bearer)` — never the secret.
     pub fn describe(&self) -> String {
         match self {
             Self::Passthrough => "passthrough".into(),
-            Self::Key { env, .. } => format!("env:{env}"),
+            Self::Key {
+                env,
+                scheme: KeyScheme::Dialect,
+                ..
+            } => format!("env:{env}"),
+            Self::Key {
+                env,
+                scheme: KeyScheme::Bearer,
+                ..
+            } => format!("env:{env} (bearer)"),
         }
     }
 }

@@ -384,6 +384,23 @@ impl<'e, 'a> Validator<'e, 'a> {
         }
     }
 
+    /// `auth.scheme` of connection `ck`: absent is the dialect's header; `"bearer"` sends
+    /// `Authorization: Bearer` (a subscription token).
+    fn key_scheme(&mut self, ck: &str, v: Option<&toml::Value>) -> KeyScheme {
+        match v.map(|v| v.as_str()) {
+            None => KeyScheme::Dialect,
+            Some(Some("bearer")) => KeyScheme::Bearer,
+            Some(_) => {
+                self.bad(
+                    format!("{ck}.auth.scheme"),
+                    "is not a key scheme",
+                    "write scheme = \"bearer\" to send the key as Authorization: Bearer (subscription tokens), or leave it out for the dialect's own header",
+                );
+                KeyScheme::Dialect
+            }
+        }
+    }
+
     fn env_secret(&mut self, key: &str, var: &str) -> Option<Secret> {
         if var.is_empty() || !var.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
             // The value is not echoed: a pasted secret lands here (keys contain '-').

@@ -3,7 +3,7 @@
 
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 
-use crate::config::{Auth, Dialect, Secret};
+use crate::config::{Auth, Dialect, KeyScheme, Secret};
 
 /// Hop-by-hop headers (RFC 9110 §7.6.1) plus the non-standard ones proxies also drop.
 const HOP_BY_HOP: [&str; 9] = [
@@ -119,26 +119,59 @@ pub fn upstream_request(
         }
         None => {}
     }
-    if let Auth::Key { secret, .. } = auth {
+    if let Auth::Key { secret, scheme, .. } = auth {
         out.remove("x-api-key");
         out.remove(header::AUTHORIZATION);
-        match dialect {
-            Dialect::Anthropic => {
+        match (dialect, scheme) {
+            (Dialect::Anthropic, KeyScheme::Dialect) => {
                 if let Ok(mut v) = HeaderValue::from_str(secret.expose()) {
                     v.set_sensitive(true);
                     out.insert(HeaderName::from_static("x-api-key"), v);
                 }
             }
-            Dialect::OpenAi => {
-                if let Ok(mut v) = HeaderValue::from_str(&format!("Bearer {}", secret.expose())) {
-                    v.set_sensitive(true);
-                    out.insert(header::AUTHORIZATION, v);
-                }
+            (Dialect::Anthropic, KeyScheme::Bearer) => {
+                insert_bearer(&mut out, secret);
+                add_beta(&mut out, OAUTH_BETA);
             }
+            (Dialect::OpenAi, _) => insert_bearer(&mut out, secret),
         }
     }
     out.insert(header::CONTENT_LENGTH, HeaderValue::from(body_len));
     out
+}
+
+/// The `anthropic-beta` flag Anthropic requires with a subscription (OAuth) token sent as
+/// `Authorization: Bearer`. Added for `scheme = "bearer"` connections and never dropped by a
+/// provider's `anthropic_beta_allowlist` (a passthrough client's own OAuth token needs it too).
+pub const OAUTH_BETA: &str = "oauth-2025-04-20";
+
+fn insert_bearer(out: &mut HeaderMap, secret: &Secret) {
+    if let Ok(mut v) = HeaderValue::from_str(&format!("Bearer {}", secret.expose())) {
+        v.set_sensitive(true);
+        out.insert(header::AUTHORIZATION, v);
+    }
+}
+
+/// Adds `flag` to the comma-separated `anthropic-beta` list unless it is there already (the
+/// client's own flags are kept).
+fn add_beta(out: &mut HeaderMap, flag: &'static str) {
+    let current = out
+        .get("anthropic-beta")
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+        .unwrap_or("");
+    if current.split(',').any(|b| b.trim() == flag) {
+        return;
+    }
+    let joined = if current.is_empty() {
+        HeaderValue::from_static(flag)
+    } else {
+        match HeaderValue::from_str(&format!("{current},{flag}")) {
+            Ok(v) => v,
+            Err(_) => return,
+        }
+    };
+    out.insert(HeaderName::from_static("anthropic-beta"), joined);
 }
 
 /// The upstream response headers relayed to the client: everything but hop-by-hop headers.
@@ -160,10 +193,11 @@ pub fn client_response(upstream: &HeaderMap, is_sse: bool) -> HeaderMap {
 /// and the dropped values.
 pub fn filter_betas(value: &str, allow: &[String]) -> (Option<String>, Vec<String>) {
     let ok = |b: &str| {
-        allow.iter().any(|a| match a.strip_suffix('*') {
-            Some(prefix) => b.starts_with(prefix),
-            None => a == b,
-        })
+        b == OAUTH_BETA
+            || allow.iter().any(|a| match a.strip_suffix('*') {
+                Some(prefix) => b.starts_with(prefix),
+                None => a == b,
+            })
     };
     let (mut kept, mut dropped) = (Vec::new(), Vec::new());
     for b in value.split(',').map(str::trim).filter(|b| !b.is_empty()) {
@@ -250,6 +284,7 @@ mod tests {
         let auth = Auth::Key {
             env: "K".into(),
             secret: Secret::new("sk-configured"),
+            scheme: KeyScheme::Dialect,
         };
         let a = upstream_request(&client(), &auth, Dialect::Anthropic, None, 0);
         assert_eq!(a["x-api-key"], "sk-configured");
@@ -257,6 +292,51 @@ mod tests {
         let o = upstream_request(&client(), &auth, Dialect::OpenAi, None, 0);
         assert_eq!(o["authorization"], "Bearer sk-configured");
         assert!(o.get("x-api-key").is_none());
+    }
+
+    #[test]
+    fn a_bearer_key_adds_the_oauth_beta_to_the_clients_list_on_anthropic_only() {
+        let auth = Auth::Key {
+            env: "T".into(),
+            secret: Secret::new("sk-ant-oat01-token"),
+            scheme: KeyScheme::Bearer,
+        };
+        let mut h = client();
+        h.insert("x-api-key", HeaderValue::from_static("sk-client"));
+        h.insert(
+            "anthropic-beta",
+            HeaderValue::from_static("prompt-caching-2024-07-31"),
+        );
+        let a = upstream_request(&h, &auth, Dialect::Anthropic, None, 0);
+        assert_eq!(a["authorization"], "Bearer sk-ant-oat01-token");
+        assert!(
+            a.get("x-api-key").is_none(),
+            "the client's key never goes upstream"
+        );
+        assert_eq!(
+            a["anthropic-beta"], "prompt-caching-2024-07-31,oauth-2025-04-20",
+            "added to, never replacing, the client's flags"
+        );
+        let mut already = HeaderMap::new();
+        already.insert("anthropic-beta", HeaderValue::from_static(OAUTH_BETA));
+        let once = upstream_request(&already, &auth, Dialect::Anthropic, None, 0);
+        assert_eq!(once["anthropic-beta"], OAUTH_BETA, "not doubled");
+        let bare = upstream_request(&HeaderMap::new(), &auth, Dialect::Anthropic, None, 0);
+        assert_eq!(bare["anthropic-beta"], OAUTH_BETA);
+        let o = upstream_request(&HeaderMap::new(), &auth, Dialect::OpenAi, None, 0);
+        assert_eq!(o["authorization"], "Bearer sk-ant-oat01-token");
+        assert!(o.get("anthropic-beta").is_none());
+        assert!(a["authorization"].is_sensitive());
+    }
+
+    #[test]
+    fn the_beta_allowlist_keeps_the_oauth_flag() {
+        let (kept, dropped) = filter_betas(
+            "oauth-2025-04-20, context-1m-2025-08-07",
+            &["prompt-caching-*".to_string()],
+        );
+        assert_eq!(kept.as_deref(), Some("oauth-2025-04-20"));
+        assert_eq!(dropped, vec!["context-1m-2025-08-07".to_string()]);
     }
 
     #[test]

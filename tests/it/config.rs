@@ -17,8 +17,10 @@ const PASTED_SECRETS: [&str; 2] = [
     "sk-ant-api03-0123456789abcdefABCDEF0123",
 ];
 
-const VARS: [(&str, &str); 4] = [
+const VARS: [(&str, &str); 6] = [
     ("OPENROUTER_API_KEY", OPENROUTER_KEY),
+    ("CLAUDE_SUB_ALICE", "sk-ant-oat01-readme-alice"),
+    ("CLAUDE_SUB_BOB", "sk-ant-oat01-readme-bob"),
     ("ANTHROPIC_API_KEY", "sk-ant-readme-example-key"),
     ("SLUICE_ADMIN_TOKEN", ADMIN_TOKEN),
     ("SLUICE_CLIENT_KEYS", CLIENT_KEYS),
@@ -253,7 +255,7 @@ fn full_fixture_values_reach_the_typed_config() {
     assert_eq!(or.base_url.to_string(), "https://openrouter.ai/api/v1");
     let key = &or.connections[0];
     match &key.auth {
-        Auth::Key { env, secret } => assert_eq!(
+        Auth::Key { env, secret, .. } => assert_eq!(
             (env.as_str(), secret.expose()),
             ("OPENROUTER_API_KEY", OPENROUTER_KEY)
         ),

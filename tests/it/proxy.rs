@@ -1061,6 +1061,45 @@ async fn env_key_replaces_client_credentials_with_bearer_on_openai() {
     );
 }
 
+#[tokio::test]
+async fn a_subscription_token_goes_as_bearer_with_the_oauth_beta_added() {
+    let mock = MockUpstream::start().await;
+    let config = fill(ANTHROPIC, &mock).replace(
+        "auth = \"passthrough\"",
+        "auth = { env = \"SUB_TOKEN\", scheme = \"bearer\" }",
+    );
+    let s = Sluice::start(&config, &[("SUB_TOKEN", "sk-ant-oat01-pooled")]).await;
+
+    let headers = [
+        AV,
+        ("x-api-key", "sk-ant-client-1"),
+        ("anthropic-beta", "interleaved-thinking-2025-05-14"),
+    ];
+    let r = client::post_json(
+        &s.url("/v1/messages"),
+        &anthropic_body("claude-x", false),
+        &headers,
+    )
+    .await;
+
+    assert_eq!(r.status, 200, "{}", r.text());
+    let up = mock.single();
+    assert_eq!(
+        up.header("authorization"),
+        Some("Bearer sk-ant-oat01-pooled")
+    );
+    assert_eq!(up.header("x-api-key"), None, "the client's key is replaced");
+    assert_eq!(
+        up.header("anthropic-beta"),
+        Some("interleaved-thinking-2025-05-14,oauth-2025-04-20")
+    );
+    let snap = s.snapshot();
+    assert_eq!(
+        snap.providers[0].connections[0].auth,
+        "env:SUB_TOKEN (bearer)"
+    );
+}
+
 // === upstream errors ===
 
 #[tokio::test]

@@ -140,15 +140,21 @@ impl Validator<'_, '_> {
                 let auth = match &rc.auth {
                     Some(toml::Value::String(s)) if s == "passthrough" => Auth::Passthrough,
                     Some(toml::Value::Table(t))
-                        if t.len() == 1 && t.get("env").is_some_and(toml::Value::is_str) =>
+                        if t.get("env").is_some_and(toml::Value::is_str)
+                            && t.keys().all(|k| k == "env" || k == "scheme") =>
                     {
                         let var = t
                             .get("env")
                             .and_then(toml::Value::as_str)
                             .unwrap_or_default()
                             .to_string();
+                        let scheme = self.key_scheme(&ck, t.get("scheme"));
                         match self.env_secret(&format!("{ck}.auth.env"), &var) {
-                            Some(secret) => Auth::Key { env: var, secret },
+                            Some(secret) => Auth::Key {
+                                env: var,
+                                secret,
+                                scheme,
+                            },
                             None => Auth::Passthrough,
                         }
                     }
@@ -161,7 +167,7 @@ impl Validator<'_, '_> {
                                 "a table with keys '{}' is not an auth mode (values not shown)",
                                 keys.join(", ")
                             ),
-                            "use auth = \"passthrough\" or auth = { env = \"VAR_NAME\" } (only the key env, a string)",
+                            "use auth = \"passthrough\" or auth = { env = \"VAR_NAME\" } (the key env, a string, and optionally scheme = \"bearer\")",
                         );
                         Auth::Passthrough
                     }

@@ -340,3 +340,36 @@ fn provider_slow_start_is_an_optional_bounded_duration() {
         "{err}"
     );
 }
+
+#[test]
+fn a_connection_key_may_be_sent_as_a_bearer_token() {
+    let base = "[[providers]]\nid = \"p\"\ndialect = \"anthropic\"\nbase_url = \"http://127.0.0.1:1\"\n  [[providers.connections]]\n  id = \"c\"\n  auth = AUTH\n";
+    let env = LoadEnv::fixed(&[("TOK", "sk-ant-oat01-x")], "/tmp");
+    let load = |auth: &str| from_str(&base.replace("AUTH", auth), Path::new("t.toml"), &env);
+    let scheme = |auth: &str| match load(auth).unwrap().providers[0].connections[0].auth {
+        Auth::Key { scheme, .. } => scheme,
+        Auth::Passthrough => panic!("a key"),
+    };
+    assert_eq!(scheme("{ env = \"TOK\" }"), KeyScheme::Dialect);
+    assert_eq!(
+        scheme("{ env = \"TOK\", scheme = \"bearer\" }"),
+        KeyScheme::Bearer
+    );
+    let cfg = load("{ env = \"TOK\", scheme = \"bearer\" }").unwrap();
+    assert_eq!(
+        cfg.providers[0].connections[0].auth.describe(),
+        "env:TOK (bearer)"
+    );
+    let err = load("{ env = \"TOK\", scheme = \"Basic\" }")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("t.toml: providers.p.connections.c.auth.scheme"),
+        "{err}"
+    );
+    assert!(!err.contains("sk-ant-oat01-x"), "never the secret: {err}");
+    let err = load("{ env = \"TOK\", scheme = 1 }")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("auth.scheme"), "{err}");
+}
