@@ -292,6 +292,7 @@ pub struct RawStream {
     pub readiness_timeout: Option<String>,
     pub heartbeat_interval: Option<String>,
     pub content_stall_timeout: Option<String>,
+    pub recover_before_content: Option<bool>,
     pub throughput_watchdog: Option<RawThroughputWatchdog>,
 }
 

@@ -215,6 +215,9 @@ pub struct StreamSettings {
     /// No-content abandon timeout. Default 180s.
     #[serde(with = "humantime_serde")]
     pub content_stall_timeout: Duration,
+    /// Re-open a stream that broke or ended before any content once on the same connection
+    /// before trying the next target. Default true (sluice).
+    pub recover_before_content: bool,
     /// Opt-in slow-stream watchdog.
     pub throughput_watchdog: ThroughputWatchdog,
 }

@@ -74,6 +74,15 @@ pub enum AttemptResult {
         /// What to answer with if this stays the last failure.
         last: Box<LastFailure>,
     },
+    /// A 2xx stream broke or ended after its head but before any content, so nothing of it
+    /// reached the client: dispatch may re-open it once on the same connection
+    /// (`[resilience.stream] recover_before_content`) before it counts as [`Self::Failed`].
+    BrokeBeforeContent {
+        /// The classification to report if it is not recovered.
+        classified: Classified,
+        /// What to answer with if this stays the last failure.
+        last: Box<LastFailure>,
+    },
     /// The request's execution budget ran out (sluice's own limit: no penalty).
     OutOfTime,
 }
@@ -420,6 +429,12 @@ fn hold_failed(state: &Shared, t: &Target<'_>, f: HoldFailure) -> AttemptResult 
             LastFailure::Transport(ProxyError::Unreachable(msg.clone())),
         ),
     };
+    if matches!(f, HoldFailure::Broke(_) | HoldFailure::Ended) {
+        return AttemptResult::BrokeBeforeContent {
+            classified,
+            last: Box::new(last),
+        };
+    }
     AttemptResult::Failed {
         status: 200,
         classified,

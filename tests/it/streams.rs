@@ -358,3 +358,89 @@ async fn opt_in_throughput_watchdog_abandons_a_trickling_stream() {
         "stream_stall"
     );
 }
+
+/// `message_start` then a broken connection: a 200 stream that broke before any content.
+fn broken_before_content() -> Reply {
+    Reply::sse_chunks(events("anthropic-text")[..1].to_vec()).then_abort()
+}
+
+#[tokio::test]
+async fn a_stream_that_breaks_before_content_is_reopened_once_on_the_same_connection() {
+    let mock = MockUpstream::start().await;
+    mock.on("/v1/messages")
+        .model("model-a")
+        .times(1)
+        .reply(broken_before_content());
+    mock.on("/v1/messages")
+        .model("model-a")
+        .reply(Reply::sse_fixture("anthropic-text"));
+    mock.on("/v1/messages")
+        .model("model-b")
+        .reply(Reply::sse_fixture("anthropic-text"));
+    let s = Sluice::start(&fill(CONFIG, &mock), &[]).await;
+
+    let mut st = client::open_json(&s.url("/v1/messages"), &body("pair"), &[AV, KEY]).await;
+    let (got, _) = st.read_to_end(READ).await;
+
+    assert_eq!(st.status, 200);
+    assert_eq!(&got[..], &fixture("anthropic-text")[..], "one clean stream");
+    let snap = s.wait_requests(1).await;
+    let r = &snap.recent[0];
+    assert_eq!(
+        (r.attempts, r.target.as_str()),
+        (2, "a:ka/model-a"),
+        "same connection"
+    );
+    let reasons: Vec<&str> = r.attempt_log.iter().map(|a| a.reason.as_str()).collect();
+    assert_eq!(reasons[0], "recovered", "{reasons:?}");
+    assert_eq!(
+        mock.requests_to("/v1/messages").len(),
+        2,
+        "b was never asked"
+    );
+    let a = &snap.providers[0];
+    assert_eq!(a.connections[0].status.as_str(), "active");
+    assert_eq!(
+        a.breaker.failure_count, 0,
+        "a recovered blip is not a failure"
+    );
+}
+
+#[tokio::test]
+async fn a_second_break_moves_on_and_recovery_can_be_switched_off() {
+    for (recover, want_attempts, want_a_requests) in [(true, 3, 2), (false, 2, 1)] {
+        let mock = MockUpstream::start().await;
+        mock.on("/v1/messages")
+            .model("model-a")
+            .reply(broken_before_content());
+        mock.on("/v1/messages")
+            .model("model-b")
+            .reply(Reply::sse_fixture("anthropic-text"));
+        let cfg = fill(CONFIG, &mock).replace(
+            "content_stall_timeout = \"600ms\"",
+            &format!("content_stall_timeout = \"600ms\"\nrecover_before_content = {recover}"),
+        );
+        let s = Sluice::start(&cfg, &[]).await;
+
+        let mut st = client::open_json(&s.url("/v1/messages"), &body("pair"), &[AV, KEY]).await;
+        let (got, _) = st.read_to_end(READ).await;
+
+        assert_eq!(
+            &got[..],
+            &fixture("anthropic-text")[..],
+            "recover = {recover}"
+        );
+        let snap = s.wait_requests(1).await;
+        let r = &snap.recent[0];
+        assert_eq!(
+            (r.attempts, r.target.as_str()),
+            (want_attempts, "b:kb/model-b")
+        );
+        let a_requests = mock
+            .requests_to("/v1/messages")
+            .iter()
+            .filter(|q| String::from_utf8_lossy(&q.body).contains("model-a"))
+            .count();
+        assert_eq!(a_requests, want_a_requests, "recover = {recover}");
+    }
+}

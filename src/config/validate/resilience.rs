@@ -429,6 +429,7 @@ impl Validator<'_, '_> {
                 rs.content_stall_timeout.as_ref(),
                 DEFAULT_CONTENT_STALL_TIMEOUT,
             ),
+            recover_before_content: rs.recover_before_content.unwrap_or(true),
             throughput_watchdog: self.watchdog(rs.throughput_watchdog.as_ref()),
         };
         self.nonzero(

@@ -404,14 +404,56 @@ impl Dispatch<'_> {
             seam,
         };
         let body = prepared.body.clone();
-        let a = send_attempt(self.state, &t, self.req, self.route, body, deadline).await?;
+        let mut a = send_attempt(self.state, &t, self.req, self.route, body, deadline).await?;
         let label = seam.map(Seam::label).unwrap_or_default();
+        if self.recovers(&a) {
+            a = self
+                .reopen(&t, a, prepared, deadline, label.clone())
+                .await?;
+        }
         let injected = a.injected;
         let tried = self.settle(cand, ticket, permit, deadline, a, label);
         if injected {
             crate::proxy::injected::mark(self.view);
         }
         Ok(tried)
+    }
+
+    /// Whether `a` is a stream that broke before any content and may be re-opened once on
+    /// the same connection (`[resilience.stream] recover_before_content`, on by default).
+    fn recovers(&self, a: &Attempted) -> bool {
+        matches!(a.result, AttemptResult::BrokeBeforeContent { .. })
+            && self
+                .state
+                .core
+                .settings_snapshot()
+                .stream
+                .recover_before_content
+    }
+
+    /// Re-opens a stream that broke before any content, once, on the same connection under
+    /// the same admission ticket: nothing reached the client, so the client sees only the
+    /// second attempt. The broken attempt is listed in the request's attempt log (outcome
+    /// `recovered`) but not reported: a recovered blip neither cools the connection nor
+    /// counts toward its breaker; if the re-open fails too, that failure is reported.
+    async fn reopen(
+        &mut self,
+        t: &Target<'_>,
+        broken: Attempted,
+        prepared: &Prepared,
+        deadline: Instant,
+        translated: String,
+    ) -> Result<Attempted, ProxyError> {
+        if let AttemptResult::BrokeBeforeContent { classified, .. } = &broken.result {
+            let mut recovered = classified.clone();
+            recovered.reason = "recovered".into();
+            log_attempt(self.view, 200, &recovered, broken.latency, translated);
+            tracing::info!(provider = %t.provider.id, connection = %t.conn.id, "stream broke before any content; re-opening it once on the same connection");
+        }
+        drop(broken);
+        self.view.attempts += 1;
+        let body = prepared.body.clone();
+        send_attempt(self.state, t, self.req, self.route, body, deadline).await
     }
 
     /// Reports an attempt's result through the one choke point and decides what is next.
@@ -459,6 +501,11 @@ impl Dispatch<'_> {
                 last,
             } => {
                 log_attempt(self.view, status, &classified, a.latency, translated);
+                core.report(ticket, &classified);
+                self.failed(classified, *last)
+            }
+            AttemptResult::BrokeBeforeContent { classified, last } => {
+                log_attempt(self.view, 200, &classified, a.latency, translated);
                 core.report(ticket, &classified);
                 self.failed(classified, *last)
             }
