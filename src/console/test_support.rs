@@ -239,6 +239,7 @@ pub(super) fn snapshot() -> Snapshot {
         ],
         store: Default::default(),
         faults: Vec::new(),
+        held: Vec::new(),
     }
 }
 

@@ -9,6 +9,7 @@ pub mod control;
 pub mod credentials;
 pub mod faults;
 pub mod headroom;
+pub mod holds;
 pub mod latency;
 pub mod persist;
 mod report;
@@ -62,6 +63,7 @@ struct Inner {
     gates: admission::Gates,
     metrics: crate::metrics::Metrics,
     faults: faults::Faults,
+    holds: holds::Holds,
 }
 
 /// Marks one client request as in flight until dropped.
@@ -154,6 +156,7 @@ impl Core {
                 gates,
                 metrics: crate::metrics::Metrics::new(),
                 faults: faults::Faults::default(),
+                holds: holds::Holds::default(),
             }),
         };
         core.publish();
@@ -440,6 +443,7 @@ impl Core {
             queues: self.inner.gates.views(),
             store: self.store_view(),
             faults: self.fault_views(),
+            held: self.held(),
         }
     }
 

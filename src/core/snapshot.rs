@@ -51,6 +51,10 @@ pub struct Snapshot {
     /// there is one.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub faults: Vec<super::faults::FaultView>,
+    /// Requests held until a quota reset now (a combo's `hold_until_reset`), oldest first;
+    /// serialised only when there is one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub held: Vec<super::holds::HeldView>,
 }
 
 /// The store's write-behind counters: rows and state changes dropped because its queue was

@@ -91,6 +91,8 @@ pub async fn run_candidates(
     let settings = state.core.settings_snapshot();
     let mut waits = CooldownWait::new(settings.combo_cooldown_wait);
     let mut hold_for = hold_limit(state, req, &settings.queue);
+    let client = wait::client_timeout(&req.parts.headers);
+    let started = state.core.clock().now();
     loop {
         if let Some(outcome) = d.pass().await? {
             return Ok(outcome);
@@ -102,7 +104,10 @@ pub async fn run_candidates(
         let w = match waits.next(&d.excluded) {
             Some(w) => Some(w),
             // At most one hold per request.
-            None => hold_for.take().and_then(|max| wait::hold(&d.excluded, max)),
+            None => hold_for.take().and_then(|max| {
+                let elapsed = state.core.clock().now().saturating_duration_since(started);
+                wait::hold(&d.excluded, wait::within_client(max, client, elapsed))
+            }),
         };
         let Some(w) = w else {
             break;
@@ -561,7 +566,8 @@ impl Dispatch<'_> {
     async fn wait(&mut self, w: Wait) {
         let clock = self.state.core.clock().clone();
         let started = clock.now();
-        tokio::time::sleep(w.delay).await;
+        let _listed = (w.reason == "quota_hold").then(|| self.list_hold(&w));
+        wait::sleep_on(clock.as_ref(), started + w.delay, w.delay).await;
         let waited = clock.now().saturating_duration_since(started);
         let view = WaitView {
             target: w.target,
@@ -570,6 +576,23 @@ impl Dispatch<'_> {
         };
         tracing::info!(model = %self.view.client_model, target = %view.target, reason = w.reason, "{}", view.describe());
         self.view.waits.push(view);
+    }
+}
+
+impl Dispatch<'_> {
+    /// Lists this request as held until `w` ends (the console's "held until 14:05").
+    fn list_hold(&self, w: &Wait) -> crate::core::holds::HoldGuard {
+        let core = &self.state.core;
+        let now_ms = crate::clock::unix_ms(core.clock().wall());
+        let delay_ms = u64::try_from(w.delay.as_millis()).unwrap_or(u64::MAX);
+        tracing::info!(model = %self.view.client_model, target = %w.target, wait_ms = delay_ms, "every target is out of quota; holding the request until the earliest reset");
+        core.begin_hold(crate::core::holds::HeldView {
+            request_id: self.view.id,
+            model: self.view.client_model.clone(),
+            target: w.target.clone(),
+            since_unix_ms: now_ms,
+            until_unix_ms: now_ms.saturating_add(delay_ms),
+        })
     }
 }
 

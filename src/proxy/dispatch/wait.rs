@@ -7,6 +7,7 @@
 
 use std::time::Duration;
 
+use crate::clock::{Clock, Instant};
 use crate::config::ComboCooldownWait;
 use crate::policy::select::Exclusion;
 
@@ -109,6 +110,53 @@ pub fn hold(excluded: &[Excluded], max_hold: Duration) -> Option<Wait> {
     })
 }
 
+/// What a hold leaves of the client's own timeout for the answer itself.
+pub const CLIENT_MARGIN: Duration = Duration::from_secs(5);
+
+/// The client's own request timeout, when it says it: `x-stainless-timeout` (seconds, as the
+/// Anthropic and OpenAI SDKs and the tools built on them send). Malformed, negative or absurd
+/// values (over a day) are ignored.
+pub fn client_timeout(headers: &http::HeaderMap) -> Option<Duration> {
+    let secs: f64 = headers
+        .get("x-stainless-timeout")?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    (secs.is_finite() && secs > 0.0 && secs <= 86_400.0).then(|| Duration::from_secs_f64(secs))
+}
+
+/// `max_hold` bounded by what is left of the client's timeout after `elapsed`, less
+/// [`CLIENT_MARGIN`]: a hold never outlasts a client that would give up first.
+pub fn within_client(max_hold: Duration, client: Option<Duration>, elapsed: Duration) -> Duration {
+    match client {
+        Some(t) => max_hold.min(t.saturating_sub(elapsed).saturating_sub(CLIENT_MARGIN)),
+        None => max_hold,
+    }
+}
+
+/// How often a wait re-reads the injected clock.
+const CLOCK_POLL: Duration = Duration::from_millis(50);
+
+/// Waits until `clock` reaches `until`, or `delay` of real time passed, whichever is first.
+/// On the system clock the two agree; under a test's manual clock, advancing it ends the wait
+/// within [`CLOCK_POLL`], and a test that never advances it still waits no longer than `delay`.
+pub async fn sleep_on(clock: &dyn Clock, until: Instant, delay: Duration) {
+    let real = tokio::time::sleep(delay);
+    tokio::pin!(real);
+    loop {
+        let left = until.saturating_duration_since(clock.now());
+        if left.is_zero() {
+            return;
+        }
+        tokio::select! {
+            () = &mut real => return,
+            () = tokio::time::sleep(left.min(CLOCK_POLL)) => {}
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -193,6 +241,34 @@ mod tests {
         let mut unknown = ex(ExclusionReason::QuotaPreflight, 1, "");
         unknown.exclusion.retry_after = None;
         assert!(hold(&[unknown], max).is_none(), "reset unknown");
+    }
+
+    #[test]
+    fn a_hold_never_outlasts_the_clients_own_timeout() {
+        let mut h = http::HeaderMap::new();
+        assert_eq!(client_timeout(&h), None);
+        for (v, want) in [
+            ("600", Some(600_000)),
+            (" 90.5 ", Some(90_500)),
+            ("0", None),
+            ("-3", None),
+            ("soon", None),
+            ("1e9", None),
+            ("NaN", None),
+        ] {
+            h.insert("x-stainless-timeout", http::HeaderValue::from_static(v));
+            let got = client_timeout(&h).map(|d| u64::try_from(d.as_millis()).unwrap());
+            assert_eq!(got, want, "{v}");
+        }
+        let m = |s| Duration::from_secs(s);
+        assert_eq!(within_client(m(900), None, m(10)), m(900));
+        assert_eq!(within_client(m(900), Some(m(600)), m(10)), m(585));
+        assert_eq!(within_client(m(60), Some(m(600)), m(10)), m(60));
+        assert_eq!(
+            within_client(m(900), Some(m(600)), m(700)),
+            m(0),
+            "already late"
+        );
     }
 
     #[test]
