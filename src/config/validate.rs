@@ -771,4 +771,6 @@ pub use defaults::*;
 #[cfg(test)]
 mod prop;
 #[cfg(test)]
+mod rate_rules_tests;
+#[cfg(test)]
 mod tests;

@@ -339,3 +339,6 @@ pub(crate) fn apply_saved_settings(res: &mut ResState, cfg: &Config, rows: &[Set
         Err(e) => tracing::warn!(error = %e, "ignoring saved settings that no longer validate"),
     }
 }
+
+#[cfg(test)]
+mod tests;
