@@ -124,7 +124,8 @@ impl SettingsPatch {
             self.stream_stall_cooldown = other.stream_stall_cooldown;
         }
         if other.rate_limit_cooldown.is_some() {
-            self.rate_limit_cooldown.clone_from(&other.rate_limit_cooldown);
+            self.rate_limit_cooldown
+                .clone_from(&other.rate_limit_cooldown);
         }
         for (k, v) in &other.connection_cooldown {
             let e = self.connection_cooldown.entry(k.clone()).or_default();

@@ -225,9 +225,7 @@ impl Cooldown {
                 self.consecutive_rejections = self.consecutive_rejections.saturating_add(1);
                 Action::Record
             }
-            O::ConcurrencyLimited => {
-                Action::Hinted(hint.unwrap_or(CONCURRENCY_LIMIT_COOLDOWN))
-            }
+            O::ConcurrencyLimited => Action::Hinted(hint.unwrap_or(CONCURRENCY_LIMIT_COOLDOWN)),
             O::RateLimited | O::QuotaExhausted | O::Forbidden if long_hint.is_some() => {
                 Action::QuotaWait(long_hint.unwrap_or_default())
             }

@@ -55,7 +55,10 @@ fn rate_limit_cooldown_out_of_range_names_file_key_and_fix() {
     ];
     for (provider, connection, global, want) in rows {
         let err = load(provider, connection, global).unwrap_err();
-        assert!(err.contains("t.toml") && err.contains(want), "{want}\n{err}");
+        assert!(
+            err.contains("t.toml") && err.contains(want),
+            "{want}\n{err}"
+        );
         assert!(err.contains("\"1s\" to \"6h\""), "names the fix: {err}");
     }
 }

@@ -8,8 +8,8 @@ use http::{HeaderMap, HeaderName, HeaderValue};
 
 use super::{Input, Rules, classify, in_stream_status};
 use crate::config::validate::{
-    DEFAULT_BAN_MARKERS, DEFAULT_CONCURRENCY_MARKERS, DEFAULT_MAX_COOLDOWN, DEFAULT_MAX_QUOTA_WAIT, DEFAULT_QUOTA_MARKERS,
-    DEFAULT_QUOTA_WAIT_THRESHOLD, DEFAULT_REQUEST_REJECTED_MARKERS,
+    DEFAULT_BAN_MARKERS, DEFAULT_CONCURRENCY_MARKERS, DEFAULT_MAX_COOLDOWN, DEFAULT_MAX_QUOTA_WAIT,
+    DEFAULT_QUOTA_MARKERS, DEFAULT_QUOTA_WAIT_THRESHOLD, DEFAULT_REQUEST_REJECTED_MARKERS,
 };
 use crate::config::{
     ConnectionCooldownSettings, Dialect, ErrorRule, Restatement, builtin_restatements,

@@ -115,7 +115,11 @@ fn concurrency_limit_honours_the_hint_and_ignores_the_override() {
     let t = t0();
     let mut hinted = Cooldown::default();
     hinted.on_failure(
-        &out(O::ConcurrencyLimited, 429, Some(Duration::from_millis(2500))),
+        &out(
+            O::ConcurrencyLimited,
+            429,
+            Some(Duration::from_millis(2500)),
+        ),
         t,
         &r,
         t,
@@ -215,7 +219,12 @@ fn applying_the_override_resets_the_level() {
     assert_eq!(c.view(t).reason, "rate_limited");
     // A failure sent before the override was applied is stale: no change at all.
     let before = c.clone();
-    let stale = c.on_failure(&out(O::RateLimited, 429, None), t - secs(1), &r, t + secs(1));
+    let stale = c.on_failure(
+        &out(O::RateLimited, 429, None),
+        t - secs(1),
+        &r,
+        t + secs(1),
+    );
     assert_eq!(stale, CooldownEffect::Stale);
     assert_eq!(
         (cooling_until(&c, t), c.backoff_level()),
@@ -256,7 +265,11 @@ fn the_override_never_applies_to_5xx_quota_forbidden_or_terminal_states() {
         let mut c = Cooldown::default();
         c.on_failure(&o, t, &r, t);
         assert_eq!(cooling_until(&c, t), want.map(|d| t + d), "{name}");
-        assert_eq!(c.backoff_level(), u32::from(want.is_some()), "{name}: level");
+        assert_eq!(
+            c.backoff_level(),
+            u32::from(want.is_some()),
+            "{name}: level"
+        );
     }
     let mut quota = Cooldown::default();
     quota.on_failure(&out(O::RateLimited, 429, Some(secs(3600))), t, &r, t);

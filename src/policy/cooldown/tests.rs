@@ -390,7 +390,10 @@ fn rejections_are_recorded_and_counted_but_never_cool_or_ban() {
     let t = t0();
     for i in 0..5u64 {
         let at = t + secs(60 * i);
-        assert_eq!(c.on_failure(&rejected, at, &r, at), CooldownEffect::Recorded);
+        assert_eq!(
+            c.on_failure(&rejected, at, &r, at),
+            CooldownEffect::Recorded
+        );
         assert_eq!(c.eligibility(at), Eligibility::Eligible, "rejection {i}");
     }
     let v = c.view(t + secs(300));

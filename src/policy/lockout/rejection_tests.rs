@@ -50,7 +50,10 @@ fn repeated_rejections_double_the_lock_up_to_one_hour() {
         );
         assert_eq!(until, t + secs(*w), "rejection {}", i + 1);
         let v = l.locked(at("k1", "model-a", &groups), t).expect("locked");
-        assert_eq!((v.reason.as_str(), v.failures), ("request_rejected", i as u32 + 1));
+        assert_eq!(
+            (v.reason.as_str(), v.failures),
+            ("request_rejected", i as u32 + 1)
+        );
         // The next one arrives after this lock ran out.
         t = until;
     }
@@ -90,7 +93,11 @@ fn the_cap_holds_for_long_bases_and_long_hints() {
     });
     assert_eq!(lock_duration(1, None, &s), secs(3600));
     let s = rejection_settings(&live());
-    assert_eq!(lock_duration(1, Some(secs(600)), &s), secs(600), "hint wins");
+    assert_eq!(
+        lock_duration(1, Some(secs(600)), &s),
+        secs(600),
+        "hint wins"
+    );
     assert_eq!(lock_duration(1, Some(secs(86_400)), &s), secs(3600));
     assert_eq!(lock_duration(u32::MAX, None, &s), secs(3600), "no overflow");
 }

@@ -352,9 +352,16 @@ fn a_concurrency_limit_cools_the_connection_and_feeds_no_breaker_or_lock() {
         let p = run(&c, k, &CONNS);
         assert_eq!(
             (p.breaker, p.connection, p.lockout),
-            (BreakerStep::Release, ConnectionStep::Failure, LockoutStep::None)
+            (
+                BreakerStep::Release,
+                ConnectionStep::Failure,
+                LockoutStep::None
+            )
         );
-        assert!(p.egress.is_empty(), "in-flight limits are per key, not per IP");
+        assert!(
+            p.egress.is_empty(),
+            "in-flight limits are per key, not per IP"
+        );
     }
 }
 

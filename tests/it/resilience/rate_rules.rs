@@ -9,9 +9,17 @@ use super::*;
 /// Takes K1 to backoff level 1 with one hint-less 503 (api_key ladder: 3 s), then lets the
 /// cooldown lapse. The 503 is scripted once; later requests reach the default replies.
 async fn raise_k1_to_level_one(s: &Sluice, clock: &sluice::clock::ManualClock, d: D) {
-    expect_status(&d.send(s, d.model(), &[]).await, 200, "k2 serves the 503'd request");
+    expect_status(
+        &d.send(s, d.model(), &[]).await,
+        200,
+        "k2 serves the 503'd request",
+    );
     let k1 = conn_state(s, "p", "k1").await;
-    assert_eq!((k1["status"].as_str(), k1["backoffLevel"].as_u64()), (Some("cooling"), Some(1)), "{k1:#}");
+    assert_eq!(
+        (k1["status"].as_str(), k1["backoffLevel"].as_u64()),
+        (Some("cooling"), Some(1)),
+        "{k1:#}"
+    );
     clock.advance(Duration::from_secs(3));
     assert_eq!(conn_state(s, "p", "k1").await["status"], "active");
 }
@@ -63,9 +71,11 @@ async fn a_concurrency_limited_429_honours_the_hint_and_feeds_no_breaker() {
         d.error(429, "rate_limit_error", "并发数过高，请稍后再试")
             .header("retry-after", "4"),
     );
-    on_key(&mock, d, 2)
-        .times(1)
-        .reply(d.error(429, "rate_limit_error", "Concurrency limit exceeded"));
+    on_key(&mock, d, 2).times(1).reply(d.error(
+        429,
+        "rate_limit_error",
+        "Concurrency limit exceeded",
+    ));
     // The local profile degrades at its first counted failure.
     let cfg = Cfg::new(d, 2).profile("local").tail(NO_WAIT).build(&mock);
     let (s, _clock) = Sluice::start_manual(&cfg, ENV).await;
@@ -122,9 +132,16 @@ async fn a_hintless_429_cools_for_the_connections_rate_limit_cooldown() {
         20_000,
         "the connection's value replaces the ladder (3 s x 2^1): {k1:#}"
     );
-    assert_eq!(k1["backoffLevel"], 0, "the override resets the level: {k1:#}");
+    assert_eq!(
+        k1["backoffLevel"], 0,
+        "the override resets the level: {k1:#}"
+    );
     let k2 = conn_state(&s, "p", "k2").await;
-    assert_eq!(ms(&k2, "remainingMs"), 45_000, "the provider's value: {k2:#}");
+    assert_eq!(
+        ms(&k2, "remainingMs"),
+        45_000,
+        "the provider's value: {k2:#}"
+    );
 
     clock.advance(Duration::from_secs(19));
     assert_eq!(conn_state(&s, "p", "k1").await["status"], "cooling");
@@ -178,9 +195,11 @@ async fn the_global_rate_limit_cooldown_is_live_through_patch_and_the_hint_still
 async fn request_rejected_locks_the_model_on_the_connection_and_never_bans() {
     let mock = MockUpstream::start().await;
     let d = D::Anthropic;
-    on_key(&mock, d, 1)
-        .model("model-a")
-        .reply(d.error(403, "permission_error", "Request not allowed"));
+    on_key(&mock, d, 1).model("model-a").reply(d.error(
+        403,
+        "permission_error",
+        "Request not allowed",
+    ));
     let cfg = Cfg::new(d, 2).tail(NO_WAIT).build(&mock);
     let (s, clock) = Sluice::start_manual(&cfg, ENV).await;
 
@@ -199,7 +218,10 @@ async fn request_rejected_locks_the_model_on_the_connection_and_never_bans() {
     );
     assert_eq!(ms(&locks[0], "remainingMs"), 120_000, "{locks:#?}");
     let k1 = conn_state(&s, "p", "k1").await;
-    assert_eq!(k1["status"], "active", "the connection is not cooled: {k1:#}");
+    assert_eq!(
+        k1["status"], "active",
+        "the connection is not cooled: {k1:#}"
+    );
     assert_eq!(k1["lastErrorKind"], "request_rejected", "{k1:#}");
 
     // While locked, model-a skips k1.
