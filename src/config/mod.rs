@@ -290,6 +290,10 @@ pub struct Connection {
     pub queue: ConnectionQueue,
     /// Anthropic subscription low-priority lane (spec §2c). Default false.
     pub low_priority_mode: bool,
+    /// Cooldown of a rate-limited 429 without a retry hint on this connection, 1s–6h;
+    /// wins over the provider's and `[resilience.connection_cooldown]`'s value. `None`
+    /// (default) = inherit.
+    pub rate_limit_cooldown: Option<Duration>,
 }
 
 /// Per-connection overrides of `[resilience.queue]` (spec §5 precedence: a per-connection
@@ -329,6 +333,10 @@ pub struct Provider {
     /// share of the traffic offered that rises from 10 % to 100 % over this window.
     /// Default zero = off (`slow_start = "30s"` to turn it on).
     pub slow_start: Duration,
+    /// Cooldown of a rate-limited 429 without a retry hint on its connections, 1s–6h; a
+    /// connection's own value wins over it, it wins over `[resilience.connection_cooldown]`'s.
+    /// `None` (default) = inherit.
+    pub rate_limit_cooldown: Option<Duration>,
     /// Quota groups: group name → model glob patterns (spec §3).
     pub quota_groups: BTreeMap<String, Vec<String>>,
     /// IP-scoped quotas (spec §7). Default false.

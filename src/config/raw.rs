@@ -109,6 +109,7 @@ pub struct RawProvider {
     pub timeout: Option<String>,
     pub connect_timeout: Option<String>,
     pub slow_start: Option<String>,
+    pub rate_limit_cooldown: Option<String>,
     #[serde(default)]
     pub quota_groups: BTreeMap<String, Vec<String>>,
     pub egress_bucketed: Option<bool>,
@@ -138,6 +139,7 @@ pub struct RawConnection {
     pub low_priority_mode: Option<bool>,
     pub egress: Option<String>,
     pub queue: Option<RawConnectionQueue>,
+    pub rate_limit_cooldown: Option<String>,
 }
 
 /// `queue = { .. }` on a connection: per-connection §5 overrides.
@@ -249,6 +251,8 @@ pub struct RawConnectionCooldown {
     pub ban_markers: Option<Vec<String>>,
     pub request_rejected_markers: Option<Vec<String>>,
     pub quota_markers: Option<Vec<String>>,
+    pub concurrency_markers: Option<Vec<String>>,
+    pub rate_limit_cooldown: Option<String>,
     pub stream_stall_cooldown: Option<bool>,
     pub oauth: Option<RawCooldownProfile>,
     pub api_key: Option<RawCooldownProfile>,

@@ -165,6 +165,16 @@ pub struct ConnectionCooldownSettings {
     pub request_rejected_markers: Vec<String>,
     /// Body markers of quota exhaustion.
     pub quota_markers: Vec<String>,
+    /// Body markers of a 429 that reports too many requests in flight at once (reason
+    /// `concurrency_limited`: fail over, cool 1 s or the hint, no level change). A body that
+    /// also matches a quota marker stays a quota verdict.
+    pub concurrency_markers: Vec<String>,
+    /// Cooldown of a rate-limited 429 without a retry hint, replacing the profile's ladder
+    /// (and oauth's 60 s) for every connection whose provider and own entry set none;
+    /// 1s–6h, `None` (default) = the ladder. A connection's and a provider's
+    /// `rate_limit_cooldown` win over it; an upstream retry hint wins over all of them.
+    #[serde(with = "humantime_serde")]
+    pub rate_limit_cooldown: Option<Duration>,
     /// Cool a connection after a stream stall. Default false.
     pub stream_stall_cooldown: bool,
 }

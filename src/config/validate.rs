@@ -57,6 +57,17 @@ pub fn parse_bounded_duration(s: &str) -> Result<Duration, (String, String)> {
     }
 }
 
+/// Parses a `rate_limit_cooldown` value: a duration from 1s to 6h. The error is a
+/// `(message, fix)` pair, as [`parse_bounded_duration`]'s.
+pub fn check_rate_limit_cooldown(s: &str) -> Result<Duration, (String, String)> {
+    let fix = || "use a duration from \"1s\" to \"6h\", e.g. \"20s\"".to_string();
+    match humantime::parse_duration(s.trim()) {
+        Ok(d) if (MIN_RATE_LIMIT_COOLDOWN..=MAX_RATE_LIMIT_COOLDOWN).contains(&d) => Ok(d),
+        Ok(_) => Err((format!("'{s}' is outside 1s–6h"), fix())),
+        Err(_) => Err((format!("'{s}' is not a duration"), fix())),
+    }
+}
+
 /// Looks up an environment variable by name.
 pub type VarLookup<'a> = Box<dyn Fn(&str) -> Option<String> + 'a>;
 
@@ -348,6 +359,19 @@ impl<'e, 'a> Validator<'e, 'a> {
             Err((message, fix)) => {
                 self.bad(key, message, fix);
                 default
+            }
+        }
+    }
+
+    /// A `rate_limit_cooldown` value: a duration from [`MIN_RATE_LIMIT_COOLDOWN`] to
+    /// [`MAX_RATE_LIMIT_COOLDOWN`] (1s–6h); `None` when unset or invalid (reported at `key`).
+    fn rate_limit_cooldown(&mut self, key: &str, value: Option<&String>) -> Option<Duration> {
+        let s = value?;
+        match check_rate_limit_cooldown(s) {
+            Ok(d) => Some(d),
+            Err((message, fix)) => {
+                self.bad(key, message, fix);
+                None
             }
         }
     }
@@ -763,5 +787,7 @@ pub use defaults::*;
 
 #[cfg(test)]
 mod prop;
+#[cfg(test)]
+mod rate_rules_tests;
 #[cfg(test)]
 mod tests;

@@ -11,7 +11,9 @@ use super::resilience::{ReportEffect, ResState, Ticket};
 use crate::clock::Instant;
 use crate::config::{ModelLockoutSettings, Profile, Provider};
 use crate::policy::breaker::BreakerState;
-use crate::policy::cooldown::{Cooldown, CooldownEffect, CooldownRecord, CooldownRules};
+use crate::policy::cooldown::{
+    Cooldown, CooldownEffect, CooldownRecord, CooldownRules, rate_limit_override,
+};
 use crate::policy::lockout::{self, LockTarget, LockoutRecord};
 use crate::policy::report::{
     self as plan, BreakerStep, ConnectionFacts, ConnectionStep, LockoutStep, ReportInput,
@@ -137,8 +139,15 @@ fn apply_lockouts(
                 writes.lockouts.push((ticket.connection, list));
             }
         }
-        LockoutStep::Lock { scope, connections } => {
-            let settings = lockout_settings(&r.settings.model_lockout, step);
+        LockoutStep::Lock {
+            scope,
+            connections,
+            rejection,
+        } => {
+            let mut settings = lockout_settings(&r.settings.model_lockout, step);
+            if *rejection {
+                settings = Cow::Owned(lockout::rejection_settings(&settings));
+            }
             let key = match scope {
                 Scope::QuotaGroup => lockout::quota_group(&ticket.model, &p.quota_groups),
                 _ => ticket.model.clone(),
@@ -249,11 +258,20 @@ fn apply_connections(
         .connections
         .get(ticket.connection)
         .is_some_and(|x| x.disable_cooling);
+    let global_rate_limit = r.settings.connection_cooldown.rate_limit_cooldown;
+    let rate_limit_cooldown = |j: usize| {
+        rate_limit_override(
+            p.connections.get(j).and_then(|x| x.rate_limit_cooldown),
+            p.rate_limit_cooldown,
+            global_rate_limit,
+        )
+    };
     let rules = CooldownRules {
         profile,
         settings: &r.settings.connection_cooldown,
         oauth: p.profile == Profile::Oauth,
         disable_cooling,
+        rate_limit_cooldown: rate_limit_cooldown(ticket.connection),
     };
     let Some(res) = r.providers.get_mut(ticket.provider) else {
         return;
@@ -277,8 +295,12 @@ fn apply_connections(
         ..rules
     };
     for &j in &step.egress {
+        let own = CooldownRules {
+            rate_limit_cooldown: rate_limit_cooldown(j),
+            ..fanout
+        };
         if let Some(cd) = res.connections.get_mut(j)
-            && !matches!(cd.on_failure(c, now, &fanout, now), CooldownEffect::Ignored)
+            && !matches!(cd.on_failure(c, now, &own, now), CooldownEffect::Ignored)
         {
             writes.connections.push((j, Cooldown::persist(cd)));
         }

@@ -25,6 +25,12 @@ pub struct SettingsPatch {
     /// `[resilience.connection_cooldown] stream_stall_cooldown`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stream_stall_cooldown: Option<bool>,
+    /// `[resilience.connection_cooldown] rate_limit_cooldown`, e.g. `"20s"` (1s–6h): the
+    /// cooldown of a rate-limited 429 without a retry hint, for connections whose own entry
+    /// and provider set none (a connection's or provider's `rate_limit_cooldown` in the file
+    /// wins over it; an upstream retry hint wins over all).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_limit_cooldown: Option<String>,
     /// `[resilience.connection_cooldown.<profile>]` `base` / `max_backoff_level`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub connection_cooldown: BTreeMap<String, CooldownPatch>,
@@ -117,6 +123,10 @@ impl SettingsPatch {
         if other.stream_stall_cooldown.is_some() {
             self.stream_stall_cooldown = other.stream_stall_cooldown;
         }
+        if other.rate_limit_cooldown.is_some() {
+            self.rate_limit_cooldown
+                .clone_from(&other.rate_limit_cooldown);
+        }
         for (k, v) in &other.connection_cooldown {
             let e = self.connection_cooldown.entry(k.clone()).or_default();
             if v.base.is_some() {
@@ -167,6 +177,7 @@ impl SettingsPatch {
     /// True when it changes nothing.
     pub fn is_empty(&self) -> bool {
         self.stream_stall_cooldown.is_none()
+            && self.rate_limit_cooldown.is_none()
             && self.connection_cooldown.is_empty()
             && self.model_lockout.is_none()
             && self.queue.is_none()
@@ -206,7 +217,10 @@ pub fn apply_patch(base: &Resilience, patch: &SettingsPatch) -> Result<Resilienc
             ),
             exponential: Some(lp.exponential.unwrap_or(ml.exponential)),
         },
-        connection_cooldown: RawConnectionCooldown::default(),
+        connection_cooldown: RawConnectionCooldown {
+            rate_limit_cooldown: patch.rate_limit_cooldown.clone(),
+            ..RawConnectionCooldown::default()
+        },
         queue: {
             let q = &base.queue;
             let qp = patch.queue.clone().unwrap_or_default();
@@ -297,6 +311,10 @@ pub fn apply_patch(base: &Resilience, patch: &SettingsPatch) -> Result<Resilienc
     if let Some(v) = patch.stream_stall_cooldown {
         out.connection_cooldown.stream_stall_cooldown = v;
     }
+    if patch.rate_limit_cooldown.is_some() {
+        out.connection_cooldown.rate_limit_cooldown =
+            checked.connection_cooldown.rate_limit_cooldown;
+    }
     Ok(out)
 }
 
@@ -322,3 +340,6 @@ pub(crate) fn apply_saved_settings(res: &mut ResState, cfg: &Config, rows: &[Set
         Err(e) => tracing::warn!(error = %e, "ignoring saved settings that no longer validate"),
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -16,6 +16,10 @@
 //!   `RateLimited` with that hint (A05's bug was exactly locking a "retry in 26s" quota
 //!   message until the next day). Quota text is a `quota_markers` match or a hint phrased as
 //!   a quota reset ("reset after 16h26m14s", cases.md vector 15).
+//! - *Concurrency limits* (issue 9 §4): a 429 whose body matches `concurrency_markers` and
+//!   that [`quota_or_rate`] would call a plain rate limit (no quota text, no long hint) is
+//!   `ConcurrencyLimited` (`concurrency_limited`): too many requests in flight says nothing
+//!   about the account's quota. Quota text or a long hint keeps the quota verdict.
 //! - *Ban and credit markers* apply to any 4xx (Anthropic reports a disabled organization and
 //!   a too-low credit balance as 400); request-rejected markers only to 403 (§2).
 //! - *Credit markers* are [`DEFAULT_CREDIT_MARKERS`]; bare "billing" is deliberately absent,
@@ -342,7 +346,8 @@ fn by_table(
     (class, reason, scope)
 }
 
-/// §2 "Two kinds of waiting" for a 429 or a 403 (rules in the module doc).
+/// §2 "Two kinds of waiting" for a 429 or a 403, and the concurrency-limit 429 (rules in
+/// the module doc).
 fn quota_or_rate(
     status: u16,
     body: &Body,
@@ -351,6 +356,9 @@ fn quota_or_rate(
 ) -> (OutcomeClass, &'static str) {
     let quota_text = body.contains_any(&cd.quota_markers) || hint.is_some_and(|h| h.quota_text);
     let long = hint.is_some_and(|h| h.delay > cd.quota_wait_threshold);
+    if !long && !quota_text && status == 429 && body.contains_any(&cd.concurrency_markers) {
+        return (OutcomeClass::ConcurrencyLimited, "concurrency_limited");
+    }
     match (long, quota_text, hint.is_some(), status) {
         (true, _, _, _) | (false, true, false, _) => {
             (OutcomeClass::QuotaExhausted, "quota_exhausted")

@@ -15,12 +15,14 @@ use super::{Classified, OutcomeClass};
 use crate::clock::Instant;
 
 #[cfg(test)]
+mod rate_rules_tests;
+#[cfg(test)]
 mod tests;
 mod types;
 
 pub use types::{
     ClearResult, ConnectionStatus, CooldownEffect, CooldownRecord, CooldownRules, CooldownView,
-    Eligibility,
+    Eligibility, rate_limit_override,
 };
 pub(crate) use types::{deadline_after, doubled, truncate_chars};
 
@@ -31,8 +33,9 @@ pub const MAX_ERROR_CHARS: usize = 200;
 /// for 429").
 pub const OAUTH_RATE_LIMIT_COOLDOWN: Duration = Duration::from_secs(60);
 
-/// Consecutive `request_rejected` 403s that make a connection `banned` (§2 "Terminal states").
-pub const REQUEST_REJECTED_BAN_AT: u32 = 3;
+/// Cooldown of a concurrency-limited 429 without a retry hint: 1 s (issue 9 §4: the
+/// upstream counts requests in flight, which free up within moments).
+pub const CONCURRENCY_LIMIT_COOLDOWN: Duration = Duration::from_secs(1);
 
 /// One connection's cooldown state machine (resilience-spec §2).
 ///
@@ -74,6 +77,8 @@ pub const REQUEST_REJECTED_BAN_AT: u32 = 3;
 ///     ban_markers: vec![],
 ///     request_rejected_markers: vec![],
 ///     quota_markers: vec![],
+///     concurrency_markers: vec![],
+///     rate_limit_cooldown: None,
 ///     stream_stall_cooldown: false,
 /// };
 /// let rules = CooldownRules {
@@ -81,6 +86,7 @@ pub const REQUEST_REJECTED_BAN_AT: u32 = 3;
 ///     settings: &settings,
 ///     oauth: false,
 ///     disable_cooling: false,
+///     rate_limit_cooldown: None,
 /// };
 /// let outcome = Classified {
 ///     class: OutcomeClass::Transient,
@@ -122,6 +128,9 @@ enum Action {
     Terminal(ConnectionStatus),
     /// Cooling until exactly `now + hint` (429 short hint): no level change, no ladder step.
     Hinted(Duration),
+    /// Cooling for the configured `rate_limit_cooldown` (hint-less 429): the level goes back
+    /// to 0, and like a ladder step it is the anti-herd reference.
+    Override(Duration),
     /// `quota_wait` until `now + hint`.
     QuotaWait(Duration),
     /// One ladder step; `fixed` replaces the ladder duration (oauth 429 60 s), `floor` is a
@@ -139,15 +148,22 @@ impl Cooldown {
     /// was classified. Per class:
     /// - `RateLimited` (429): a hint (non-zero) cools until exactly the hint, capped at
     ///   `max_cooldown`, or `quota_wait` when it exceeds `quota_wait_threshold`; no hint →
-    ///   oauth 60 s, api_key/local the ladder. Both no-hint cases are ladder steps (raise the
-    ///   level once, obey anti-herd).
+    ///   the `rate_limit_cooldown` override when [`CooldownRules::rate_limit_cooldown`] has
+    ///   one (exactly that long, *not* capped at `max_cooldown` — it is bounded to 1s–6h by
+    ///   validation — and the level is reset to 0), else oauth 60 s, api_key/local the
+    ///   ladder. Both ladder cases raise the level once; every no-hint case obeys anti-herd.
+    /// - `ConcurrencyLimited` (429 "too many concurrent requests"): cools for the hint, else
+    ///   [`CONCURRENCY_LIMIT_COOLDOWN`] (1 s), capped at `max_cooldown`; the level never
+    ///   moves and the override never applies.
     /// - `QuotaExhausted`, `Forbidden` (429/403): a hint over the threshold → `quota_wait`;
     ///   otherwise the ladder (reason `quota_exhausted` for quota), with a short hint as a
     ///   minimum.
     /// - `Transient`: the ladder (a hint, e.g. a 503 `retry-after`, is a minimum).
     /// - `Auth` (401): the ladder; the `expired_retry_max`-th consecutive non-stale 401
     ///   (0 is read as 1) → `expired`.
-    /// - `RequestRejected`: the ladder; the third consecutive non-stale one → `banned`.
+    /// - `RequestRejected`: recorded, and the rejection counter rises (non-stale ones);
+    ///   never a cooldown and never `banned`: the core locks the model on the connection
+    ///   instead (`policy::report`).
     /// - `Banned` → `banned`; `CreditsExhausted` → `credits_exhausted` (even when stale:
     ///   markers are facts about the account).
     /// - `NotFound`, `Overloaded` (404, 529): recorded, never cool.
@@ -207,21 +223,16 @@ impl Cooldown {
                     return CooldownEffect::Stale;
                 }
                 self.consecutive_rejections = self.consecutive_rejections.saturating_add(1);
-                if self.consecutive_rejections >= REQUEST_REJECTED_BAN_AT {
-                    Action::Terminal(ConnectionStatus::Banned)
-                } else {
-                    Action::Ladder {
-                        fixed: None,
-                        floor: hint,
-                    }
-                }
+                Action::Record
             }
+            O::ConcurrencyLimited => Action::Hinted(hint.unwrap_or(CONCURRENCY_LIMIT_COOLDOWN)),
             O::RateLimited | O::QuotaExhausted | O::Forbidden if long_hint.is_some() => {
                 Action::QuotaWait(long_hint.unwrap_or_default())
             }
-            O::RateLimited => match hint {
-                Some(h) => Action::Hinted(h),
-                None => Action::Ladder {
+            O::RateLimited => match (hint, rules.rate_limit_cooldown) {
+                (Some(h), _) => Action::Hinted(h),
+                (None, Some(d)) => Action::Override(d),
+                (None, None) => Action::Ladder {
                     fixed: rules.oauth.then_some(OAUTH_RATE_LIMIT_COOLDOWN),
                     floor: None,
                 },
@@ -247,9 +258,17 @@ impl Cooldown {
             _ if rules.disable_cooling => CooldownEffect::Recorded,
             // §2 anti-herd holds for hinted deadlines too: a request sent before the current
             // cooldown started neither extends it nor starts a new one.
-            Action::Hinted(_) | Action::QuotaWait(_) if stale => CooldownEffect::Stale,
+            Action::Hinted(_) | Action::QuotaWait(_) | Action::Override(_) if stale => {
+                CooldownEffect::Stale
+            }
             Action::Hinted(h) => {
                 let until = deadline_after(now, h.min(settings.max_cooldown));
+                self.exclude(ConnectionStatus::Cooling, until, reason, now)
+            }
+            Action::Override(d) => {
+                self.backoff_level = 0;
+                self.cooldown_started_at = Some(now);
+                let until = deadline_after(now, d);
                 self.exclude(ConnectionStatus::Cooling, until, reason, now)
             }
             Action::QuotaWait(h) => {

@@ -21,11 +21,31 @@ use crate::clock::Instant;
 use crate::config::resilience::ModelLockoutSettings;
 
 #[cfg(test)]
+mod rejection_tests;
+#[cfg(test)]
 mod tests;
 
 /// Most lockout entries kept (live or remembered); beyond it the entry expiring first is
 /// dropped. Models can come from clients (non-combo routes), so the map must be bounded.
 pub const MAX_LOCKOUTS: usize = 10_000;
+
+/// Longest lock a run of `request_rejected` 403s puts on one model of one connection: 1 h.
+pub const REQUEST_REJECTED_MAX_LOCK: Duration = Duration::from_secs(3600);
+
+/// The lock settings of a `request_rejected` 403 (a "request not allowed" for one model,
+/// issue 9 §4): `live`'s `base_cooldown` (an error rule's `base_cooldown` when the caller
+/// put it there), doubled per repeat whatever `exponential` and `max_backoff_steps` say, at
+/// least the retry hint, at most [`REQUEST_REJECTED_MAX_LOCK`] (also when the base is
+/// longer).
+pub fn rejection_settings(live: &ModelLockoutSettings) -> ModelLockoutSettings {
+    ModelLockoutSettings {
+        exponential: true,
+        max_backoff_steps: u32::MAX,
+        max_cooldown: REQUEST_REJECTED_MAX_LOCK,
+        base_cooldown: live.base_cooldown.min(REQUEST_REJECTED_MAX_LOCK),
+        ..live.clone()
+    }
+}
 
 /// The quota group of `model` (§3 "Scope by status"): the first group, in map order, with a
 /// glob pattern (`*` = any run of characters, everything else literal, case-sensitive) that

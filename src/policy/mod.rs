@@ -45,6 +45,9 @@ pub enum OutcomeClass {
     Transient,
     /// 429 with a short or no retry hint.
     RateLimited,
+    /// 429 whose body reports too many requests in flight at once (`concurrency_markers`,
+    /// no quota text): fail over, cool the connection briefly, no level change, no breaker.
+    ConcurrencyLimited,
     /// 429/403 whose body carries quota text, or whose hint exceeds `quota_wait_threshold`.
     QuotaExhausted,
     /// 401.
@@ -55,7 +58,8 @@ pub enum OutcomeClass {
     Forbidden,
     /// A ban marker in the body: terminal `banned`.
     Banned,
-    /// A 403 matching `request_rejected_markers` (three in a row → `banned`).
+    /// A 403 matching `request_rejected_markers`: the model is locked on that connection
+    /// (doubling per repeat, at most 1 h); never a ban.
     RequestRejected,
     /// 404 model not found.
     NotFound,
@@ -81,6 +85,7 @@ impl OutcomeClass {
             Self::Success => "success",
             Self::Transient => "transient",
             Self::RateLimited => "rate_limited",
+            Self::ConcurrencyLimited => "concurrency_limited",
             Self::QuotaExhausted => "quota_exhausted",
             Self::Auth => "auth",
             Self::CreditsExhausted => "credits_exhausted",

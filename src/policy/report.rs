@@ -17,6 +17,10 @@
 //!   otherwise: `model` locks that model id, `provider` locks the model on every connection
 //!   of the provider, `connection` means the connection is at fault, so it cools instead.
 //! - **The request's own fault** (400/413/422) and a client that went away touch nothing.
+//! - **Request rejected** (a 403 matching `request_rejected_markers`): always — lockout mode
+//!   or not — locks exactly that model on the attempt's connection, with the rejection
+//!   durations (`lockout::rejection_settings`: doubling per repeat, at most 1 h); the
+//!   connection only records the error and is never cooled or banned for it.
 //! - **Passthrough credentials**: on an `auth = "passthrough"` connection a 401, 402, ban or
 //!   "request not allowed" is the client's own key; it never cools or ends the connection.
 //! - **Egress-bucketed lock** (§7): on an `egress_bucketed` provider, a 429 (rate limit or
@@ -98,6 +102,9 @@ pub enum LockoutStep {
         scope: Scope,
         /// Connection indices (the attempt's own, or all of the provider's).
         connections: Vec<usize>,
+        /// A `request_rejected` lock: `lockout::rejection_settings` durations, and the
+        /// connection still records the error (it is not locked *instead of* cooled).
+        rejection: bool,
     },
 }
 
@@ -165,7 +172,14 @@ pub fn plan(input: &ReportInput<'_>) -> ReportPlan {
         };
     }
     let lockout = lockout_step(input);
-    let connection = if lockout != LockoutStep::None
+    let instead_of_cooldown = matches!(
+        lockout,
+        LockoutStep::Lock {
+            rejection: false,
+            ..
+        }
+    );
+    let connection = if instead_of_cooldown
         || matches!(
             c.class,
             OutcomeClass::ClientFault | OutcomeClass::ClientGone
@@ -188,6 +202,17 @@ pub fn plan(input: &ReportInput<'_>) -> ReportPlan {
 /// The lock a failure writes, if lockout mode (global or `per_model_quota`) applies.
 fn lockout_step(input: &ReportInput<'_>) -> LockoutStep {
     let c = input.outcome;
+    if c.class == OutcomeClass::RequestRejected {
+        return if input.passthrough {
+            LockoutStep::None
+        } else {
+            LockoutStep::Lock {
+                scope: Scope::Model,
+                connections: vec![input.connection],
+                rejection: true,
+            }
+        };
+    }
     let global = input.lockout.enabled
         && c.status
             .is_some_and(|s| input.lockout.error_codes.contains(&s))
@@ -201,10 +226,12 @@ fn lockout_step(input: &ReportInput<'_>) -> LockoutStep {
         Scope::Provider => LockoutStep::Lock {
             scope: Scope::Provider,
             connections: (0..input.connections.len()).collect(),
+            rejection: false,
         },
         scope => LockoutStep::Lock {
             scope,
             connections: vec![input.connection],
+            rejection: false,
         },
     }
 }

@@ -14,6 +14,7 @@ mod cooldown;
 mod headroom;
 mod lockout;
 mod none_eligible;
+mod rate_rules;
 mod restart;
 mod routing;
 mod rules;

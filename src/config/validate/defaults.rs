@@ -30,6 +30,17 @@ pub const DEFAULT_QUOTA_MARKERS: [&str; 6] = [
     "resource has been exhausted",
     "额度",
 ];
+/// Body markers of a 429 about too many concurrent requests (reason `concurrency_limited`).
+pub const DEFAULT_CONCURRENCY_MARKERS: [&str; 4] = [
+    "too many concurrent requests",
+    "concurrency limit",
+    "parallel request limit",
+    "并发数过高",
+];
+/// Shortest `rate_limit_cooldown` (1 s).
+pub const MIN_RATE_LIMIT_COOLDOWN: Duration = Duration::from_secs(1);
+/// Longest `rate_limit_cooldown` (6 h).
+pub const MAX_RATE_LIMIT_COOLDOWN: Duration = Duration::from_secs(6 * 3600);
 /// §3: statuses that count as model-scoped failures.
 pub const DEFAULT_LOCKOUT_ERROR_CODES: [u16; 6] = [403, 404, 429, 502, 503, 504];
 /// §3: first lock duration.

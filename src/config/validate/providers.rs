@@ -253,6 +253,10 @@ impl Validator<'_, '_> {
                         }
                     },
                     low_priority_mode: rc.low_priority_mode.unwrap_or(false),
+                    rate_limit_cooldown: self.rate_limit_cooldown(
+                        &format!("{ck}.rate_limit_cooldown"),
+                        rc.rate_limit_cooldown.as_ref(),
+                    ),
                 });
             }
             out.push(Provider {
@@ -265,6 +269,10 @@ impl Validator<'_, '_> {
                 timeout,
                 connect_timeout,
                 slow_start,
+                rate_limit_cooldown: self.rate_limit_cooldown(
+                    &format!("{k}.rate_limit_cooldown"),
+                    rp.rate_limit_cooldown.as_ref(),
+                ),
                 quota_groups: rp.quota_groups,
                 egress_bucketed: rp.egress_bucketed.unwrap_or(false),
                 max_concurrent: rp

@@ -222,6 +222,14 @@ impl Validator<'_, '_> {
                 .quota_markers
                 .clone()
                 .unwrap_or_else(|| strings(&DEFAULT_QUOTA_MARKERS)),
+            concurrency_markers: rc
+                .concurrency_markers
+                .clone()
+                .unwrap_or_else(|| strings(&DEFAULT_CONCURRENCY_MARKERS)),
+            rate_limit_cooldown: self.rate_limit_cooldown(
+                &format!("{k}.rate_limit_cooldown"),
+                rc.rate_limit_cooldown.as_ref(),
+            ),
             stream_stall_cooldown: rc.stream_stall_cooldown.unwrap_or(false),
         };
         self.nonzero(&format!("{k}.max_cooldown"), s.max_cooldown, "\"30m\"");
@@ -229,6 +237,7 @@ impl Validator<'_, '_> {
             ("ban_markers", &s.ban_markers),
             ("request_rejected_markers", &s.request_rejected_markers),
             ("quota_markers", &s.quota_markers),
+            ("concurrency_markers", &s.concurrency_markers),
         ] {
             if list.iter().any(|m| m.trim().is_empty()) {
                 self.bad(

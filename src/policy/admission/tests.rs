@@ -459,6 +459,7 @@ fn connection(protection: Option<bool>, fail_open: bool) -> Connection {
         egress: "direct".into(),
         low_priority_mode: false,
         queue: Default::default(),
+        rate_limit_cooldown: None,
     }
 }
 

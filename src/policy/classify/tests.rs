@@ -8,8 +8,8 @@ use http::{HeaderMap, HeaderName, HeaderValue};
 
 use super::{Input, Rules, classify, in_stream_status};
 use crate::config::validate::{
-    DEFAULT_BAN_MARKERS, DEFAULT_MAX_COOLDOWN, DEFAULT_MAX_QUOTA_WAIT, DEFAULT_QUOTA_MARKERS,
-    DEFAULT_QUOTA_WAIT_THRESHOLD, DEFAULT_REQUEST_REJECTED_MARKERS,
+    DEFAULT_BAN_MARKERS, DEFAULT_CONCURRENCY_MARKERS, DEFAULT_MAX_COOLDOWN, DEFAULT_MAX_QUOTA_WAIT,
+    DEFAULT_QUOTA_MARKERS, DEFAULT_QUOTA_WAIT_THRESHOLD, DEFAULT_REQUEST_REJECTED_MARKERS,
 };
 use crate::config::{
     ConnectionCooldownSettings, Dialect, ErrorRule, Restatement, builtin_restatements,
@@ -35,6 +35,8 @@ fn cooldown() -> ConnectionCooldownSettings {
         ban_markers: strings(&DEFAULT_BAN_MARKERS),
         request_rejected_markers: strings(&DEFAULT_REQUEST_REJECTED_MARKERS),
         quota_markers: strings(&DEFAULT_QUOTA_MARKERS),
+        concurrency_markers: strings(&DEFAULT_CONCURRENCY_MARKERS),
+        rate_limit_cooldown: None,
         stream_stall_cooldown: false,
     }
 }
@@ -177,6 +179,13 @@ fn section_0_table() {
         ("A05 quota text + short structured hint", status(429, A05), (RateLimited, Some(429), "rate_limit_exceeded", Scope::QuotaGroup, Some(26))),
         ("A07 exhausted tokens bucket", status(429, A07).with_headers(A07_HEADERS), (RateLimited, Some(429), "rate_limit_exceeded", Scope::QuotaGroup, Some(360))),
         ("v15 quota reset phrase, long", status(429, "usage exceeded (reset after 24h)"), (QuotaExhausted, Some(429), "quota_exhausted", Scope::QuotaGroup, Some(86_400))),
+        ("429 concurrency limit", status(429, r#"{"error":{"type":"rate_limit_error","message":"Too many concurrent requests for this key"}}"#), (ConcurrencyLimited, Some(429), "concurrency_limited", Scope::QuotaGroup, None)),
+        ("429 concurrency limit, escaped CJK", status(429, r#"{"error":{"message":"\u5e76\u53d1\u6570\u8fc7\u9ad8"}}"#), (ConcurrencyLimited, Some(429), "concurrency_limited", Scope::QuotaGroup, None)),
+        ("429 concurrency limit keeps its short hint", status(429, "parallel request limit exceeded").with_headers(&[("retry-after", "2")]), (ConcurrencyLimited, Some(429), "concurrency_limited", Scope::QuotaGroup, Some(2))),
+        ("in-stream rate_limit_error saying concurrency limit", status(200, r#"{"type":"error","error":{"type":"rate_limit_error","message":"Concurrency limit exceeded"}}"#).stream_error("rate_limit_error"), (ConcurrencyLimited, Some(429), "concurrency_limited", Scope::QuotaGroup, None)),
+        ("429 concurrency + quota text stays quota", status(429, r#"{"error":{"message":"too many concurrent requests; monthly quota exceeded"}}"#), (QuotaExhausted, Some(429), "quota_exhausted", Scope::QuotaGroup, None)),
+        ("429 concurrency text + long hint stays quota_wait", status(429, "too many concurrent requests").with_headers(&[("retry-after", "3600")]), (QuotaExhausted, Some(429), "quota_exhausted", Scope::QuotaGroup, Some(3600))),
+        ("403 concurrency text is not a concurrency limit", status(403, r#"{"error":{"type":"permission_error","message":"too many concurrent requests"}}"#), (Forbidden, Some(403), "forbidden", Scope::QuotaGroup, None)),
         ("401", status(401, r#"{"error":{"type":"authentication_error","message":"invalid x-api-key"}}"#), (Auth, Some(401), "auth_error", Scope::Triple, None)),
         ("402", status(402, ""), (CreditsExhausted, Some(402), "credits_exhausted", Scope::QuotaGroup, None)),
         ("400 credit marker", status(400, r#"{"type":"error","error":{"type":"invalid_request_error","message":"Your credit balance is too low to access the API."}}"#), (CreditsExhausted, Some(400), "credits_exhausted", Scope::Triple, None)),

@@ -31,6 +31,8 @@ fn settings() -> ConnectionCooldownSettings {
         ban_markers: vec![],
         request_rejected_markers: vec![],
         quota_markers: vec![],
+        concurrency_markers: vec![],
+        rate_limit_cooldown: None,
         stream_stall_cooldown: false,
     }
 }
@@ -44,6 +46,7 @@ fn rules(s: &ConnectionCooldownSettings, base: Duration, max_level: u32) -> Cool
         settings: s,
         oauth: false,
         disable_cooling: false,
+        rate_limit_cooldown: None,
     }
 }
 
@@ -379,27 +382,25 @@ fn a_burst_of_401s_counts_once() {
 }
 
 #[test]
-fn three_consecutive_rejections_ban_but_one_only_cools() {
+fn rejections_are_recorded_and_counted_but_never_cool_or_ban() {
     let s = settings();
     let r = api_key(&s);
     let rejected = out(O::RequestRejected, Some(403), None);
     let mut c = Cooldown::default();
     let t = t0();
-    let e = c.on_failure(&rejected, t, &r, t);
-    assert_eq!(until_of(e), t + secs(3));
-    assert_eq!(c.status(), ConnectionStatus::Cooling);
-    let t2 = t + secs(60);
-    c.on_failure(&rejected, t2, &r, t2);
-    assert_eq!(c.status(), ConnectionStatus::Cooling);
-    let t3 = t + secs(120);
-    assert_eq!(
-        c.on_failure(&rejected, t3, &r, t3),
-        CooldownEffect::Terminal(ConnectionStatus::Banned)
-    );
-    assert_eq!(
-        c.eligibility(t3 + secs(86_400)),
-        Eligibility::Terminal(ConnectionStatus::Banned)
-    );
+    for i in 0..5u64 {
+        let at = t + secs(60 * i);
+        assert_eq!(
+            c.on_failure(&rejected, at, &r, at),
+            CooldownEffect::Recorded
+        );
+        assert_eq!(c.eligibility(at), Eligibility::Eligible, "rejection {i}");
+    }
+    let v = c.view(t + secs(300));
+    assert_eq!(v.status, ConnectionStatus::Active);
+    assert_eq!(v.consecutive_rejections, 5);
+    assert_eq!(v.backoff_level, 0);
+    assert_eq!(v.last_error_kind, "request_rejected");
 }
 
 #[test]

@@ -53,7 +53,7 @@ pub enum ConnectionStatus {
     Cooling,
     /// A quota/usage window: a hint longer than `quota_wait_threshold`.
     QuotaWait,
-    /// Terminal: a ban marker, or three consecutive `request_rejected` 403s.
+    /// Terminal: a ban marker.
     Banned,
     /// Terminal: the `expired_retry_max`-th consecutive 401.
     Expired,
@@ -114,6 +114,21 @@ pub struct CooldownRules<'a> {
     pub oauth: bool,
     /// The connection's `disable_cooling`: record errors, never cool.
     pub disable_cooling: bool,
+    /// Cooldown of a rate-limited 429 without a retry hint, already resolved by precedence
+    /// (connection, then provider, then `[resilience.connection_cooldown]`, see
+    /// [`rate_limit_override`]); `None` = the ladder (oauth: 60 s).
+    pub rate_limit_cooldown: Option<Duration>,
+}
+
+/// The `rate_limit_cooldown` that applies to one connection: its own, else its provider's,
+/// else the global `[resilience.connection_cooldown]` one; `None` when none is set. (An
+/// upstream retry hint still wins over the result, see [`super::Cooldown::on_failure`].)
+pub fn rate_limit_override(
+    connection: Option<Duration>,
+    provider: Option<Duration>,
+    global: Option<Duration>,
+) -> Option<Duration> {
+    connection.or(provider).or(global)
 }
 
 /// What one [`super::Cooldown::on_failure`] changed, for logging and persistence.
@@ -198,7 +213,8 @@ pub struct CooldownView {
     pub last_failure_at: Option<Instant>,
     /// Consecutive 401s without a success in between.
     pub consecutive_auth_failures: u32,
-    /// Consecutive `request_rejected` 403s without a success in between.
+    /// Consecutive `request_rejected` 403s without a success in between (informational: a
+    /// rejection locks the model, never the connection).
     pub consecutive_rejections: u32,
 }
 

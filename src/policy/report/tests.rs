@@ -87,6 +87,7 @@ fn lock(scope: Scope, connections: &[usize]) -> LockoutStep {
     LockoutStep::Lock {
         scope,
         connections: connections.to_vec(),
+        rejection: false,
     }
 }
 
@@ -330,4 +331,73 @@ fn an_error_rules_base_cooldown_travels_with_a_failure_only() {
     assert_eq!(run_with(&c, OFF, &CONNS, b).base_cooldown, b);
     let ok = outcome(O::Success, Some(200), Scope::Triple);
     assert_eq!(run_with(&ok, OFF, &CONNS, b).base_cooldown, None);
+}
+
+#[test]
+fn a_concurrency_limit_cools_the_connection_and_feeds_no_breaker_or_lock() {
+    let c = outcome(O::ConcurrencyLimited, Some(429), Scope::QuotaGroup);
+    assert!(!O::ConcurrencyLimited.counts_for_breaker());
+    for k in [
+        OFF,
+        Knobs {
+            lockout: true,
+            ..OFF
+        },
+        Knobs {
+            per_model_quota: true,
+            egress_bucketed: true,
+            ..OFF
+        },
+    ] {
+        let p = run(&c, k, &CONNS);
+        assert_eq!(
+            (p.breaker, p.connection, p.lockout),
+            (
+                BreakerStep::Release,
+                ConnectionStep::Failure,
+                LockoutStep::None
+            )
+        );
+        assert!(
+            p.egress.is_empty(),
+            "in-flight limits are per key, not per IP"
+        );
+    }
+}
+
+#[test]
+fn a_rejection_locks_the_model_on_its_connection_lockout_mode_or_not() {
+    let c = outcome(O::RequestRejected, Some(403), Scope::QuotaGroup);
+    let want = LockoutStep::Lock {
+        scope: Scope::Model,
+        connections: vec![0],
+        rejection: true,
+    };
+    for k in [
+        OFF,
+        Knobs {
+            lockout: true,
+            ..OFF
+        },
+    ] {
+        let p = run(&c, k, &CONNS);
+        assert_eq!(
+            (p.breaker, p.connection, p.lockout.clone()),
+            (BreakerStep::Release, ConnectionStep::Failure, want.clone()),
+            "the connection records the error; the model is locked"
+        );
+    }
+    let p = run(
+        &c,
+        Knobs {
+            passthrough: true,
+            ..OFF
+        },
+        &CONNS,
+    );
+    assert_eq!(
+        (p.connection, p.lockout),
+        (ConnectionStep::Untouched, LockoutStep::None),
+        "a client's own key being rejected locks nothing shared"
+    );
 }

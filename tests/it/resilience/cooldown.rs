@@ -324,31 +324,6 @@ async fn fail_once(s: &Sluice, d: D) -> Value {
 }
 
 #[tokio::test]
-async fn third_consecutive_request_rejected_403_bans_but_one_only_cools() {
-    let mock = MockUpstream::start().await;
-    let d = D::Anthropic;
-    on_key(&mock, d, 1).reply(d.error(403, "permission_error", "Request not allowed"));
-    let cfg = Cfg::new(d, 1).tail(NO_WAIT).build(&mock);
-    let (s, clock) = Sluice::start_manual(&cfg, ENV).await;
-
-    for i in 1..=2 {
-        let k1 = fail_once(&s, d).await;
-        assert_eq!(k1["status"], "cooling", "rejection {i} only cools: {k1:#}");
-        assert_eq!(k1["lastErrorKind"], "request_rejected");
-        clock.advance(Duration::from_secs(120));
-    }
-    let k1 = fail_once(&s, d).await;
-    assert_eq!(k1["status"], "banned", "{k1:#}");
-    assert_eq!(hits(&mock, 1), 3);
-
-    clock.advance(Duration::from_secs(86_400));
-    let r = d.send(&s, d.model(), &[]).await;
-    expect_status(&r, 503, "only a terminal connection left");
-    assert_eq!(r.json()["sluice"]["code"], "ALL_TARGETS_SKIPPED");
-    assert_eq!(hits(&mock, 1), 3);
-}
-
-#[tokio::test]
 async fn third_consecutive_401_expires_the_connection() {
     let mock = MockUpstream::start().await;
     let d = D::OpenAi;
