@@ -352,7 +352,8 @@ impl App {
                 && snap
                     .faults
                     .iter()
-                    .any(|f| running(Some(f.expires_at_unix_ms))))
+                    .any(|f| running(Some(f.expires_at_unix_ms)))
+                || !snap.held.is_empty())
     }
 
     /// Applies one key. Returns an [`Action`] for quit and for operator commands (after the

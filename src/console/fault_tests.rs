@@ -165,3 +165,38 @@ fn the_actions_go_through_control() {
     clock.advance(Duration::from_secs(5));
     assert!(control.faults().is_empty(), "expired on the injected clock");
 }
+
+#[test]
+fn the_header_says_which_requests_are_held_until_a_quota_reset() {
+    use crate::core::holds::HeldView;
+    let mut snap = snapshot();
+    let held = |model: &str, until| HeldView {
+        request_id: 7,
+        model: model.into(),
+        target: "anthropic:team-a/claude-x".into(),
+        since_unix_ms: NOW,
+        until_unix_ms: until,
+    };
+    // 14:05:00 UTC on the day of NOW, 2m13s from now.
+    let until = NOW + 133_000;
+    snap.held = vec![held("fast", until)];
+    let clock = super::panels::fmt_clock_utc(until);
+    assert_eq!(
+        super::panels::header::held_banner(&snap, NOW).as_deref(),
+        Some(format!(" HELD: fast until {clock} UTC (2m13s) ").as_str())
+    );
+    let buf = draw(
+        &App::new(Arc::new(snap.clone())),
+        &Theme::default(),
+        160,
+        40,
+    );
+    let (_, y) = find(&buf, " HELD: fast until").expect("a banner in the header");
+    assert_eq!(y, 0);
+    snap.held.push(held("slow", until + 60_000));
+    let banner = super::panels::header::held_banner(&snap, until + 1).unwrap();
+    assert!(banner.contains("(due) +1 more"), "{banner}");
+    assert!(App::new(Arc::new(snap)).has_visible_countdowns(NOW, super::LayoutMode::Grid));
+    let none = draw(&App::new(Arc::new(snapshot())), &Theme::default(), 160, 40);
+    assert!(find(&none, "HELD").is_none());
+}

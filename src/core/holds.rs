@@ -11,7 +11,7 @@ use super::Core;
 
 /// One request waiting for a quota reset.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default, rename_all = "camelCase")]
+#[serde(default)]
 pub struct HeldView {
     /// The request's id (as in the Requests panel).
     pub request_id: u64,

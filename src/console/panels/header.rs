@@ -55,6 +55,25 @@ pub fn fault_banner(snap: &Snapshot, now_unix_ms: u64) -> Option<String> {
     ))
 }
 
+/// The banner while requests are held until a quota reset, e.g.
+/// ` HELD: fast until 14:05:00 UTC (2m13s) ` (` +1 more` when several are); `None` when none
+/// is. The countdown runs from the hold's `until_unix_ms` against `now_unix_ms`.
+pub fn held_banner(snap: &Snapshot, now_unix_ms: u64) -> Option<String> {
+    let first = snap.held.first()?;
+    let left =
+        super::fmt_countdown(first.until_unix_ms, now_unix_ms).unwrap_or_else(|| "due".to_owned());
+    let more = match snap.held.len() {
+        1 => String::new(),
+        n => format!(" +{} more", n - 1),
+    };
+    Some(format!(
+        " HELD: {} until {} UTC ({}){more} ",
+        first.model,
+        super::fmt_clock_utc(first.until_unix_ms),
+        left
+    ))
+}
+
 /// Draws the header into `area` (two rows). `now_unix_ms` drives the uptime.
 pub fn render(f: &mut Frame, area: Rect, snap: &Snapshot, theme: &Theme, now_unix_ms: u64) {
     render_with(f, area, snap, theme, now_unix_ms, None);
@@ -95,6 +114,15 @@ pub fn render_with(
             text,
             theme
                 .style(Role::Error)
+                .add_modifier(Modifier::BOLD | Modifier::REVERSED),
+        ));
+        first.push(Span::raw(" "));
+    }
+    if let Some(text) = held_banner(snap, now_unix_ms) {
+        first.push(Span::styled(
+            text,
+            theme
+                .style(Role::QuotaWarn)
                 .add_modifier(Modifier::BOLD | Modifier::REVERSED),
         ));
         first.push(Span::raw(" "));

@@ -40,7 +40,10 @@ pub struct CooldownWait {
 
 /// Failures a wait never heals.
 fn heals_by_waiting(cause: &str) -> bool {
-    !matches!(cause, "auth" | "auth_error" | "not_found")
+    !matches!(
+        cause,
+        "auth" | "auth_error" | "not_found" | "request_rejected"
+    )
 }
 
 impl CooldownWait {

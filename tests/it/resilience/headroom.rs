@@ -418,39 +418,85 @@ async fn an_unknown_strategy_names_the_quota_strategies_in_its_fix() {
 
 // === hold until reset ===
 
-#[tokio::test]
-async fn a_hold_until_reset_combo_dispatches_at_the_reset_instead_of_answering_429() {
+/// One connection whose requests bucket is spent and resets 30 s after each response, a
+/// combo `held` that holds up to a minute and one `unheld` that does not; 50 ms heartbeats.
+async fn held_setup() -> (MockUpstream, Sluice, sluice::clock::ManualClock) {
     let d = D::Anthropic;
     let mock = MockUpstream::start().await;
-    // The requests bucket is spent and resets 3 s after each response (real clock: the hold
-    // is a real sleep of up to 3 s, and the window is stale once it has passed).
     mock.on(d.path()).reply(
-        Reply::anthropic_text("hi")
+        Reply::anthropic_text("after the reset")
             .header("x-ratelimit-limit-requests", "100")
             .header("x-ratelimit-remaining-requests", "0")
-            .header("x-ratelimit-reset-requests", "3s"),
+            .header("x-ratelimit-reset-requests", "30s"),
     );
-    let combos = "[[combos]]\nname = \"held\"\nhold_until_reset = true\nmax_hold = \"10s\"\ntargets = [\"p/claude-x\"]\n\n[[combos]]\nname = \"unheld\"\ntargets = [\"p/claude-x\"]\n";
+    let combos = "[[combos]]\nname = \"held\"\nhold_until_reset = true\nmax_hold = \"1m\"\ntargets = [\"p/claude-x\"]\n\n[[combos]]\nname = \"unheld\"\ntargets = [\"p/claude-x\"]\n";
     let cfg = Cfg::new(d, 1)
         .tail(NO_WAIT)
         .tail(PREFLIGHT)
+        .tail("[resilience.stream]\nheartbeat_interval = \"50ms\"")
         .tail(combos)
         .build(&mock);
-    let s = Sluice::start(&cfg, ENV).await;
+    let (s, clock) = Sluice::start_manual(&cfg, ENV).await;
     expect_status(&d.send(&s, "held", &[]).await, 200, "first: nothing known");
+    (mock, s, clock)
+}
+
+#[tokio::test]
+async fn a_held_stream_heartbeats_shows_held_until_and_dispatches_at_the_reset() {
+    let d = D::Anthropic;
+    let (mock, s, clock) = held_setup().await;
     let r = d.send(&s, "unheld", &[]).await;
     expect_status(&r, 429, "cut off, no hold");
     assert_eq!(r.json()["sluice"]["code"], "quota_exhausted");
-    expect_status(&d.send(&s, "held", &[]).await, 200, "held until the reset");
-    assert_eq!(mock.requests().len(), 2, "the 429 sent nothing upstream");
-    let snap = s.snapshot();
-    let held = snap
+
+    let mut st = client::open_json(&s.url(d.path()), &d.body("held", true), &[AV]).await;
+    assert_eq!(
+        st.status, 200,
+        "the head goes out at the heartbeat interval"
+    );
+    st.read_until(Duration::from_secs(5), |b| {
+        String::from_utf8_lossy(b).matches("event: ping").count() >= 2
+    })
+    .await;
+    let snap = admin_get(&s, "/api/snapshot").await;
+    let held = &snap["held"][0];
+    assert_eq!(held["model"], "held", "{snap:#}");
+    assert_eq!(held["target"], "p:k1/claude-x");
+    let left = held["until_unix_ms"].as_u64().unwrap() - snap["taken_at_unix_ms"].as_u64().unwrap();
+    assert!(
+        (29_000..=30_000).contains(&left),
+        "held until the reset: {left} ms"
+    );
+    assert_eq!(mock.requests().len(), 1, "nothing sent while held");
+
+    clock.advance(Duration::from_secs(30));
+    let (got, clean) = st.read_to_end(Duration::from_secs(5)).await;
+    assert!(clean);
+    let text = String::from_utf8_lossy(&got);
+    assert!(text.contains("after the reset"), "{text}");
+    assert_eq!(text.matches("event: message_start").count(), 1);
+    assert_eq!(mock.requests().len(), 2);
+    let snap = s.wait_requests(3).await;
+    assert!(snap.held.is_empty(), "no longer held");
+    let req = snap
         .recent
         .iter()
         .find(|v| v.client_model == "held" && !v.waits.is_empty())
         .expect("the held request");
-    assert_eq!(held.waits[0].reason, "quota_hold", "{held:#?}");
-    assert!(held.waits[0].waited_ms >= 1, "{held:#?}");
-    assert!(held.waits[0].describe().contains("quota reset (held)"));
+    assert_eq!(req.waits[0].reason, "quota_hold", "{req:#?}");
+    assert!(req.waits[0].describe().contains("quota reset (held)"));
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn a_hold_never_outlasts_the_clients_own_timeout() {
+    let d = D::Anthropic;
+    let (mock, s, _clock) = held_setup().await;
+    // 30 s to the reset + 5 s margin > 20 s: the client would give up first, so no hold.
+    let r = d.send(&s, "held", &[("x-stainless-timeout", "20")]).await;
+    expect_status(&r, 429, "answered at once");
+    assert_eq!(r.json()["sluice"]["code"], "quota_exhausted");
+    assert!(s.snapshot().held.is_empty());
+    assert_eq!(mock.requests().len(), 1);
     s.stop().await;
 }
