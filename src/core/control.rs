@@ -174,7 +174,7 @@ impl Control {
             return Err(e);
         }
         let diff = crate::config::reload::ReloadDiff::between(&old, &new);
-        self.core.replace_config(Arc::new(new));
+        self.core.replace_config(new);
         tracing::info!(changed = ?diff.changed, file = %diff.file, "config reloaded");
         Ok(diff)
     }
@@ -363,7 +363,7 @@ impl Control {
             }
         }
         for (i, rec) in recs {
-            self.core.persist_provider(i, Some(rec), None, None);
+            self.core.persist_provider(&cfg, i, Some(rec), None, None);
         }
         self.core.mark_dirty();
         tracing::info!(providers = ?done, "operator reset breakers");

@@ -185,6 +185,75 @@ pub(crate) fn reconcile(
     writes
 }
 
+/// After a live reload (the state already in `new`'s layout, `remap` from `old`): a kept
+/// connection whose injected key changed is treated as startup treats a changed key — its
+/// terminal state is reset and its saved headroom dropped. Returns the store writes,
+/// including the new fingerprints row when `store` is set (so the next start compares
+/// against the key in use, not the one replaced). New connections are not reset.
+pub(crate) fn reconcile_reload(
+    res: &mut super::resilience::ResState,
+    old: &Config,
+    new: &Config,
+    remap: &super::layout::Remap,
+    tm: &super::persist::TimeMap,
+    store: bool,
+) -> Vec<crate::store::StateWrite> {
+    let key = |a: &Auth| match a {
+        Auth::Key { secret, .. } => Some(secret.expose().to_owned()),
+        Auth::Passthrough => None,
+    };
+    let mut writes = Vec::new();
+    let mut any = false;
+    for (i, p) in new.providers.iter().enumerate() {
+        let Some(oi) = remap.provider_from(i) else {
+            continue;
+        };
+        for (j, c) in p.connections.iter().enumerate() {
+            let Some(oj) = remap.connection_from(i, j) else {
+                continue;
+            };
+            let before = key(&old.providers[oi].connections[oj].auth);
+            let now = key(&c.auth);
+            if before == now || now.is_none() {
+                any |= before != now;
+                continue;
+            }
+            any = true;
+            writes.extend(drop_headroom(res, i, j, &p.id, &c.id));
+            let Some(cd) = res
+                .providers
+                .get_mut(i)
+                .and_then(|x| x.connections.get_mut(j))
+            else {
+                continue;
+            };
+            if cd.reset_terminal() {
+                tracing::info!(provider = %p.id, connection = %c.id, "credential changed on reload: terminal state cleared");
+                writes.push(crate::store::StateWrite::Connection(
+                    super::persist::connection_row(&p.id, &c.id, &cd.persist(), tm),
+                ));
+            }
+        }
+    }
+    let layout_changed = !remap.is_identity();
+    if store && (any || layout_changed) {
+        match install_secret(&secret_path(&new.store.path)) {
+            Ok(secret) => writes.push(crate::store::StateWrite::Setting(
+                crate::store::SettingRow {
+                    key: FINGERPRINTS_KEY.into(),
+                    value_json: serde_json::to_string(&current(new, &secret).1)
+                        .unwrap_or_else(|_| "{}".into()),
+                    updated_at_unix_ms: tm.wall_ms(),
+                },
+            )),
+            Err(e) => {
+                tracing::warn!(error = %e, "credential fingerprints unavailable; not updated on reload");
+            }
+        }
+    }
+    writes
+}
+
 /// A new credential has a new quota: forgets the saved headroom of connection (`i`, `j`) and
 /// returns the write that deletes its `settings` row (`None` when nothing was known).
 fn drop_headroom(

@@ -251,10 +251,20 @@ async fn upstream_models(
             model: String::new(),
             rewrite: false,
             target: 0,
+            layout: cfg.layout,
         })
         .collect();
     let mut view = RequestView::default();
-    let run = dispatch::run_candidates(state, &req, route, &mut view, candidates, None, Vec::new());
+    let run = dispatch::run_candidates(
+        state,
+        &cfg,
+        &req,
+        route,
+        &mut view,
+        candidates,
+        None,
+        Vec::new(),
+    );
     let Ok(Ok(Outcome::Local { resp, .. })) = tokio::time::timeout(MODELS_TIMEOUT, run).await
     else {
         return None;
