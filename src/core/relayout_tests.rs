@@ -54,8 +54,11 @@ fn fail_503(core: &Core, c: &Candidate) -> super::resilience::ReportEffect {
     core.report(t, &classified)
 }
 
-/// (provider id, [(connection id, status, in flight)]) of every provider in the snapshot.
-fn layout_of(core: &Core) -> Vec<(String, Vec<(String, ConnectionStatus, u64)>)> {
+/// One connection in the snapshot: (id, status, in flight).
+type ConnRow = (String, ConnectionStatus, u64);
+
+/// (provider id, its connections) of every provider in the snapshot.
+fn layout_of(core: &Core) -> Vec<(String, Vec<ConnRow>)> {
     core.snapshot()
         .providers
         .into_iter()
