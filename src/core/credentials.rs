@@ -359,6 +359,75 @@ mod tests {
     }
 
     #[test]
+    fn a_key_changed_by_a_reload_drops_headroom_like_a_start_and_saves_the_new_fingerprints() {
+        use crate::clock::{Clock, ManualClock};
+        use crate::store::StateWrite;
+        let dir = tempfile::tempdir().unwrap();
+        let load = |text: &str, ka: &str| {
+            let vars = [("KA", ka), ("KB", "sk-b")];
+            let env = crate::config::LoadEnv::fixed(&vars, dir.path());
+            crate::config::from_str(text, Path::new("t.toml"), &env).unwrap()
+        };
+        let conn = |id: &str, var: &str| {
+            format!(
+                "  [[providers.connections]]\n  id = \"{id}\"\n  auth = {{ env = \"{var}\" }}\n"
+            )
+        };
+        let head = "[[providers]]\nid = \"p\"\ndialect = \"anthropic\"\nbase_url = \"https://api.anthropic.com\"\n";
+        let old = load(
+            &format!("{head}{}{}", conn("a", "KA"), conn("b", "KB")),
+            "sk-old-a",
+        );
+        // A new connection in front: a and b move to indices 1 and 2; a's key changed.
+        let new = load(
+            &format!(
+                "{head}{}{}{}",
+                conn("n", "KB"),
+                conn("a", "KA"),
+                conn("b", "KB")
+            ),
+            "sk-new-a",
+        );
+        let remap = super::super::layout::Remap::between(&old, &new);
+        let mut res = super::super::resilience::ResState::new(&old);
+        let now_ms = 1_700_000_000_000;
+        for h in &mut res.providers[0].headroom {
+            assert!(h.state.observe(
+                [("anthropic-ratelimit-unified-5h-utilization", "0.99")],
+                None,
+                now_ms
+            ));
+        }
+        res.relayout(&remap, &new);
+        let clock = ManualClock::new();
+        let tm = super::super::persist::TimeMap::new(clock.now(), now_ms);
+        let writes = reconcile_reload(&mut res, &old, &new, &remap, &tm, true);
+        let h = &res.providers[0].headroom;
+        assert!(h[0].state.is_empty(), "n is new");
+        assert!(
+            h[1].state.is_empty(),
+            "a's key changed: its quota readings are gone"
+        );
+        assert!(!h[2].state.is_empty(), "b's key is unchanged: kept");
+        let secret = install_secret(&secret_path(&new.store.path)).unwrap();
+        let want = serde_json::to_string(&current(&new, &secret).1).unwrap();
+        let (mut deleted, mut saved) = (Vec::new(), None);
+        for w in &writes {
+            match w {
+                StateWrite::DeleteSetting { key } => deleted.push(key.as_str()),
+                StateWrite::Setting(r) if r.key == FINGERPRINTS_KEY => saved = Some(&r.value_json),
+                _ => {}
+            }
+        }
+        assert_eq!(deleted, ["headroom/p/a"]);
+        assert_eq!(
+            saved,
+            Some(&want),
+            "the next start compares against the key in use"
+        );
+    }
+
+    #[test]
     fn the_install_secret_is_created_once_with_mode_0600() {
         let dir = tempfile::tempdir().unwrap();
         let path = secret_path(&dir.path().join("sluice.db"));

@@ -183,3 +183,61 @@ fn a_permit_held_across_a_reload_is_released_onto_the_same_gate() {
         .collect();
     assert_eq!(ids, [("n", "n1"), ("p", "capped")]);
 }
+
+#[test]
+fn removed_connections_leave_the_store_and_new_ones_persist_under_their_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let load = |spec: &[(&str, &[(&str, &str)])]| {
+        let mut c = cfg(spec);
+        c.store.path = dir.path().join("state.db");
+        c
+    };
+    let old = load(&[("p", &[("gone", ""), ("kept", "")]), ("q", &[("q1", "")])]);
+    let store = Arc::new(crate::store::Store::open(&old.store).unwrap());
+    let clock = ManualClock::new();
+    let core = Core::new(Arc::new(old), Arc::new(clock.clone()), Some(store.clone()));
+    fail_503(&core, &cand(0, 0, 0));
+    fail_503(&core, &cand(0, 1, 0));
+    fail_503(&core, &cand(1, 0, 0));
+    store.flush();
+    let rows = |store: &crate::store::Store| -> Vec<(String, String)> {
+        let mut v: Vec<(String, String)> = store
+            .load_state()
+            .unwrap()
+            .connections
+            .into_iter()
+            .map(|r| (r.provider, r.connection))
+            .collect();
+        v.sort();
+        v
+    };
+    let pair = |p: &str, c: &str| (p.to_string(), c.to_string());
+    assert_eq!(
+        rows(&store),
+        [pair("p", "gone"), pair("p", "kept"), pair("q", "q1")]
+    );
+    let breakers = |store: &crate::store::Store| -> Vec<String> {
+        let state = store.load_state().unwrap();
+        state.breakers.into_iter().map(|b| b.provider).collect()
+    };
+    assert!(
+        breakers(&store).iter().any(|b| b == "q"),
+        "q's breaker moved"
+    );
+
+    // "gone" and the whole of "q" leave; provider "r" comes in front of "p".
+    core.replace_config(load(&[("r", &[("new", "")]), ("p", &[("kept", "")])]));
+    store.flush();
+    assert_eq!(
+        rows(&store),
+        [pair("p", "kept")],
+        "no row left to come back at a restart"
+    );
+    assert!(
+        !breakers(&store).iter().any(|b| b == "q"),
+        "q's breaker row went with it"
+    );
+    fail_503(&core, &cand(0, 0, 1));
+    store.flush();
+    assert_eq!(rows(&store), [pair("p", "kept"), pair("r", "new")]);
+}
