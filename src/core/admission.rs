@@ -281,7 +281,7 @@ impl Gates {
                 })),
                 state: Mutex::new(State {
                     generation: cfg.layout,
-                    history: Default::default(),
+                    history: crate::core::layout::History::starting_at(cfg.layout),
                     next_id: 1,
                     global: cfg
                         .resilience

@@ -158,16 +158,27 @@ fn reorder<T>(old: Vec<T>, back: &[Option<usize>], mut fresh: impl FnMut(usize) 
         .collect()
 }
 
-/// Every [`Remap`] since start: `remaps[g]` maps generation `g` onto `g + 1`.
+/// Every [`Remap`] since start: `remaps[i]` maps generation `base + i` onto the next.
 #[derive(Debug, Clone, Default)]
 pub struct History {
+    /// The generation served at start (`Config::layout` of the first config, normally 0).
+    base: u64,
     remaps: Vec<std::sync::Arc<Remap>>,
 }
 
 impl History {
-    /// The current generation (the number of applied reloads).
+    /// No steps yet; the config served at start has layout generation `base`.
+    pub fn starting_at(base: u64) -> Self {
+        Self {
+            base,
+            remaps: Vec::new(),
+        }
+    }
+
+    /// The current generation (the start's plus the number of applied reloads).
     pub fn generation(&self) -> u64 {
-        u64::try_from(self.remaps.len()).unwrap_or(u64::MAX)
+        self.base
+            .saturating_add(u64::try_from(self.remaps.len()).unwrap_or(u64::MAX))
     }
 
     /// Records the step from the current generation to the next; returns the new one.
@@ -196,7 +207,7 @@ impl History {
     }
 
     fn since(&self, from: u64) -> &[std::sync::Arc<Remap>] {
-        let i = usize::try_from(from).unwrap_or(usize::MAX);
+        let i = usize::try_from(from.saturating_sub(self.base)).unwrap_or(usize::MAX);
         self.remaps.get(i..).unwrap_or(&[])
     }
 }
@@ -266,5 +277,10 @@ mod tests {
         assert_eq!(h.locate_provider(0, 0), None);
         assert_eq!(h.locate_provider(1, 0), Some(1));
         assert_eq!(h.locate(2, 0, 0), Some((0, 0)), "current generation");
+
+        let mut later = History::starting_at(7);
+        assert_eq!(later.push(Arc::new(Remap::between(&g0, &g1))), 8);
+        assert_eq!(later.locate(7, 0, 0), Some((1, 0)));
+        assert_eq!(later.locate(8, 0, 0), Some((0, 0)));
     }
 }

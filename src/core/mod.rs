@@ -142,6 +142,7 @@ impl Core {
                 }
             }
         }
+        let start_layout = config.layout;
         let core = Core {
             inner: Arc::new(Inner {
                 started_wall: clock.wall(),
@@ -160,8 +161,8 @@ impl Core {
                 gates,
                 metrics: crate::metrics::Metrics::new(),
                 faults: faults::Faults::default(),
-                generation: AtomicU64::new(0),
-                history: Mutex::new(layout::History::default()),
+                generation: AtomicU64::new(start_layout),
+                history: Mutex::new(layout::History::starting_at(start_layout)),
             }),
         };
         core.publish();
