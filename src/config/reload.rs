@@ -217,13 +217,33 @@ impl ReloadDiff {
         }
     }
 
-    /// One line for the console's status bar, e.g. `config reloaded: combos, resilience`.
+    /// One line for the console's status bar, e.g. `config reloaded: combos, resilience
+    /// changed`, with what came and went when the layout changed, e.g. `config reloaded:
+    /// providers changed (1 provider added, 2 connections removed)`.
     pub fn summary(&self) -> String {
         if self.changed.is_empty() {
-            "config reloaded: nothing changed".into()
-        } else {
-            format!("config reloaded: {} changed", self.changed.join(", "))
+            return "config reloaded: nothing changed".into();
         }
+        let counted = [
+            (self.providers_added, "provider", "added"),
+            (self.providers_removed, "provider", "removed"),
+            (self.connections_added, "connection", "added"),
+            (self.connections_removed, "connection", "removed"),
+        ];
+        let moves: Vec<String> = counted
+            .iter()
+            .filter(|(n, _, _)| *n > 0)
+            .map(|(n, what, how)| {
+                let s = if *n == 1 { "" } else { "s" };
+                format!("{n} {what}{s} {how}")
+            })
+            .collect();
+        let tail = if moves.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", moves.join(", "))
+        };
+        format!("config reloaded: {} changed{tail}", self.changed.join(", "))
     }
 }
 
@@ -322,6 +342,10 @@ mod tests {
         );
         let json = serde_json::to_value(&d).unwrap();
         assert_eq!(json["connectionsAdded"], 2);
+        assert_eq!(
+            d.summary(),
+            "config reloaded: routing, providers changed (1 provider added, 2 connections added, 1 connection removed)"
+        );
 
         let recapped = layout(&[("a", &[("a1", ""), ("a2", "max_concurrent = 3")])]);
         let p = restart_only_changes(&old, &recapped);

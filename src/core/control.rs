@@ -180,7 +180,15 @@ impl Control {
         }
         let diff = crate::config::reload::ReloadDiff::between(&old, &new);
         self.core.replace_config(new);
-        tracing::info!(changed = ?diff.changed, file = %diff.file, "config reloaded");
+        tracing::info!(
+            changed = ?diff.changed,
+            file = %diff.file,
+            providers_added = diff.providers_added,
+            providers_removed = diff.providers_removed,
+            connections_added = diff.connections_added,
+            connections_removed = diff.connections_removed,
+            "config reloaded"
+        );
         Ok(diff)
     }
 
