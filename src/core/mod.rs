@@ -100,15 +100,15 @@ pub struct AttemptGuard {
 impl Drop for AttemptGuard {
     fn drop(&mut self) {
         let mut s = self.core.stats();
-        // A connection removed by a reload while the attempt ran took its counters with it.
-        if let Some((pi, ci)) = self
+        // A provider or connection removed by a reload while the attempt ran took its
+        // counters with it.
+        let (pi, ci) = self
             .core
-            .locate(self.layout, self.provider, self.connection)
-            && let Some(p) = s.providers.get_mut(pi)
-        {
-            p.in_flight = p.in_flight.saturating_sub(1);
-            if let Some(c) = p.connections.get_mut(ci) {
-                c.in_flight = c.in_flight.saturating_sub(1);
+            .locate_both(self.layout, self.provider, self.connection);
+        if let Some(ps) = pi.and_then(|i| s.providers.get_mut(i)) {
+            ps.in_flight = ps.in_flight.saturating_sub(1);
+            if let Some(cs) = ci.and_then(|j| ps.connections.get_mut(j)) {
+                cs.in_flight = cs.in_flight.saturating_sub(1);
             }
         }
         drop(s);
@@ -214,6 +214,19 @@ impl Core {
         self.history().locate_provider(from, p)
     }
 
+    /// [`Self::locate_provider`] and the connection's index from [`Self::locate`]: a
+    /// connection removed from a kept provider still finds its provider.
+    fn locate_both(&self, from: u64, p: usize, c: usize) -> (Option<usize>, Option<usize>) {
+        if from == self.inner.generation.load(Ordering::Acquire) {
+            return (Some(p), Some(c));
+        }
+        let h = self.history();
+        (
+            h.locate_provider(from, p),
+            h.locate(from, p, c).map(|(_, c)| c),
+        )
+    }
+
     fn history(&self) -> MutexGuard<'_, layout::History> {
         self.inner.history.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -277,12 +290,11 @@ impl Core {
     /// Starts counting an upstream attempt on `cand`'s provider and connection.
     pub fn begin_attempt(&self, cand: &crate::policy::select::Candidate) -> AttemptGuard {
         let mut s = self.stats();
-        if let Some((p, c)) = self.locate(cand.layout, cand.provider, cand.connection)
-            && let Some(ps) = s.providers.get_mut(p)
-        {
+        let (pi, ci) = self.locate_both(cand.layout, cand.provider, cand.connection);
+        if let Some(ps) = pi.and_then(|i| s.providers.get_mut(i)) {
             ps.attempts += 1;
             ps.in_flight += 1;
-            if let Some(cs) = ps.connections.get_mut(c) {
+            if let Some(cs) = ci.and_then(|j| ps.connections.get_mut(j)) {
                 cs.attempts += 1;
                 cs.in_flight += 1;
             }
@@ -321,21 +333,19 @@ impl Core {
     ) {
         let failed = status.is_none_or(|s| s >= 500);
         let mut s = self.stats();
-        let at = self.locate(cand.layout, cand.provider, cand.connection);
+        let (pi, ci) = self.locate_both(cand.layout, cand.provider, cand.connection);
         let cfg = self.config();
-        if let Some((p, c)) = at
-            && let Some(pv) = cfg.providers.get(p)
-            && let Some(cv) = pv.connections.get(c)
+        if let Some(pv) = pi.and_then(|i| cfg.providers.get(i))
+            && let Some(cv) = ci.and_then(|j| pv.connections.get(j))
         {
             self.inner.metrics.observe_attempt(&pv.id, &cv.id, failed);
         }
-        let (p, c) = at.unwrap_or((usize::MAX, usize::MAX));
-        if let Some(ps) = s.providers.get_mut(p) {
+        if let Some(ps) = pi.and_then(|i| s.providers.get_mut(i)) {
             ps.last_status = status.unwrap_or(0);
             ps.last_latency_ms = u64::try_from(latency.as_millis()).unwrap_or(u64::MAX);
             if failed {
                 ps.failures += 1;
-                if let Some(cs) = ps.connections.get_mut(c) {
+                if let Some(cs) = ci.and_then(|j| ps.connections.get_mut(j)) {
                     cs.failures += 1;
                 }
             }

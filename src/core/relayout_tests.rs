@@ -86,6 +86,12 @@ fn kept_state_moves_by_id_and_an_in_flight_attempt_reports_to_its_own_connection
         .admit_candidate(&busy, clock.now())
         .expect("busy is fresh");
     let guard = core.begin_attempt(&busy);
+    // And one on "gone", which the reload removes.
+    let gone = cand(0, 0, 0);
+    let gone_ticket = core
+        .admit_candidate(&gone, clock.now())
+        .expect("gone is fresh");
+    let gone_guard = core.begin_attempt(&gone);
 
     // A provider added before "p", "gone" removed: "cooled" and "busy" move.
     core.replace_config(cfg(&[
@@ -106,6 +112,18 @@ fn kept_state_moves_by_id_and_an_in_flight_attempt_reports_to_its_own_connection
         ],
         "cooled keeps its cooldown under its id, n1 is fresh, gone is gone, busy is in flight"
     );
+
+    assert_eq!(
+        core.snapshot().providers[1].in_flight,
+        2,
+        "busy's and gone's attempts"
+    );
+    // The attempt on "gone" ends after the reload: its provider's count goes down, its
+    // failure lands nowhere.
+    let c = core.classify_in(0, 0, &AttemptEnd::response(503, &HeaderMap::new(), b""));
+    assert_eq!(core.report(gone_ticket, &c), Default::default());
+    drop(gone_guard);
+    assert_eq!(core.snapshot().providers[1].in_flight, 1);
 
     // The old attempt fails after the reload: it lands on "busy" by identity, not on
     // whatever sits at its old index now.
