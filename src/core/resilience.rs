@@ -465,12 +465,9 @@ impl super::Core {
     /// [`Self::classify`] for provider `provider` of layout generation `layout` (a
     /// candidate's or a ticket's), found by identity after a reload.
     pub fn classify_in(&self, layout: u64, provider: usize, end: &AttemptEnd<'_>) -> Classified {
-        let (cfg, provider) = {
-            let _r = self.res();
-            let cfg = self.config();
-            let at = self.locate_provider(layout, provider).unwrap_or(usize::MAX);
-            (cfg, at)
-        };
+        let r = self.res();
+        let cfg = self.config();
+        let provider = self.locate_provider(layout, provider).unwrap_or(usize::MAX);
         let pid = cfg
             .providers
             .get(provider)
@@ -481,7 +478,6 @@ impl super::Core {
             .get(provider)
             .map(|p| p.dialect)
             .unwrap_or(crate::config::Dialect::Anthropic);
-        let r = self.res();
         let rules = Rules {
             restatements: &cfg.restatement,
             builtins: &r.builtins,

@@ -357,11 +357,10 @@ impl Core {
     /// Pins `session` to `cand`'s connection after a successful head (§2a; refreshes the
     /// TTL).
     pub fn pin_session(&self, session: &str, cand: &Candidate) {
-        let cfg = self.config().clone();
-        let Some((provider, connection)) = ({
-            let _r = self.res();
-            self.locate(cand.layout, cand.provider, cand.connection)
-        }) else {
+        let mut r = self.res();
+        let cfg = self.config();
+        let Some((provider, connection)) = self.locate(cand.layout, cand.provider, cand.connection)
+        else {
             return;
         };
         let (Some(p), Some(c)) = (
@@ -373,7 +372,6 @@ impl Core {
             return;
         };
         let now = self.clock().now();
-        let mut r = self.res();
         let ttl = r.affinity.ttl();
         if ttl.is_zero() {
             return;
