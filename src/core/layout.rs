@@ -220,7 +220,7 @@ mod tests {
     use std::sync::Arc;
 
     /// A config with providers `spec` = [(id, [connection ids])].
-    pub(crate) fn layout_cfg(spec: &[(&str, &[&str])]) -> Config {
+    fn layout_cfg(spec: &[(&str, &[&str])]) -> Config {
         let mut text = String::new();
         for (p, conns) in spec {
             text.push_str(&format!(

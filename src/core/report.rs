@@ -42,6 +42,14 @@ impl Core {
         let mut guard = self.res();
         let cfg = self.config();
         let Some((pi, ci)) = self.locate(ticket.layout, ticket.provider, ticket.connection) else {
+            // The connection left; a probe permit goes back to its provider if that stayed.
+            if let Some(probe) = probe
+                && let Some(res) = self
+                    .locate_provider(ticket.layout, ticket.provider)
+                    .and_then(|i| guard.providers.get_mut(i))
+            {
+                res.breaker.release_probe(probe, now);
+            }
             return ReportEffect::default();
         };
         (ticket.provider, ticket.connection, ticket.layout) = (pi, ci, cfg.layout);
