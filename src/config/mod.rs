@@ -525,6 +525,11 @@ pub struct Config {
     pub restatement: Vec<Restatement>,
     /// `[[error_rules]]`
     pub error_rules: Vec<ErrorRule>,
+    /// Not from the file: the provider/connection layout generation the indices into
+    /// `providers` belong to. 0 as loaded; the core stamps each config a live reload applies
+    /// with the next number, so work started under an older layout can be found again after
+    /// providers or connections were added, removed or reordered (`core::layout`).
+    pub layout: u64,
 }
 
 impl Config {

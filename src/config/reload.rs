@@ -1,8 +1,10 @@
 //! What a config reload may change: [`restart_only_changes`] lists every difference between
 //! the running config and a freshly validated one that only a restart can apply (listen
-//! addresses, the store and log files, the console, and the provider/connection layout the
-//! live state and the admission gates are built on). A reload with any such difference is
-//! refused whole, so nothing half-applies. [`ReloadDiff`] says what a reload changes.
+//! addresses, the store and log files, the console, the global concurrency cap, and the
+//! concurrency caps of a provider or connection kept across the reload, whose gates may hold
+//! permits). A reload with any such difference is refused whole, so nothing half-applies.
+//! Adding, removing and reordering providers and connections, and every other provider or
+//! connection key, apply live (`core::layout`). [`ReloadDiff`] says what a reload changes.
 //!
 //! Pure: both configs are already validated; nothing here reads files or the clock.
 
@@ -68,64 +70,39 @@ pub fn restart_only_changes(old: &Config, new: &Config) -> Vec<Problem> {
         format!("{:?}", old.resilience.concurrency.global_max),
         format!("{:?}", new.resilience.concurrency.global_max),
     );
-    let ids = |c: &Config| -> Vec<String> { c.providers.iter().map(|p| p.id.clone()).collect() };
-    cmp("providers".into(), ids(old).join(", "), ids(new).join(", "));
-    for (a, b) in old.providers.iter().zip(&new.providers) {
-        if a.id == b.id {
-            provider_layout(a, b, &mut cmp);
+    for b in &new.providers {
+        if let Some(a) = old.provider(&b.id) {
+            kept_provider_caps(a, b, &mut cmp);
         }
     }
     out
 }
 
-/// The restart-only keys of one provider kept under the same id.
-fn provider_layout(a: &Provider, b: &Provider, cmp: &mut impl FnMut(String, String, String)) {
+/// The restart-only keys of one provider kept under the same id: its gate cap, and the caps
+/// of its connections kept under the same id. Permits held in a kept gate were booked
+/// against its cap, so the cap cannot change under them.
+fn kept_provider_caps(a: &Provider, b: &Provider, cmp: &mut impl FnMut(String, String, String)) {
     let key = |k: &str| format!("providers.{}.{k}", a.id);
-    cmp(
-        key("dialect"),
-        a.dialect.as_str().into(),
-        b.dialect.as_str().into(),
-    );
-    cmp(
-        key("base_url"),
-        a.base_url.to_string(),
-        b.base_url.to_string(),
-    );
-    cmp(
-        key("connect_timeout"),
-        format!("{:?}", a.connect_timeout),
-        format!("{:?}", b.connect_timeout),
-    );
-    cmp(
-        key("profile"),
-        a.profile.as_str().into(),
-        b.profile.as_str().into(),
-    );
     cmp(
         key("max_concurrent"),
         format!("{:?}", a.max_concurrent),
         format!("{:?}", b.max_concurrent),
     );
-    let ids =
-        |p: &Provider| -> Vec<String> { p.connections.iter().map(|c| c.id.clone()).collect() };
-    cmp(key("connections"), ids(a).join(", "), ids(b).join(", "));
-    for (x, y) in a.connections.iter().zip(&b.connections) {
-        if x.id == y.id {
-            connection_layout(&a.id, x, y, cmp);
+    for y in &b.connections {
+        if let Some(x) = a.connections.iter().find(|x| x.id == y.id) {
+            kept_connection_caps(&a.id, x, y, cmp);
         }
     }
 }
 
-/// The restart-only keys of one connection kept under the same id (its credential and the
-/// admission gate facts).
-fn connection_layout(
+/// The restart-only keys of one connection kept under the same id (its admission gate caps).
+fn kept_connection_caps(
     provider: &str,
     a: &Connection,
     b: &Connection,
     cmp: &mut impl FnMut(String, String, String),
 ) {
     let key = |k: &str| format!("providers.{provider}.connections.{}.{k}", a.id);
-    cmp(key("auth"), a.auth.describe(), b.auth.describe());
     cmp(
         key("max_concurrent"),
         format!("{:?}", a.max_concurrent),
@@ -135,21 +112,6 @@ fn connection_layout(
         key("model_concurrency"),
         format!("{:?}", a.model_concurrency),
         format!("{:?}", b.model_concurrency),
-    );
-    cmp(
-        key("rate_limit_protection"),
-        format!("{:?}", a.rate_limit_protection),
-        format!("{:?}", b.rate_limit_protection),
-    );
-    cmp(
-        key("concurrency_fail_open"),
-        a.concurrency_fail_open.to_string(),
-        b.concurrency_fail_open.to_string(),
-    );
-    cmp(
-        key("queue"),
-        format!("{:?}", a.queue),
-        format!("{:?}", b.queue),
     );
 }
 
@@ -165,6 +127,16 @@ pub struct ReloadDiff {
     pub providers_removed: usize,
     /// Providers in both (their live state kept).
     pub providers_kept: usize,
+    /// Connections in the new file only (started fresh), including those of new providers.
+    #[serde(default)]
+    pub connections_added: usize,
+    /// Connections in the running config only (dropped), including those of removed
+    /// providers.
+    #[serde(default)]
+    pub connections_removed: usize,
+    /// Connections in both under the same provider (their live state kept).
+    #[serde(default)]
+    pub connections_kept: usize,
     /// Top-level sections whose values changed, e.g. `["combos", "resilience"]`; empty when
     /// the file says what the running config already said.
     pub changed: Vec<String>,
@@ -175,6 +147,23 @@ impl ReloadDiff {
     pub fn between(old: &Config, new: &Config) -> Self {
         let has = |c: &Config, id: &str| c.providers.iter().any(|p| p.id == id);
         let kept = new.providers.iter().filter(|p| has(old, &p.id)).count();
+        let count = |c: &Config| {
+            c.providers
+                .iter()
+                .map(|p| p.connections.len())
+                .sum::<usize>()
+        };
+        let conns_kept: usize = new
+            .providers
+            .iter()
+            .filter_map(|p| Some((p, old.provider(&p.id)?)))
+            .map(|(p, o)| {
+                p.connections
+                    .iter()
+                    .filter(|c| o.connections.iter().any(|x| x.id == c.id))
+                    .count()
+            })
+            .sum();
         let sections: [(&str, String, String); 7] = [
             (
                 "server",
@@ -217,6 +206,9 @@ impl ReloadDiff {
             providers_added: new.providers.len().saturating_sub(kept),
             providers_removed: old.providers.len().saturating_sub(kept),
             providers_kept: kept,
+            connections_added: count(new).saturating_sub(conns_kept),
+            connections_removed: count(old).saturating_sub(conns_kept),
+            connections_kept: conns_kept,
             changed: sections
                 .into_iter()
                 .filter(|(_, a, b)| a != b)
@@ -225,13 +217,33 @@ impl ReloadDiff {
         }
     }
 
-    /// One line for the console's status bar, e.g. `config reloaded: combos, resilience`.
+    /// One line for the console's status bar, e.g. `config reloaded: combos, resilience
+    /// changed`, with what came and went when the layout changed, e.g. `config reloaded:
+    /// providers changed (1 provider added, 2 connections removed)`.
     pub fn summary(&self) -> String {
         if self.changed.is_empty() {
-            "config reloaded: nothing changed".into()
-        } else {
-            format!("config reloaded: {} changed", self.changed.join(", "))
+            return "config reloaded: nothing changed".into();
         }
+        let counted = [
+            (self.providers_added, "provider", "added"),
+            (self.providers_removed, "provider", "removed"),
+            (self.connections_added, "connection", "added"),
+            (self.connections_removed, "connection", "removed"),
+        ];
+        let moves: Vec<String> = counted
+            .iter()
+            .filter(|(n, _, _)| *n > 0)
+            .map(|(n, what, how)| {
+                let s = if *n == 1 { "" } else { "s" };
+                format!("{n} {what}{s} {how}")
+            })
+            .collect();
+        let tail = if moves.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", moves.join(", "))
+        };
+        format!("config reloaded: {} changed{tail}", self.changed.join(", "))
     }
 }
 
@@ -266,15 +278,82 @@ mod tests {
         assert_eq!(p[0].key, "server.listen");
         assert!(p[0].message.contains("127.0.0.1:9999") && p[0].fix.contains("restart"));
 
+        // A renamed connection is one removed and one added: that applies live.
         let renamed = cfg("", "d");
-        let keys: Vec<String> = restart_only_changes(&old, &renamed)
-            .into_iter()
-            .map(|p| p.key)
-            .collect();
-        assert_eq!(keys, ["providers.p.connections"]);
+        assert!(restart_only_changes(&old, &renamed).is_empty());
+        let d = ReloadDiff::between(&old, &renamed);
+        assert_eq!(
+            (
+                d.connections_kept,
+                d.connections_added,
+                d.connections_removed
+            ),
+            (0, 1, 1)
+        );
         assert_eq!(
             ReloadDiff::between(&old, &old).summary(),
             "config reloaded: nothing changed"
         );
+    }
+
+    /// A config with providers `spec` = [(id, [(connection id, extra connection keys)])].
+    fn layout(spec: &[(&str, &[(&str, &str)])]) -> Config {
+        let mut text = String::new();
+        for (p, conns) in spec {
+            text.push_str(&format!(
+                "[[providers]]\nid = \"{p}\"\ndialect = \"anthropic\"\nbase_url = \"http://127.0.0.1:1\"\n"
+            ));
+            for (c, extra) in *conns {
+                text.push_str(&format!(
+                    "  [[providers.connections]]\n  id = \"{c}\"\n  auth = \"passthrough\"\n  {extra}\n"
+                ));
+            }
+        }
+        from_str(&text, Path::new("t.toml"), &LoadEnv::fixed(&[], "/tmp")).unwrap()
+    }
+
+    #[test]
+    fn layout_changes_apply_live_but_kept_gate_caps_need_a_restart() {
+        let old = layout(&[("a", &[("a1", ""), ("a2", "max_concurrent = 2")])]);
+        // A provider added in front, a connection removed, one added, queue facts changed.
+        let new = layout(&[
+            ("n", &[("n1", "max_concurrent = 1")]),
+            (
+                "a",
+                &[
+                    ("a2", "max_concurrent = 2\n  concurrency_fail_open = true"),
+                    ("a3", ""),
+                ],
+            ),
+        ]);
+        assert!(restart_only_changes(&old, &new).is_empty());
+        let d = ReloadDiff::between(&old, &new);
+        assert_eq!(
+            (d.providers_kept, d.providers_added, d.providers_removed),
+            (1, 1, 0)
+        );
+        assert_eq!(
+            (
+                d.connections_kept,
+                d.connections_added,
+                d.connections_removed
+            ),
+            (1, 2, 1)
+        );
+        let json = serde_json::to_value(&d).unwrap();
+        assert_eq!(json["connectionsAdded"], 2);
+        assert_eq!(
+            d.summary(),
+            "config reloaded: routing, providers changed (1 provider added, 2 connections added, 1 connection removed)"
+        );
+
+        let recapped = layout(&[("a", &[("a1", ""), ("a2", "max_concurrent = 3")])]);
+        let p = restart_only_changes(&old, &recapped);
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert_eq!(p[0].key, "providers.a.connections.a2.max_concurrent");
+        assert!(p[0].message.contains("Some(2)") && p[0].fix.contains("restart"));
+        // The same cap on a connection that is new under its id is no restart.
+        let moved = layout(&[("a", &[("a1", ""), ("b2", "max_concurrent = 3")])]);
+        assert!(restart_only_changes(&old, &moved).is_empty());
     }
 }

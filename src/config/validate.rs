@@ -546,6 +546,7 @@ impl<'e, 'a> Validator<'e, 'a> {
             resilience,
             restatement,
             error_rules,
+            layout: 0,
         }
     }
 

@@ -51,6 +51,7 @@ use crate::policy::admission::{
 };
 use crate::policy::cooldown::deadline_after;
 
+mod relayout;
 #[cfg(test)]
 mod tests;
 
@@ -62,9 +63,17 @@ pub struct Gates {
 
 struct Inner {
     clock: Arc<dyn Clock>,
-    /// Immutable per-connection facts (fast path, policies, names), indexed like the config.
-    layout: Vec<ProviderLayout>,
+    /// Per-connection facts (fast path, policies, names), indexed like the config served now;
+    /// replaced whole by a reload (under the state lock).
+    layout: std::sync::RwLock<Arc<Layout>>,
     state: Mutex<State>,
+}
+
+/// The per-connection facts of one layout generation.
+struct Layout {
+    /// `Config::layout` of the config they were built from.
+    generation: u64,
+    providers: Vec<ProviderLayout>,
 }
 
 struct ProviderLayout {
@@ -88,6 +97,10 @@ struct ConnLayout {
 }
 
 struct State {
+    /// The layout generation the gate vectors below follow.
+    generation: u64,
+    /// Every layout step since start: routes booked under an older layout are translated.
+    history: crate::core::layout::History,
     next_id: RequestId,
     /// `[resilience.concurrency] global_max`; `None` = uncapped.
     global: Option<GateState>,
@@ -118,11 +131,13 @@ struct Slot {
 }
 
 /// Which gates one request passes: `model` is `Some` only when that model has a gate.
+/// Indices are in layout `layout`; one that left the layout is `usize::MAX` (no gate).
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Route {
     provider: usize,
     connection: usize,
     model: Option<String>,
+    layout: u64,
 }
 
 /// A request was refused admission without reaching upstream (§5). Never an upstream failure:
@@ -195,6 +210,9 @@ impl Drop for Admitted {
         if let Some((inner, route)) = self.held.take() {
             let now = inner.clock.now();
             let mut st = inner.lock();
+            // Booked under an older layout: the same gates by identity (a removed
+            // connection's gates went with it; its provider's and the global one remain).
+            let route = st.here(&route);
             release(&mut st.chain(&route));
             st.pump(route.provider, route.connection, now);
         }
@@ -252,67 +270,18 @@ impl Gates {
     /// `cfg` (indexed like `cfg.providers[p].connections[c]`); global and provider gates have
     /// no config keys yet and are uncapped.
     pub fn new(cfg: &Config, clock: Arc<dyn Clock>) -> Self {
-        let defaults = &cfg.resilience.queue;
-        let layout: Vec<ProviderLayout> = cfg
-            .providers
-            .iter()
-            .map(|p| ProviderLayout {
-                id: p.id.clone(),
-                profile: p.profile,
-                capped: p.max_concurrent.is_some()
-                    || cfg.resilience.concurrency.global_max.is_some(),
-                conns: p
-                    .connections
-                    .iter()
-                    .map(|c| ConnLayout {
-                        id: c.id.clone(),
-                        rate_limit_protection: c.rate_limit_protection,
-                        concurrency_fail_open: c.concurrency_fail_open,
-                        capped: c.max_concurrent.is_some(),
-                        model_caps: c.model_concurrency.keys().cloned().collect(),
-                        queue: QueueOverride {
-                            max_wait: c.queue.max_wait,
-                            execution_max_wait: c.queue.execution_max_wait,
-                            max_queue_depth: c.queue.max_queue_depth,
-                        },
-                    })
-                    .collect(),
-            })
-            .collect();
-        let providers = cfg
-            .providers
-            .iter()
-            .zip(&layout)
-            .map(|(p, pl)| ProviderState {
-                gate: p
-                    .max_concurrent
-                    .map(|cap| GateState::new(GateKind::Provider, Some(cap))),
-                conns: p
-                    .connections
-                    .iter()
-                    .zip(&pl.conns)
-                    .map(|(c, cl)| ConnState {
-                        gate: c
-                            .max_concurrent
-                            .map(|cap| GateState::new(GateKind::Connection, Some(cap))),
-                        models: c
-                            .model_concurrency
-                            .iter()
-                            .map(|(m, cap)| {
-                                (m.clone(), GateState::new(GateKind::Model, Some(*cap)))
-                            })
-                            .collect(),
-                        waiting: BTreeMap::new(),
-                        policy: cl.policy(pl.profile, defaults),
-                    })
-                    .collect(),
-            })
-            .collect();
+        let layout = layout_of(cfg);
+        let providers = provider_states(cfg, &layout);
         Self {
             inner: Arc::new(Inner {
                 clock,
-                layout,
+                layout: std::sync::RwLock::new(Arc::new(Layout {
+                    generation: cfg.layout,
+                    providers: layout,
+                })),
                 state: Mutex::new(State {
+                    generation: cfg.layout,
+                    history: crate::core::layout::History::starting_at(cfg.layout),
                     next_id: 1,
                     global: cfg
                         .resilience
@@ -333,8 +302,46 @@ impl Gates {
         connection: usize,
         queue: &QueueSettings,
     ) -> Option<QueuePolicy> {
-        let p = self.inner.layout.get(provider)?;
+        let layout = self.inner.layout().generation;
+        self.policy_in(layout, provider, connection, queue)
+    }
+
+    /// [`Self::policy`] for indices of layout generation `layout`.
+    fn policy_in(
+        &self,
+        layout: u64,
+        provider: usize,
+        connection: usize,
+        queue: &QueueSettings,
+    ) -> Option<QueuePolicy> {
+        let (l, provider, connection) = self.inner.locate(layout, provider, connection)?;
+        let p = l.providers.get(provider)?;
         Some(p.conns.get(connection)?.policy(p.profile, queue))
+    }
+
+    /// [`Self::acquire`] for `cand` (its indices are in its own layout generation, found by
+    /// identity after a reload; a connection a reload removed is admitted at once).
+    pub async fn acquire_for(
+        &self,
+        cand: &crate::policy::select::Candidate,
+        queue: &QueueSettings,
+    ) -> Result<Admitted, Refused> {
+        let (l, p, c) = (cand.layout, cand.provider, cand.connection);
+        match self.policy_in(l, p, c, queue) {
+            Some(policy) => self.acquire_in(l, p, c, &cand.model, policy).await,
+            None => Ok(Admitted::untracked(Duration::ZERO, false)),
+        }
+    }
+
+    /// [`Self::try_acquire`] for `cand` (see [`Self::acquire_for`]).
+    pub fn try_acquire_for(
+        &self,
+        cand: &crate::policy::select::Candidate,
+        queue: &QueueSettings,
+    ) -> Option<Admitted> {
+        let (l, p, c) = (cand.layout, cand.provider, cand.connection);
+        let policy = self.policy_in(l, p, c, queue)?;
+        self.try_acquire_in(l, p, c, &cand.model, policy)
     }
 
     /// Acquires the permits of (provider idx, connection idx, upstream model) in the fixed
@@ -366,7 +373,21 @@ impl Gates {
         model: &str,
         policy: QueuePolicy,
     ) -> Result<Admitted, Refused> {
-        let Some(route) = self.route(provider, connection, model) else {
+        let layout = self.inner.layout().generation;
+        self.acquire_in(layout, provider, connection, model, policy)
+            .await
+    }
+
+    /// [`Self::acquire_with`] for indices of layout generation `layout`.
+    async fn acquire_in(
+        &self,
+        layout: u64,
+        provider: usize,
+        connection: usize,
+        model: &str,
+        policy: QueuePolicy,
+    ) -> Result<Admitted, Refused> {
+        let Some(route) = self.route(layout, provider, connection, model) else {
             return Ok(Admitted::untracked(Duration::ZERO, false));
         };
         let policy = clamp_policy(policy);
@@ -420,12 +441,26 @@ impl Gates {
         model: &str,
         policy: QueuePolicy,
     ) -> Option<Admitted> {
-        let Some(route) = self.route(provider, connection, model) else {
+        let layout = self.inner.layout().generation;
+        self.try_acquire_in(layout, provider, connection, model, policy)
+    }
+
+    /// [`Self::try_acquire_with`] for indices of layout generation `layout`.
+    fn try_acquire_in(
+        &self,
+        layout: u64,
+        provider: usize,
+        connection: usize,
+        model: &str,
+        policy: QueuePolicy,
+    ) -> Option<Admitted> {
+        let Some(route) = self.route(layout, provider, connection, model) else {
             return Some(Admitted::untracked(Duration::ZERO, false));
         };
         let policy = clamp_policy(policy);
         let now = self.inner.clock.now();
         let mut st = self.inner.lock();
+        let route = st.here(&route);
         if decide(&st.chain(&route), &policy, now) != Decision::Admit {
             return None;
         }
@@ -445,8 +480,9 @@ impl Gates {
     pub fn views(&self) -> Vec<GateView> {
         let now = self.inner.clock.now();
         let st = self.inner.lock();
+        let layout = self.inner.layout();
         let mut out = Vec::new();
-        for (pl, ps) in self.inner.layout.iter().zip(&st.providers) {
+        for (pl, ps) in layout.providers.iter().zip(&st.providers) {
             for (cl, cs) in pl.conns.iter().zip(&ps.conns) {
                 let models = cs.models.iter().map(|(m, g)| (Some(m), g));
                 for (model, g) in cs.gate.iter().map(|g| (None, g)).chain(models) {
@@ -486,16 +522,19 @@ impl Gates {
         .saturating_duration_since(now)
     }
 
-    /// The gates `model` on (provider, connection) passes; `None` when none is capped (the
-    /// lock-free fast path) or an index is unknown.
-    fn route(&self, provider: usize, connection: usize, model: &str) -> Option<Route> {
-        let pl = self.inner.layout.get(provider)?;
+    /// The gates `model` on (provider, connection) of layout `layout` passes, in the
+    /// current layout; `None` when none is capped (the lock-free fast path), an index is
+    /// unknown or a reload removed the connection.
+    fn route(&self, layout: u64, provider: usize, connection: usize, model: &str) -> Option<Route> {
+        let (l, provider, connection) = self.inner.locate(layout, provider, connection)?;
+        let pl = l.providers.get(provider)?;
         let cl = pl.conns.get(connection)?;
         let model = cl.model_caps.contains(model).then(|| model.to_owned());
         (pl.capped || cl.capped || model.is_some()).then_some(Route {
             provider,
             connection,
             model,
+            layout: l.generation,
         })
     }
 
@@ -503,6 +542,7 @@ impl Gates {
     fn arrive(&self, route: &Route, policy: &QueuePolicy) -> Arrival {
         let now = self.inner.clock.now();
         let mut st = self.inner.lock();
+        let route = &st.here(route);
         let id = st_next_id(&mut st);
         if let Some(c) = st.conn_mut(route.provider, route.connection) {
             c.policy = *policy;
@@ -558,8 +598,85 @@ impl Gates {
 impl fmt::Debug for Gates {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Gates")
-            .field("providers", &self.inner.layout.len())
+            .field("providers", &self.inner.layout().providers.len())
             .finish_non_exhaustive()
+    }
+}
+
+/// The per-connection facts of every provider of `cfg`, in config order.
+fn layout_of(cfg: &Config) -> Vec<ProviderLayout> {
+    cfg.providers
+        .iter()
+        .map(|p| ProviderLayout {
+            id: p.id.clone(),
+            profile: p.profile,
+            capped: p.max_concurrent.is_some() || cfg.resilience.concurrency.global_max.is_some(),
+            conns: p
+                .connections
+                .iter()
+                .map(|c| ConnLayout {
+                    id: c.id.clone(),
+                    rate_limit_protection: c.rate_limit_protection,
+                    concurrency_fail_open: c.concurrency_fail_open,
+                    capped: c.max_concurrent.is_some(),
+                    model_caps: c.model_concurrency.keys().cloned().collect(),
+                    queue: QueueOverride {
+                        max_wait: c.queue.max_wait,
+                        execution_max_wait: c.queue.execution_max_wait,
+                        max_queue_depth: c.queue.max_queue_depth,
+                    },
+                })
+                .collect(),
+        })
+        .collect()
+}
+
+/// Fresh gates (nothing held, nobody waiting) for every provider of `cfg`.
+fn provider_states(cfg: &Config, layout: &[ProviderLayout]) -> Vec<ProviderState> {
+    cfg.providers
+        .iter()
+        .zip(layout)
+        .map(|(p, pl)| provider_state(p, pl, &cfg.resilience.queue))
+        .collect()
+}
+
+/// Fresh gates for provider `p` (facts `pl`) under the queue `defaults`.
+fn provider_state(
+    p: &crate::config::Provider,
+    pl: &ProviderLayout,
+    defaults: &QueueSettings,
+) -> ProviderState {
+    ProviderState {
+        gate: p
+            .max_concurrent
+            .map(|cap| GateState::new(GateKind::Provider, Some(cap))),
+        conns: p
+            .connections
+            .iter()
+            .zip(&pl.conns)
+            .map(|(c, cl)| conn_state(c, cl, pl.profile, defaults))
+            .collect(),
+    }
+}
+
+/// Fresh gates for connection `c` (facts `cl`) of a provider with `profile`.
+fn conn_state(
+    c: &crate::config::Connection,
+    cl: &ConnLayout,
+    profile: Profile,
+    defaults: &QueueSettings,
+) -> ConnState {
+    ConnState {
+        gate: c
+            .max_concurrent
+            .map(|cap| GateState::new(GateKind::Connection, Some(cap))),
+        models: c
+            .model_concurrency
+            .iter()
+            .map(|(m, cap)| (m.clone(), GateState::new(GateKind::Model, Some(*cap))))
+            .collect(),
+        waiting: BTreeMap::new(),
+        policy: cl.policy(profile, defaults),
     }
 }
 
@@ -612,6 +729,31 @@ impl Inner {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The connection facts served now.
+    fn layout(&self) -> Arc<Layout> {
+        self.layout
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// The current layout with (`provider`, `connection`) of generation `from` in it; takes
+    /// the state lock only when `from` is not current. `None` when a reload removed it.
+    fn locate(
+        &self,
+        from: u64,
+        provider: usize,
+        connection: usize,
+    ) -> Option<(Arc<Layout>, usize, usize)> {
+        let l = self.layout();
+        if l.generation == from {
+            return Some((l, provider, connection));
+        }
+        let st = self.lock();
+        let (p, c) = st.history.locate(from, provider, connection)?;
+        Some((self.layout(), p, c))
+    }
+
     fn refused(
         &self,
         route: &Route,
@@ -619,8 +761,9 @@ impl Inner {
         retry_after: Duration,
         policy: &QueuePolicy,
     ) -> Refused {
-        let (p, c) = self
-            .layout
+        let layout = self.layout();
+        let (p, c) = layout
+            .providers
             .get(route.provider)
             .map(|p| {
                 let c = p.conns.get(route.connection).map_or("?", |c| c.id.as_str());
@@ -654,6 +797,25 @@ impl Inner {
 // === impl State ===
 
 impl State {
+    /// `route` in the current layout: translated by identity when it was booked under an
+    /// older one; an index that left the layout becomes `usize::MAX` (no gate there).
+    fn here(&self, route: &Route) -> Route {
+        if route.layout == self.generation {
+            return route.clone();
+        }
+        let h = &self.history;
+        Route {
+            provider: h
+                .locate_provider(route.layout, route.provider)
+                .unwrap_or(usize::MAX),
+            connection: h
+                .locate(route.layout, route.provider, route.connection)
+                .map_or(usize::MAX, |(_, c)| c),
+            model: route.model.clone(),
+            layout: self.generation,
+        }
+    }
+
     fn conn_mut(&mut self, provider: usize, connection: usize) -> Option<&mut ConnState> {
         self.providers.get_mut(provider)?.conns.get_mut(connection)
     }
@@ -723,6 +885,7 @@ impl State {
                     provider,
                     connection,
                     model,
+                    layout: self.generation,
                 };
                 let waiter = Waiter { id, enqueued_at };
                 let mut chain = self.chain(&route);
@@ -776,6 +939,13 @@ impl WaiterGuard<'_> {
         let now = self.inner.clock.now().max(deadline);
         let waited = now.saturating_duration_since(enqueued_at);
         let mut st = self.inner.lock();
+        self.route = st.here(&self.route);
+        if self.route.connection == usize::MAX {
+            // A reload removed the connection (and its queue) while this waited: it goes on
+            // without a permit rather than fail a request the old layout accepted.
+            self.armed = false;
+            return Ok(Admitted::untracked(waited, true));
+        }
         let slot = st
             .conn_mut(self.route.provider, self.route.connection)
             .and_then(|c| c.waiting.remove(&self.id));
@@ -838,6 +1008,7 @@ impl Drop for WaiterGuard<'_> {
         }
         let now = self.inner.clock.now();
         let mut st = self.inner.lock();
+        self.route = st.here(&self.route);
         let queued = st
             .conn_mut(self.route.provider, self.route.connection)
             .and_then(|c| c.waiting.remove(&self.id))

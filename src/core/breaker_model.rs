@@ -163,6 +163,7 @@ impl Pair {
             model: "m".into(),
             rewrite: false,
             target: 0,
+            layout: 0,
         };
         let live = self.core.admit_candidate(&cand, now);
         let replay = self.model.admit(now);

@@ -94,7 +94,8 @@ pub enum ReloadError {
     #[error("{0}")]
     Invalid(String),
     /// The file changes keys only a restart applies (listen addresses, the store, the log,
-    /// the console, the provider/connection layout); the rest was not applied either.
+    /// the console, the concurrency caps of kept providers and connections); the rest was
+    /// not applied either.
     #[error("{}", render_restart(file, problems))]
     RestartNeeded {
         /// The config file.
@@ -130,7 +131,9 @@ pub struct Control {
     /// Set by `sluice --readonly`: the admin API refuses every mutating request, so an
     /// attached console cannot change state either. Shared by clones.
     readonly: Arc<AtomicBool>,
-    /// One reload at a time (SIGHUP, the console, the API and the file watch may race).
+    /// One reload at a time (SIGHUP, the console, the API and the file watch may race); an
+    /// action that indexes the live state by config position takes it too, so a reload
+    /// cannot move the layout under it.
     reloading: Arc<std::sync::Mutex<()>>,
     /// The upstream probe clear-and-verify sends (`super::verify`); set once at startup.
     pub(super) probe: Arc<std::sync::OnceLock<Arc<dyn super::verify::Probe>>>,
@@ -150,8 +153,10 @@ impl Control {
 
     /// Re-reads the config file sluice started with, validates it exactly like startup,
     /// and applies it when only live keys changed: in-flight requests keep the config they
-    /// started with, and every provider, connection and model keeps its live state
-    /// (breakers, cooldowns, lockouts, headroom, pins, queues and permits). The operator's
+    /// started with, and every provider, connection and model still in the file (matched by
+    /// id) keeps its live state (breakers, cooldowns, lockouts, headroom, pins, queues and
+    /// permits) wherever it now sits; new ones start fresh, removed ones are dropped
+    /// (`Core::replace_config`). The operator's
     /// saved setting overrides stay on top of the new file. The one door for SIGHUP, the
     /// console key, `POST /api/config/reload` and `[server] watch_config`.
     ///
@@ -177,9 +182,22 @@ impl Control {
             return Err(e);
         }
         let diff = crate::config::reload::ReloadDiff::between(&old, &new);
-        self.core.replace_config(Arc::new(new));
-        tracing::info!(changed = ?diff.changed, file = %diff.file, "config reloaded");
+        self.core.replace_config(new);
+        tracing::info!(
+            changed = ?diff.changed,
+            file = %diff.file,
+            providers_added = diff.providers_added,
+            providers_removed = diff.providers_removed,
+            connections_added = diff.connections_added,
+            connections_removed = diff.connections_removed,
+            "config reloaded"
+        );
         Ok(diff)
+    }
+
+    /// Holds off reloads while an action indexes the live state by config position.
+    fn no_reload(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.reloading.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Marks this sluice read-only (CLI `--readonly`): the admin API then answers every
@@ -236,7 +254,10 @@ impl Control {
         &self,
         req: &super::faults::FaultRequest,
     ) -> Result<super::faults::FaultView, ControlError> {
-        let v = self.core.inject_fault(req)?;
+        let v = {
+            let _layout = self.no_reload();
+            self.core.inject_fault(req)?
+        };
         tracing::warn!(target = %v.target, fault = %v.description, remaining_ms = v.remaining_ms, "operator injected a fault");
         Ok(v)
     }
@@ -259,6 +280,7 @@ impl Control {
     /// Clears connection cooldowns and quota waits (and the cleared connections' live model
     /// lockouts). Terminal states are skipped and reported (spec §3a).
     pub fn clear_cooldowns(&self, target: &ClearTarget) -> Result<ClearReport, ControlError> {
+        let _layout = self.no_reload();
         let cfg = self.core.config().clone();
         let mut wanted: Vec<(usize, usize)> = Vec::new();
         match target {
@@ -342,6 +364,7 @@ impl Control {
     /// Closes the breaker of `provider`, or of every provider (spec §1 `POST
     /// /api/resilience/reset`). Returns the provider ids reset.
     pub fn reset_breakers(&self, provider: Option<&str>) -> Result<Vec<String>, ControlError> {
+        let _layout = self.no_reload();
         let cfg = self.core.config().clone();
         if let Some(pid) = provider
             && cfg.provider(pid).is_none()
@@ -366,7 +389,7 @@ impl Control {
             }
         }
         for (i, rec) in recs {
-            self.core.persist_provider(i, Some(rec), None, None);
+            self.core.persist_provider(&cfg, i, Some(rec), None, None);
         }
         self.core.mark_dirty();
         tracing::info!(providers = ?done, "operator reset breakers");
@@ -413,6 +436,7 @@ impl Control {
     /// Explicit operator reset of a terminal connection state (`banned`, `expired`,
     /// `credits_exhausted`). Returns whether the connection was terminal.
     pub fn reset_terminal(&self, connection: &str) -> Result<bool, ControlError> {
+        let _layout = self.no_reload();
         let cfg = self.core.config().clone();
         let (i, j) = cfg
             .providers
@@ -451,6 +475,7 @@ impl Control {
     /// Applies a partial settings edit, validated with the config file's rules; saves the
     /// accumulated overrides in the store (they win over the file until reverted).
     pub fn patch_settings(&self, patch: &SettingsPatch) -> Result<Resilience, ControlError> {
+        let _layout = self.no_reload();
         let cfg = self.core.config().clone();
         let mut r = self.core.res();
         let mut all = r.overrides.clone();
@@ -476,6 +501,7 @@ impl Control {
     /// between — e.g. the file's, while reverting one field of several — is ever live. An
     /// empty patch equals [`Control::revert_settings`]. On error nothing changes.
     pub fn replace_settings(&self, overrides: &SettingsPatch) -> Result<Resilience, ControlError> {
+        let _layout = self.no_reload();
         let cfg = self.core.config().clone();
         let next = apply_patch(&cfg.resilience, overrides)?;
         let mut r = self.core.res();
@@ -541,6 +567,7 @@ impl Control {
 
     /// Drops every operator override: the file's settings apply again.
     pub fn revert_settings(&self) {
+        let _layout = self.no_reload();
         let cfg = self.core.config().clone();
         let mut r = self.core.res();
         r.settings = cfg.resilience.clone();

@@ -185,6 +185,75 @@ pub(crate) fn reconcile(
     writes
 }
 
+/// After a live reload (the state already in `new`'s layout, `remap` from `old`): a kept
+/// connection whose injected key changed is treated as startup treats a changed key — its
+/// terminal state is reset and its saved headroom dropped. Returns the store writes,
+/// including the new fingerprints row when `store` is set (so the next start compares
+/// against the key in use, not the one replaced). New connections are not reset.
+pub(crate) fn reconcile_reload(
+    res: &mut super::resilience::ResState,
+    old: &Config,
+    new: &Config,
+    remap: &super::layout::Remap,
+    tm: &super::persist::TimeMap,
+    store: bool,
+) -> Vec<crate::store::StateWrite> {
+    let key = |a: &Auth| match a {
+        Auth::Key { secret, .. } => Some(secret.expose().to_owned()),
+        Auth::Passthrough => None,
+    };
+    let mut writes = Vec::new();
+    let mut any = false;
+    for (i, p) in new.providers.iter().enumerate() {
+        let Some(oi) = remap.provider_from(i) else {
+            continue;
+        };
+        for (j, c) in p.connections.iter().enumerate() {
+            let Some(oj) = remap.connection_from(i, j) else {
+                continue;
+            };
+            let before = key(&old.providers[oi].connections[oj].auth);
+            let now = key(&c.auth);
+            if before == now || now.is_none() {
+                any |= before != now;
+                continue;
+            }
+            any = true;
+            writes.extend(drop_headroom(res, i, j, &p.id, &c.id));
+            let Some(cd) = res
+                .providers
+                .get_mut(i)
+                .and_then(|x| x.connections.get_mut(j))
+            else {
+                continue;
+            };
+            if cd.reset_terminal() {
+                tracing::info!(provider = %p.id, connection = %c.id, "credential changed on reload: terminal state cleared");
+                writes.push(crate::store::StateWrite::Connection(
+                    super::persist::connection_row(&p.id, &c.id, &cd.persist(), tm),
+                ));
+            }
+        }
+    }
+    let layout_changed = !remap.is_identity();
+    if store && (any || layout_changed) {
+        match install_secret(&secret_path(&new.store.path)) {
+            Ok(secret) => writes.push(crate::store::StateWrite::Setting(
+                crate::store::SettingRow {
+                    key: FINGERPRINTS_KEY.into(),
+                    value_json: serde_json::to_string(&current(new, &secret).1)
+                        .unwrap_or_else(|_| "{}".into()),
+                    updated_at_unix_ms: tm.wall_ms(),
+                },
+            )),
+            Err(e) => {
+                tracing::warn!(error = %e, "credential fingerprints unavailable; not updated on reload");
+            }
+        }
+    }
+    writes
+}
+
 /// A new credential has a new quota: forgets the saved headroom of connection (`i`, `j`) and
 /// returns the write that deletes its `settings` row (`None` when nothing was known).
 fn drop_headroom(
@@ -287,6 +356,75 @@ mod tests {
             })
             .collect();
         assert_eq!(deleted, vec!["headroom/p/a"]);
+    }
+
+    #[test]
+    fn a_key_changed_by_a_reload_drops_headroom_like_a_start_and_saves_the_new_fingerprints() {
+        use crate::clock::{Clock, ManualClock};
+        use crate::store::StateWrite;
+        let dir = tempfile::tempdir().unwrap();
+        let load = |text: &str, ka: &str| {
+            let vars = [("KA", ka), ("KB", "sk-b")];
+            let env = crate::config::LoadEnv::fixed(&vars, dir.path());
+            crate::config::from_str(text, Path::new("t.toml"), &env).unwrap()
+        };
+        let conn = |id: &str, var: &str| {
+            format!(
+                "  [[providers.connections]]\n  id = \"{id}\"\n  auth = {{ env = \"{var}\" }}\n"
+            )
+        };
+        let head = "[[providers]]\nid = \"p\"\ndialect = \"anthropic\"\nbase_url = \"https://api.anthropic.com\"\n";
+        let old = load(
+            &format!("{head}{}{}", conn("a", "KA"), conn("b", "KB")),
+            "sk-old-a",
+        );
+        // A new connection in front: a and b move to indices 1 and 2; a's key changed.
+        let new = load(
+            &format!(
+                "{head}{}{}{}",
+                conn("n", "KB"),
+                conn("a", "KA"),
+                conn("b", "KB")
+            ),
+            "sk-new-a",
+        );
+        let remap = super::super::layout::Remap::between(&old, &new);
+        let mut res = super::super::resilience::ResState::new(&old);
+        let now_ms = 1_700_000_000_000;
+        for h in &mut res.providers[0].headroom {
+            assert!(h.state.observe(
+                [("anthropic-ratelimit-unified-5h-utilization", "0.99")],
+                None,
+                now_ms
+            ));
+        }
+        res.relayout(&remap, &new);
+        let clock = ManualClock::new();
+        let tm = super::super::persist::TimeMap::new(clock.now(), now_ms);
+        let writes = reconcile_reload(&mut res, &old, &new, &remap, &tm, true);
+        let h = &res.providers[0].headroom;
+        assert!(h[0].state.is_empty(), "n is new");
+        assert!(
+            h[1].state.is_empty(),
+            "a's key changed: its quota readings are gone"
+        );
+        assert!(!h[2].state.is_empty(), "b's key is unchanged: kept");
+        let secret = install_secret(&secret_path(&new.store.path)).unwrap();
+        let want = serde_json::to_string(&current(&new, &secret).1).unwrap();
+        let (mut deleted, mut saved) = (Vec::new(), None);
+        for w in &writes {
+            match w {
+                StateWrite::DeleteSetting { key } => deleted.push(key.as_str()),
+                StateWrite::Setting(r) if r.key == FINGERPRINTS_KEY => saved = Some(&r.value_json),
+                _ => {}
+            }
+        }
+        assert_eq!(deleted, ["headroom/p/a"]);
+        assert_eq!(
+            saved,
+            Some(&want),
+            "the next start compares against the key in use"
+        );
     }
 
     #[test]

@@ -20,7 +20,7 @@ use crate::policy::fault::{
 pub struct Faults(Mutex<FaultSet>);
 
 impl Faults {
-    fn lock(&self) -> MutexGuard<'_, FaultSet> {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, FaultSet> {
         self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
@@ -70,17 +70,17 @@ fn view(f: &Fault, now: crate::clock::Instant, wall_ms: u64) -> FaultView {
 }
 
 impl Core {
-    /// The fault applying to an attempt on (`provider`, `connection`) now, counted in the
+    /// The fault applying to an attempt on `cand`'s connection now, counted in the
     /// `sluice_injected_faults` metric when there is one.
-    pub fn fault_for(&self, provider: usize, connection: usize) -> Option<FaultKind> {
+    pub fn fault_for(&self, cand: &crate::policy::select::Candidate) -> Option<FaultKind> {
         let now = self.clock().now();
-        let kind = self
-            .inner
-            .faults
-            .lock()
+        let faults = self.inner.faults.lock();
+        let cfg = self.config();
+        let (provider, connection) = self.locate(cand.layout, cand.provider, cand.connection)?;
+        let kind = faults
             .active_for(provider, connection, now)
             .map(|f| f.kind)?;
-        let cfg = self.config();
+        drop(faults);
         if let Some(p) = cfg.providers.get(provider)
             && let Some(c) = p.connections.get(connection)
         {

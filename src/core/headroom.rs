@@ -155,19 +155,24 @@ fn save_due(saved_at_ms: Option<u64>, now_ms: u64) -> bool {
 
 impl Core {
     /// Folds one upstream response head's rate-limit headers into the headroom of
-    /// (`provider`, `connection`) indices; `model` is the upstream model id sent. Any status,
+    /// `cand`'s connection; `cand.model` is the upstream model id sent. Any status,
     /// success or error; headers sluice does not read are ignored, malformed values too.
     /// Uses the injected clock's wall time (upstream resets are wall-clock instants).
     pub fn observe_headroom(
         &self,
-        provider: usize,
-        connection: usize,
-        model: &str,
+        cand: &crate::policy::select::Candidate,
         headers: &http::HeaderMap,
     ) {
+        let model = cand.model.as_str();
         let now_ms = unix_ms(self.clock().wall());
         let save = {
             let mut r = self.res();
+            let cfg = self.config();
+            let Some((provider, connection)) =
+                self.locate(cand.layout, cand.provider, cand.connection)
+            else {
+                return;
+            };
             let Some(h) = r
                 .providers
                 .get_mut(provider)
@@ -186,22 +191,22 @@ impl Core {
             if due {
                 h.saved_at_ms = Some(now_ms);
             }
-            due.then(|| serde_json::to_string(&h.state))
+            due.then(|| (cfg, provider, connection, serde_json::to_string(&h.state)))
         };
         self.mark_dirty();
-        if let Some(json) = save {
-            self.save_headroom(provider, connection, json, now_ms);
+        if let Some((cfg, provider, connection, json)) = save {
+            self.save_headroom(&cfg, provider, connection, json, now_ms);
         }
     }
 
     fn save_headroom(
         &self,
+        cfg: &Config,
         provider: usize,
         connection: usize,
         json: serde_json::Result<String>,
         now_ms: u64,
     ) {
-        let cfg = self.config();
         let (Some(store), Some(p)) = (self.store(), cfg.providers.get(provider)) else {
             return;
         };

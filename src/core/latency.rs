@@ -22,6 +22,21 @@ pub(crate) struct LatencyStats {
 }
 
 impl LatencyStats {
+    /// Moves the windows of kept connections to their new indices; removed ones go.
+    pub(crate) fn relayout(&mut self, remap: &super::layout::Remap) {
+        self.connections = std::mem::take(&mut self.connections)
+            .into_iter()
+            .filter_map(|((p, c), w)| Some((remap.connection(p, c)?, w)))
+            .collect();
+        self.models = std::mem::take(&mut self.models)
+            .into_iter()
+            .filter_map(|((p, c, m), w)| {
+                let (p, c) = remap.connection(p, c)?;
+                Some(((p, c, m), w))
+            })
+            .collect();
+    }
+
     /// Records one attempt on (`p`, `c`) for `model` at `at`.
     pub(crate) fn record(
         &mut self,
@@ -63,20 +78,18 @@ impl LatencyStats {
 impl Core {
     /// Records one attempt's time to its response head (`ttfb`) and whether the head was a
     /// success (`ok`: a status under 500; a transport failure or a 5xx is not) for
-    /// (`provider`, `connection`, `model`), at the injected clock's now.
+    /// `cand`'s connection and model, at the injected clock's now.
     pub fn observe_latency(
         &self,
-        provider: usize,
-        connection: usize,
-        model: &str,
+        cand: &crate::policy::select::Candidate,
         ttfb: Duration,
         ok: bool,
     ) {
         let now = self.clock().now();
-        self.res()
-            .routing
-            .latency
-            .record(provider, connection, model, now, ttfb, ok);
+        let mut r = self.res();
+        if let Some((p, c)) = self.locate(cand.layout, cand.provider, cand.connection) {
+            r.routing.latency.record(p, c, &cand.model, now, ttfb, ok);
+        }
     }
 }
 

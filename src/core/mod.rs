@@ -11,7 +11,9 @@ pub mod faults;
 pub mod headroom;
 pub mod holds;
 pub mod latency;
+pub mod layout;
 pub mod persist;
+mod relayout;
 mod report;
 pub mod resilience;
 pub mod routing;
@@ -31,7 +33,7 @@ use crate::clock::{Clock, Instant, unix_ms};
 use crate::config::Config;
 use crate::store::{RequestLogRow, Store};
 use snapshot::{ComboView, ConnectionView, ProviderView, RequestView, Snapshot, Totals};
-use stats::{ConnStats, ProviderStats, Stats};
+use stats::{ProviderStats, Stats};
 
 /// Per (provider, connection) index counters.
 pub type ConnLoad = std::collections::HashMap<(usize, usize), u64>;
@@ -64,6 +66,10 @@ struct Inner {
     metrics: crate::metrics::Metrics,
     faults: faults::Faults,
     holds: holds::Holds,
+    /// The current layout generation (`Config::layout` of the config served now).
+    generation: AtomicU64,
+    /// Every layout step since start, to find work started under an older layout.
+    history: Mutex<layout::History>,
 }
 
 /// Marks one client request as in flight until dropped.
@@ -89,15 +95,22 @@ pub struct AttemptGuard {
     core: Core,
     provider: usize,
     connection: usize,
+    /// The layout generation `provider` and `connection` index into.
+    layout: u64,
 }
 
 impl Drop for AttemptGuard {
     fn drop(&mut self) {
         let mut s = self.core.stats();
-        if let Some(p) = s.providers.get_mut(self.provider) {
-            p.in_flight = p.in_flight.saturating_sub(1);
-            if let Some(c) = p.connections.get_mut(self.connection) {
-                c.in_flight = c.in_flight.saturating_sub(1);
+        // A provider or connection removed by a reload while the attempt ran took its
+        // counters with it.
+        let (pi, ci) = self
+            .core
+            .locate_both(self.layout, self.provider, self.connection);
+        if let Some(ps) = pi.and_then(|i| s.providers.get_mut(i)) {
+            ps.in_flight = ps.in_flight.saturating_sub(1);
+            if let Some(cs) = ci.and_then(|j| ps.connections.get_mut(j)) {
+                cs.in_flight = cs.in_flight.saturating_sub(1);
             }
         }
         drop(s);
@@ -109,14 +122,7 @@ impl Core {
     /// Creates the core for `config`; `store` receives write-behind rows when present.
     pub fn new(config: Arc<Config>, clock: Arc<dyn Clock>, store: Option<Arc<Store>>) -> Self {
         let stats = Stats::new(
-            config
-                .providers
-                .iter()
-                .map(|p| ProviderStats {
-                    connections: vec![ConnStats::default(); p.connections.len()],
-                    ..Default::default()
-                })
-                .collect(),
+            config.providers.iter().map(ProviderStats::fresh).collect(),
             clock.now(),
         );
         let (tx, _rx) = watch::channel(Arc::new(Snapshot::default()));
@@ -138,6 +144,7 @@ impl Core {
                 }
             }
         }
+        let start_layout = config.layout;
         let core = Core {
             inner: Arc::new(Inner {
                 started_wall: clock.wall(),
@@ -157,6 +164,8 @@ impl Core {
                 metrics: crate::metrics::Metrics::new(),
                 faults: faults::Faults::default(),
                 holds: holds::Holds::default(),
+                generation: AtomicU64::new(start_layout),
+                history: Mutex::new(layout::History::starting_at(start_layout)),
             }),
         };
         core.publish();
@@ -189,6 +198,42 @@ impl Core {
         self.inner.stats.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Connection (`p`, `c`) of layout generation `from` in the current layout: the same
+    /// indices when `from` is current (one atomic load), else translated by identity through
+    /// every reload since; `None` when it or its provider was removed. Call it while holding
+    /// the lock of the state the indices go into (a reload swaps layouts under those locks).
+    pub(crate) fn locate(&self, from: u64, p: usize, c: usize) -> Option<(usize, usize)> {
+        if from == self.inner.generation.load(Ordering::Acquire) {
+            return Some((p, c));
+        }
+        self.history().locate(from, p, c)
+    }
+
+    /// Provider `p` of layout generation `from` in the current layout (see [`Self::locate`]).
+    pub(crate) fn locate_provider(&self, from: u64, p: usize) -> Option<usize> {
+        if from == self.inner.generation.load(Ordering::Acquire) {
+            return Some(p);
+        }
+        self.history().locate_provider(from, p)
+    }
+
+    /// [`Self::locate_provider`] and the connection's index from [`Self::locate`]: a
+    /// connection removed from a kept provider still finds its provider.
+    fn locate_both(&self, from: u64, p: usize, c: usize) -> (Option<usize>, Option<usize>) {
+        if from == self.inner.generation.load(Ordering::Acquire) {
+            return (Some(p), Some(c));
+        }
+        let h = self.history();
+        (
+            h.locate_provider(from, p),
+            h.locate(from, p, c).map(|(_, c)| c),
+        )
+    }
+
+    fn history(&self) -> MutexGuard<'_, layout::History> {
+        self.inner.history.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// The configuration this core serves now (a reload swaps it; a caller keeps the one
     /// it got for as long as it holds the `Arc`).
     pub fn config(&self) -> Arc<Config> {
@@ -197,27 +242,6 @@ impl Core {
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
-    }
-
-    /// Serves `config` from now on; the live resilience settings become its file settings
-    /// with the operator's saved overrides on top (overrides that no longer validate against
-    /// the new file are dropped with a warning). Only `Control::reload_config` calls this,
-    /// after checking the provider/connection layout is unchanged.
-    pub(crate) fn replace_config(&self, config: Arc<Config>) {
-        {
-            let mut r = self.res();
-            match control::apply_patch(&config.resilience, &r.overrides) {
-                Ok(s) => r.settings = s,
-                Err(e) => {
-                    tracing::warn!(error = %e, "saved setting overrides do not validate against the reloaded file; using the file's values");
-                    r.settings = config.resilience.clone();
-                    r.overrides = Default::default();
-                }
-            }
-            r.apply_settings(&config);
-            *self.inner.config.write().unwrap_or_else(|e| e.into_inner()) = config;
-        }
-        self.mark_dirty();
     }
 
     /// The injected clock.
@@ -266,13 +290,14 @@ impl Core {
         }
     }
 
-    /// Starts counting an upstream attempt on provider `p`, connection `c` (config indices).
-    pub fn begin_attempt(&self, p: usize, c: usize) -> AttemptGuard {
+    /// Starts counting an upstream attempt on `cand`'s provider and connection.
+    pub fn begin_attempt(&self, cand: &crate::policy::select::Candidate) -> AttemptGuard {
         let mut s = self.stats();
-        if let Some(ps) = s.providers.get_mut(p) {
+        let (pi, ci) = self.locate_both(cand.layout, cand.provider, cand.connection);
+        if let Some(ps) = pi.and_then(|i| s.providers.get_mut(i)) {
             ps.attempts += 1;
             ps.in_flight += 1;
-            if let Some(cs) = ps.connections.get_mut(c) {
+            if let Some(cs) = ci.and_then(|j| ps.connections.get_mut(j)) {
                 cs.attempts += 1;
                 cs.in_flight += 1;
             }
@@ -281,8 +306,9 @@ impl Core {
         self.mark_dirty();
         AttemptGuard {
             core: self.clone(),
-            provider: p,
-            connection: c,
+            provider: cand.provider,
+            connection: cand.connection,
+            layout: cand.layout,
         }
     }
 
@@ -302,21 +328,27 @@ impl Core {
 
     /// Records how an attempt's response head came back: `status` (None = transport error)
     /// after `latency`. A failure is a transport error or a status >= 500.
-    pub fn attempt_result(&self, p: usize, c: usize, status: Option<u16>, latency: Duration) {
+    pub fn attempt_result(
+        &self,
+        cand: &crate::policy::select::Candidate,
+        status: Option<u16>,
+        latency: Duration,
+    ) {
         let failed = status.is_none_or(|s| s >= 500);
+        let mut s = self.stats();
+        let (pi, ci) = self.locate_both(cand.layout, cand.provider, cand.connection);
         let cfg = self.config();
-        if let Some(pv) = cfg.providers.get(p)
-            && let Some(cv) = pv.connections.get(c)
+        if let Some(pv) = pi.and_then(|i| cfg.providers.get(i))
+            && let Some(cv) = ci.and_then(|j| pv.connections.get(j))
         {
             self.inner.metrics.observe_attempt(&pv.id, &cv.id, failed);
         }
-        let mut s = self.stats();
-        if let Some(ps) = s.providers.get_mut(p) {
+        if let Some(ps) = pi.and_then(|i| s.providers.get_mut(i)) {
             ps.last_status = status.unwrap_or(0);
             ps.last_latency_ms = u64::try_from(latency.as_millis()).unwrap_or(u64::MAX);
             if failed {
                 ps.failures += 1;
-                if let Some(cs) = ps.connections.get_mut(c) {
+                if let Some(cs) = ci.and_then(|j| ps.connections.get_mut(j)) {
                     cs.failures += 1;
                 }
             }
@@ -363,7 +395,6 @@ impl Core {
 
     /// Builds a snapshot of the current state at the clock's `now`.
     pub fn snapshot(&self) -> Snapshot {
-        let cfg = self.config();
         let now = self.inner.clock.now();
         let wall = self.inner.clock.wall();
         let (listen, admin_listen) = self
@@ -373,17 +404,31 @@ impl Core {
             .unwrap_or_else(|e| e.into_inner())
             .clone();
         // Under the stats lock: O(buckets) window read, counter copies and Arc clones only.
-        let mut s = self.stats();
-        let last_minute = s.window.view(now);
-        let totals = Totals {
-            in_flight: self.in_flight(),
-            ..s.totals.clone()
+        // The config is read under it too, so the counters follow its layout; a reload
+        // between this and the resilience views (rare) builds both again.
+        let (cfg, last_minute, totals, recent_shared, provider_stats, live) = loop {
+            let mut s = self.stats();
+            let cfg = self.config();
+            let last_minute = s.window.view(now);
+            let totals = Totals {
+                in_flight: self.in_flight(),
+                ..s.totals.clone()
+            };
+            let recent_shared: Vec<Arc<RequestView>> = s.recent.iter().cloned().collect();
+            let provider_stats = s.providers.clone();
+            drop(s);
+            if let Some(live) = self.resilience_views(&cfg, now) {
+                break (
+                    cfg,
+                    last_minute,
+                    totals,
+                    recent_shared,
+                    provider_stats,
+                    live,
+                );
+            }
         };
-        let recent_shared: Vec<Arc<RequestView>> = s.recent.iter().cloned().collect();
-        let provider_stats = s.providers.clone();
-        drop(s);
         let recent: Vec<RequestView> = recent_shared.iter().map(|v| (**v).clone()).collect();
-        let live = self.resilience_views(now);
         let providers = cfg
             .providers
             .iter()
@@ -482,6 +527,8 @@ impl Core {
 
 #[cfg(test)]
 mod breaker_model;
+#[cfg(test)]
+mod relayout_tests;
 #[cfg(test)]
 mod slow_start_tests;
 #[cfg(test)]

@@ -271,16 +271,17 @@ impl Core {
         TimeMap::new(self.clock().now(), unix_ms(self.clock().wall()))
     }
 
-    /// Writes one provider's changed rows behind to the store (no-op without a store).
+    /// Writes one provider's changed rows behind to the store (no-op without a store);
+    /// `provider` and the connection indices are positions in `cfg`.
     pub(crate) fn persist_provider(
         &self,
+        cfg: &crate::config::Config,
         provider: usize,
         breaker: Option<BreakerRecord>,
         connection: Option<(usize, CooldownRecord)>,
         lockouts: Option<(usize, Vec<LockoutRecord>)>,
     ) {
         let Some(store) = self.store() else { return };
-        let cfg = self.config();
         let Some(p) = cfg.providers.get(provider) else {
             return;
         };

@@ -38,7 +38,23 @@ impl Core {
     pub fn report(&self, mut ticket: Ticket, c: &Classified) -> ReportEffect {
         let probe = ticket.settle();
         let now = self.clock().now();
-        let cfg = self.config().clone();
+        // The config is read under the lock, and the ticket's indices translated to its
+        // layout: an attempt started before a reload lands on the same provider and
+        // connection by identity, or nowhere when the reload removed it.
+        let mut guard = self.res();
+        let cfg = self.config();
+        let Some((pi, ci)) = self.locate(ticket.layout, ticket.provider, ticket.connection) else {
+            // The connection left; a probe permit goes back to its provider if that stayed.
+            if let Some(probe) = probe
+                && let Some(res) = self
+                    .locate_provider(ticket.layout, ticket.provider)
+                    .and_then(|i| guard.providers.get_mut(i))
+            {
+                res.breaker.release_probe(probe, now);
+            }
+            return ReportEffect::default();
+        };
+        (ticket.provider, ticket.connection, ticket.layout) = (pi, ci, cfg.layout);
         let Some(p) = cfg.providers.get(ticket.provider) else {
             return ReportEffect::default();
         };
@@ -56,7 +72,6 @@ impl Core {
         let mut effect = ReportEffect::default();
         let mut writes = Writes::default();
         {
-            let mut guard = self.res();
             let r: &mut ResState = &mut guard;
             let step = plan::plan(&ReportInput {
                 outcome: c,
@@ -87,7 +102,9 @@ impl Core {
             );
             apply_connections(r, p, &ticket, c, &step, now, &mut effect, &mut writes);
         }
+        drop(guard);
         self.persist_provider(
+            &cfg,
             ticket.provider,
             writes.breaker,
             writes
@@ -99,11 +116,11 @@ impl Core {
         );
         for (j, rec) in writes.connections {
             if j != ticket.connection {
-                self.persist_provider(ticket.provider, None, Some((j, rec)), None);
+                self.persist_provider(&cfg, ticket.provider, None, Some((j, rec)), None);
             }
         }
         for (j, locks) in writes.lockouts {
-            self.persist_provider(ticket.provider, None, None, Some((j, locks)));
+            self.persist_provider(&cfg, ticket.provider, None, None, Some((j, locks)));
         }
         self.mark_dirty();
         effect

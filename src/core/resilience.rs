@@ -40,6 +40,22 @@ pub(crate) struct ProviderRes {
 }
 
 impl ProviderRes {
+    /// The state of provider `p` when nothing happened yet: a closed breaker, no window,
+    /// every connection active.
+    pub(crate) fn fresh(settings: &Resilience, p: &crate::config::Provider) -> Self {
+        Self {
+            breaker: Breaker::new(breaker_settings(settings, p)),
+            window: ProviderCooldown::new(
+                settings.provider_cooldown.enabled,
+                provider_window(settings, p.profile),
+            ),
+            connections: vec![Cooldown::default(); p.connections.len()],
+            headroom: vec![Default::default(); p.connections.len()],
+            ramp_from: None,
+            connection_ramps: vec![None; p.connections.len()],
+        }
+    }
+
     /// The slow-start share of connection `j` at `now` under a ramp `window` (the provider's
     /// `slow_start`): the lower of the provider's and the connection's ramp, `None` when
     /// neither is ramping. First records the end of a lapsed connection cooldown as the
@@ -102,17 +118,7 @@ impl ResState {
         let providers = cfg
             .providers
             .iter()
-            .map(|p| ProviderRes {
-                breaker: Breaker::new(breaker_settings(&settings, p)),
-                window: ProviderCooldown::new(
-                    settings.provider_cooldown.enabled,
-                    provider_window(&settings, p.profile),
-                ),
-                connections: vec![Cooldown::default(); p.connections.len()],
-                headroom: vec![Default::default(); p.connections.len()],
-                ramp_from: None,
-                connection_ramps: vec![None; p.connections.len()],
-            })
+            .map(|p| ProviderRes::fresh(&settings, p))
             .collect();
         Self {
             affinity: Affinity::new(settings.session_affinity_ttl),
@@ -171,10 +177,13 @@ fn provider_window(s: &Resilience, p: Profile) -> crate::config::ProviderCooldow
 /// One admitted candidate: hand it back to exactly one of [`Core::report`] or
 /// [`Core::release`] (its `Drop` releases the probe permit if neither ran).
 pub struct Ticket {
-    /// Provider index.
+    /// Provider index (in layout `layout`, the candidate's).
     pub provider: usize,
-    /// Connection index.
+    /// Connection index (in layout `layout`).
     pub connection: usize,
+    /// The layout generation the indices belong to (the candidate's `layout`); the core
+    /// finds the same provider and connection by identity after a reload.
+    pub layout: u64,
     /// Upstream model.
     pub model: String,
     /// The breaker's HALF_OPEN probe permit, when this attempt is the probe.
@@ -198,7 +207,10 @@ impl Drop for Ticket {
         if let (Some(core), Some(probe)) = (self.core.take(), self.probe.take()) {
             let now = core.clock().now();
             let mut r = core.res();
-            if let Some(p) = r.providers.get_mut(self.provider) {
+            if let Some(p) = core
+                .locate_provider(self.layout, self.provider)
+                .and_then(|i| r.providers.get_mut(i))
+            {
                 p.breaker.release_probe(probe, now);
             }
         }
@@ -327,12 +339,14 @@ impl super::Core {
     }
 
     fn admit_with(&self, cand: &Candidate, now: Instant, ramp: bool) -> Result<Ticket, Exclusion> {
-        let cfg = self.config().clone();
-        let (Some(p), Some(c)) = (
-            cfg.providers.get(cand.provider),
-            cfg.providers
-                .get(cand.provider)
-                .and_then(|p| p.connections.get(cand.connection)),
+        // The config is read under the lock so its layout is the one the state follows.
+        let mut r = self.res();
+        let cfg = self.config();
+        let at = self.locate(cand.layout, cand.provider, cand.connection);
+        let (Some((pi, ci)), Some(p), Some(c)) = (
+            at,
+            at.and_then(|(pi, _)| cfg.providers.get(pi)),
+            at.and_then(|(pi, ci)| cfg.providers.get(pi)?.connections.get(ci)),
         ) else {
             return Err(Exclusion {
                 target: String::new(),
@@ -346,15 +360,10 @@ impl super::Core {
             reason,
             retry_after: until.map(|u| u.saturating_duration_since(now)),
         };
-        let mut r = self.res();
-        let Some(res) = r.providers.get(cand.provider) else {
+        let Some(res) = r.providers.get(pi) else {
             return Err(excl(ExclusionReason::Unavailable, None));
         };
-        match res
-            .connections
-            .get(cand.connection)
-            .map(|cd| cd.eligibility(now))
-        {
+        match res.connections.get(ci).map(|cd| cd.eligibility(now)) {
             Some(Eligibility::Terminal(_)) => return Err(excl(ExclusionReason::Terminal, None)),
             Some(Eligibility::QuotaWait { until }) => {
                 return Err(excl(ExclusionReason::QuotaWait, Some(until)));
@@ -364,7 +373,7 @@ impl super::Core {
             }
             _ => {}
         }
-        if let Some(e) = self.preflight_cut_off(&mut r, cand, &target) {
+        if let Some(e) = self.preflight_cut_off(&mut r, (pi, ci), &cand.model, &target) {
             return Err(e);
         }
         let at = LockTarget {
@@ -376,7 +385,7 @@ impl super::Core {
         if let Some(l) = r.lockouts.locked(at, now) {
             return Err(excl(ExclusionReason::ModelLockout, Some(l.until)));
         }
-        let Some(res) = r.providers.get_mut(cand.provider) else {
+        let Some(res) = r.providers.get_mut(pi) else {
             return Err(excl(ExclusionReason::Unavailable, None));
         };
         if let Some(until) = res.window.is_cooling(now) {
@@ -385,7 +394,7 @@ impl super::Core {
         let admit = res.breaker.admit(now);
         if ramp
             && matches!(admit, Admit::Allowed)
-            && let Some(share) = res.ramp_share(cand.connection, p.slow_start, now)
+            && let Some(share) = res.ramp_share(ci, p.slow_start, now)
         {
             let draw = slow_start::unit_draw(crate::policy::strategy::RngLike::next_u64(
                 &mut r.routing.rng,
@@ -403,6 +412,7 @@ impl super::Core {
             admit => Ok(Ticket {
                 provider: cand.provider,
                 connection: cand.connection,
+                layout: cand.layout,
                 model: cand.model.clone(),
                 probe: admit.probe(),
                 dispatched_at: now,
@@ -417,7 +427,8 @@ impl super::Core {
     fn preflight_cut_off(
         &self,
         r: &mut ResState,
-        cand: &Candidate,
+        (provider, connection): (usize, usize),
+        model: &str,
         target: &str,
     ) -> Option<Exclusion> {
         let settings = r.settings.quota_preflight;
@@ -427,10 +438,10 @@ impl super::Core {
         let now_ms = crate::clock::unix_ms(self.clock().wall());
         let h = r
             .providers
-            .get_mut(cand.provider)?
+            .get_mut(provider)?
             .headroom
-            .get_mut(cand.connection)?;
-        match h.preflight(target, &cand.model, &settings, now_ms) {
+            .get_mut(connection)?;
+        match h.preflight(target, model, &settings, now_ms) {
             crate::policy::headroom::preflight::Verdict::CutOff { reset_at_ms, .. } => {
                 Some(Exclusion {
                     target: target.to_owned(),
@@ -447,7 +458,16 @@ impl super::Core {
     /// provider error rules, then the §0 table); a stream-guard end ([`EndKind`]) keeps the
     /// rules' retry hint and status but takes the guard's class and reason.
     pub fn classify(&self, provider: usize, end: &AttemptEnd<'_>) -> Classified {
-        let cfg = self.config().clone();
+        let layout = self.config().layout;
+        self.classify_in(layout, provider, end)
+    }
+
+    /// [`Self::classify`] for provider `provider` of layout generation `layout` (a
+    /// candidate's or a ticket's), found by identity after a reload.
+    pub fn classify_in(&self, layout: u64, provider: usize, end: &AttemptEnd<'_>) -> Classified {
+        let r = self.res();
+        let cfg = self.config();
+        let provider = self.locate_provider(layout, provider).unwrap_or(usize::MAX);
         let pid = cfg
             .providers
             .get(provider)
@@ -458,7 +478,6 @@ impl super::Core {
             .get(provider)
             .map(|p| p.dialect)
             .unwrap_or(crate::config::Dialect::Anthropic);
-        let r = self.res();
         let rules = Rules {
             restatements: &cfg.restatement,
             builtins: &r.builtins,
@@ -490,21 +509,22 @@ impl super::Core {
     /// never wait on failures that time does not heal.
     pub fn exclusion_cause(&self, cand: &Candidate, reason: ExclusionReason) -> String {
         let now = self.clock().now();
-        let cfg = self.config().clone();
         let r = self.res();
+        let cfg = self.config();
+        let Some((pi, ci)) = self.locate(cand.layout, cand.provider, cand.connection) else {
+            return String::new();
+        };
         match reason {
             ExclusionReason::ConnectionCooldown => r
                 .providers
-                .get(cand.provider)
-                .and_then(|p| p.connections.get(cand.connection))
+                .get(pi)
+                .and_then(|p| p.connections.get(ci))
                 .map(|cd| cd.view(now).last_error_kind)
                 .unwrap_or_default(),
             ExclusionReason::ModelLockout => {
                 let (Some(p), Some(c)) = (
-                    cfg.providers.get(cand.provider),
-                    cfg.providers
-                        .get(cand.provider)
-                        .and_then(|p| p.connections.get(cand.connection)),
+                    cfg.providers.get(pi),
+                    cfg.providers.get(pi).and_then(|p| p.connections.get(ci)),
                 ) else {
                     return String::new();
                 };
@@ -550,11 +570,14 @@ pub(crate) struct LiveViews {
 
 impl super::Core {
     /// Evaluates every layer at `now` with the same lazy refresh as routing, so views show
-    /// what the next request would see (spec §8).
-    pub(crate) fn resilience_views(&self, now: Instant) -> LiveViews {
-        let cfg = self.config().clone();
+    /// what the next request would see (spec §8). `None` when a reload changed the layout
+    /// since `cfg` was read (the caller reads again).
+    pub(crate) fn resilience_views(&self, cfg: &Config, now: Instant) -> Option<LiveViews> {
         let tm = self.time_map();
         let mut r = self.res();
+        if self.config().layout != cfg.layout {
+            return None;
+        }
         let locks = r.lockouts.list(now);
         let preflight = super::headroom::policy_settings(&r.settings.quota_preflight);
         let providers = cfg
@@ -643,10 +666,10 @@ impl super::Core {
             })
             .collect();
         lockouts.sort_by_key(|l| l.until_unix_ms);
-        LiveViews {
+        Some(LiveViews {
             providers,
             lockouts,
-        }
+        })
     }
 }
 

@@ -125,6 +125,11 @@ impl Core {
     /// within each target the provider's connections by its `connection_strategy` (config
     /// order for `priority`). Every candidate appears exactly once.
     pub fn order_candidates(&self, plan: &Plan) -> Vec<Candidate> {
+        // Planned under a layout a reload just replaced: keep the planned order rather than
+        // weigh them with the new layout's state.
+        if !self.is_current(&plan.candidates) {
+            return plan.candidates.clone();
+        }
         let by_target = self.order_targets(plan);
         self.order_connections(by_target)
     }
@@ -326,6 +331,9 @@ impl Core {
         session: Option<&str>,
     ) -> Vec<Candidate> {
         let Some(key) = session else { return cands };
+        if !self.is_current(&cands) {
+            return cands;
+        }
         let now = self.clock().now();
         let Some((pid, cid)) = self.res().affinity.pinned(key, now) else {
             return cands;
@@ -340,9 +348,21 @@ impl Core {
         cands
     }
 
-    /// Pins `session` to a connection after a successful head (§2a; refreshes the TTL).
-    pub fn pin_session(&self, session: &str, provider: usize, connection: usize) {
-        let cfg = self.config().clone();
+    /// Whether `cands` index into the layout served now.
+    fn is_current(&self, cands: &[Candidate]) -> bool {
+        let layout = self.config().layout;
+        cands.iter().all(|c| c.layout == layout)
+    }
+
+    /// Pins `session` to `cand`'s connection after a successful head (§2a; refreshes the
+    /// TTL).
+    pub fn pin_session(&self, session: &str, cand: &Candidate) {
+        let mut r = self.res();
+        let cfg = self.config();
+        let Some((provider, connection)) = self.locate(cand.layout, cand.provider, cand.connection)
+        else {
+            return;
+        };
         let (Some(p), Some(c)) = (
             cfg.providers.get(provider),
             cfg.providers
@@ -352,7 +372,6 @@ impl Core {
             return;
         };
         let now = self.clock().now();
-        let mut r = self.res();
         let ttl = r.affinity.ttl();
         if ttl.is_zero() {
             return;
@@ -382,6 +401,7 @@ mod tests {
             model: "m".into(),
             rewrite: false,
             target,
+            layout: 0,
         }
     }
 

@@ -50,7 +50,29 @@ pub(crate) struct ConnStats {
     pub(crate) in_flight: u64,
 }
 
+impl ProviderStats {
+    /// Zero counters for provider `p` and each of its connections.
+    pub(crate) fn fresh(p: &crate::config::Provider) -> Self {
+        Self {
+            connections: vec![ConnStats::default(); p.connections.len()],
+            ..Default::default()
+        }
+    }
+}
+
 impl Stats {
+    /// Moves every kept provider's and connection's counters to its place in `new`
+    /// (matched by id through `remap`); new ones start at zero, removed ones are dropped.
+    pub(crate) fn relayout(&mut self, remap: &super::layout::Remap, new: &crate::config::Config) {
+        let old = std::mem::take(&mut self.providers);
+        let mut moved = remap.providers_vec(old, |np| ProviderStats::fresh(&new.providers[np]));
+        for (np, ps) in moved.iter_mut().enumerate() {
+            let conns = std::mem::take(&mut ps.connections);
+            ps.connections = remap.connections_vec(np, conns, |_| ConnStats::default());
+        }
+        self.providers = moved;
+    }
+
     /// Empty counters for `providers` (each with its connection count), window starting at
     /// `origin`.
     pub(crate) fn new(providers: Vec<ProviderStats>, origin: Instant) -> Self {

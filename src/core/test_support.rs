@@ -16,6 +16,7 @@ pub(super) fn cand() -> Candidate {
         model: "m".into(),
         rewrite: false,
         target: 0,
+        layout: 0,
     }
 }
 

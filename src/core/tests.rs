@@ -98,8 +98,12 @@ fn last_minute_percentiles_and_expiry() {
 #[test]
 fn attempts_are_counted_per_provider_and_connection() {
     let (core, _clock) = core();
-    let a = core.begin_attempt(0, 0);
-    core.attempt_result(0, 0, Some(503), Duration::from_millis(5));
+    let a = core.begin_attempt(&super::test_support::cand());
+    core.attempt_result(
+        &super::test_support::cand(),
+        Some(503),
+        Duration::from_millis(5),
+    );
     let s = core.snapshot();
     assert_eq!(
         (

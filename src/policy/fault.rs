@@ -341,6 +341,18 @@ impl FaultSet {
     pub fn prune(&mut self, now: Instant) {
         self.faults.retain(|f| f.active(now));
     }
+
+    /// Moves every fault to the target `to` gives for it (indices after a config reload
+    /// reordered providers or connections); a fault whose target `to` drops is removed.
+    pub fn retarget(&mut self, to: impl Fn(FaultTarget) -> Option<FaultTarget>) {
+        self.faults.retain_mut(|f| match to(f.target) {
+            Some(t) => {
+                f.target = t;
+                true
+            }
+            None => false,
+        });
+    }
 }
 
 #[cfg(test)]

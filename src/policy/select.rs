@@ -21,6 +21,9 @@ pub struct Candidate {
     pub rewrite: bool,
     /// Index of the combo target this candidate came from (0 for a plain model).
     pub target: usize,
+    /// The layout generation `provider` and `connection` index into (`Config::layout` of
+    /// the config they came from).
+    pub layout: u64,
 }
 
 /// A target left out before any attempt, with why.
@@ -68,6 +71,7 @@ pub fn plan(cfg: &Config, dialect: Dialect, model: &str) -> Plan {
                     model: t.model.clone(),
                     rewrite: t.model != model,
                     target: ti,
+                    layout: cfg.layout,
                 });
             }
         }
@@ -91,6 +95,7 @@ pub fn plan(cfg: &Config, dialect: Dialect, model: &str) -> Plan {
                 model: model.to_string(),
                 rewrite: false,
                 target: 0,
+                layout: cfg.layout,
             });
         }
     }
@@ -156,6 +161,7 @@ mod tests {
                 model: "gpt-x".into(),
                 rewrite: false,
                 target: 0,
+                layout: 0,
             }]
         );
     }

@@ -122,14 +122,14 @@ pub async fn send_attempt(
     deadline: Instant,
 ) -> Result<Attempted, ProxyError> {
     let up = upstream_request(state, t, req, route, body)?;
-    let Some(client) = state.upstreams.client(t.cand.provider) else {
-        return Err(ProxyError::Unreachable(format!(
-            "no client for provider '{}'",
-            t.provider.id
-        )));
-    };
+    let client = state
+        .upstreams
+        .client(t.cand.layout, t.cand.provider, t.provider)
+        .map_err(|e| {
+            ProxyError::Unreachable(format!("no client for provider '{}': {e}", t.provider.id))
+        })?;
     let clock = state.core.clock().clone();
-    let guard = state.core.begin_attempt(t.cand.provider, t.cand.connection);
+    let guard = state.core.begin_attempt(t.cand);
     let started = clock.now();
     let remaining = deadline.saturating_duration_since(started);
     if remaining.is_zero() {
@@ -142,8 +142,8 @@ pub async fn send_attempt(
         });
     }
     let head_budget = t.provider.timeout.min(remaining);
-    let fault = state.core.fault_for(t.cand.provider, t.cand.connection);
-    let send = injected::send(fault, t.provider.dialect, route.sse_kind(), client, up);
+    let fault = state.core.fault_for(t.cand);
+    let send = injected::send(fault, t.provider.dialect, route.sse_kind(), &client, up);
     let res = tokio::time::timeout(head_budget, send).await;
     let latency = clock.now().saturating_duration_since(started);
     let status = res
@@ -151,19 +151,11 @@ pub async fn send_attempt(
         .ok()
         .and_then(|r| r.as_ref().ok())
         .map(|r| r.status().as_u16());
-    state
-        .core
-        .attempt_result(t.cand.provider, t.cand.connection, status, latency);
+    state.core.attempt_result(t.cand, status, latency);
     // Running out of the request's own budget says nothing about the connection.
     if res.is_ok() || remaining >= t.provider.timeout {
         let head_ok = status.is_some_and(|s| s < 500);
-        state.core.observe_latency(
-            t.cand.provider,
-            t.cand.connection,
-            &t.cand.model,
-            latency,
-            head_ok,
-        );
+        state.core.observe_latency(t.cand, latency, head_ok);
     }
     let result = match res {
         // The request's own budget ran out first: sluice's limit, not the upstream's fault.
@@ -202,7 +194,7 @@ fn upstream_request(
         Some(seam) => seam.path(),
         None => req.path_and_query(route.path),
     };
-    let uri = state.upstreams.uri(t.cand.provider, path).map_err(|e| {
+    let uri = super::upstream::uri(t.provider, path).map_err(|e| {
         ProxyError::Unreachable(format!(
             "bad upstream URL for provider '{}': {e}",
             t.provider.id
@@ -241,12 +233,7 @@ async fn judge(
     body_deadline: Instant,
 ) -> AttemptResult {
     let status = resp.status();
-    state.core.observe_headroom(
-        t.cand.provider,
-        t.cand.connection,
-        &t.cand.model,
-        resp.headers(),
-    );
+    state.core.observe_headroom(t.cand, resp.headers());
     if !status.is_success() {
         return upstream_error(state, t, resp).await;
     }
@@ -273,7 +260,7 @@ async fn upstream_error(state: &Shared, t: &Target<'_>, resp: Response<Incoming>
     let (mut head, b) = resp.into_parts();
     let mut bytes = read_error_body(b, t.provider.timeout).await;
     let end = AttemptEnd::response(status.as_u16(), &head.headers, &bytes);
-    let classified = state.core.classify(t.cand.provider, &end);
+    let classified = state.core.classify_in(t.cand.layout, t.cand.provider, &end);
     tracing::info!(provider = %t.provider.id, connection = %t.conn.id, status = status.as_u16(), class = classified.class.as_str(), reason = %classified.reason, "upstream error");
     if let Some(seam) = t.seam {
         bytes = seam.error_body(status.as_u16(), &bytes);
@@ -350,9 +337,11 @@ async fn read_complete(
         Ok(Err(e)) => format!("the upstream response body broke before it was complete: {e}"),
     };
     tracing::info!(provider = %t.provider.id, connection = %t.conn.id, error = %err, "upstream body incomplete");
-    let classified = state
-        .core
-        .classify(t.cand.provider, &AttemptEnd::truncated(Some(200), &err));
+    let classified = state.core.classify_in(
+        t.cand.layout,
+        t.cand.provider,
+        &AttemptEnd::truncated(Some(200), &err),
+    );
     AttemptResult::Failed {
         status: head.status.as_u16(),
         classified,
@@ -381,7 +370,7 @@ fn untranslatable_reply(
     let end = AttemptEnd::response(502, &none, msg.as_bytes());
     AttemptResult::Failed {
         status: 200,
-        classified: state.core.classify(t.cand.provider, &end),
+        classified: state.core.classify_in(t.cand.layout, t.cand.provider, &end),
         last: Box::new(LastFailure::Transport(ProxyError::Unreachable(msg))),
     }
 }
@@ -395,7 +384,7 @@ fn hold_failed(state: &Shared, t: &Target<'_>, f: HoldFailure) -> AttemptResult 
     let (classified, last) = match &f {
         HoldFailure::ErrorEvent(err) => {
             let end = AttemptEnd::in_stream(&err.error_type, err.body.as_bytes());
-            let c = state.core.classify(p, &end);
+            let c = state.core.classify_in(t.cand.layout, p, &end);
             let status =
                 StatusCode::from_u16(c.status.unwrap_or(502)).unwrap_or(StatusCode::BAD_GATEWAY);
             let mut h = HeaderMap::new();
@@ -415,17 +404,19 @@ fn hold_failed(state: &Shared, t: &Target<'_>, f: HoldFailure) -> AttemptResult 
         HoldFailure::Zombie => (
             state
                 .core
-                .classify(p, &AttemptEnd::guard(EndKind::Zombie, &msg)),
+                .classify_in(t.cand.layout, p, &AttemptEnd::guard(EndKind::Zombie, &msg)),
             LastFailure::Transport(ProxyError::Unreachable(msg.clone())),
         ),
         HoldFailure::Ended => (
             state
                 .core
-                .classify(p, &AttemptEnd::truncated(Some(200), &msg)),
+                .classify_in(t.cand.layout, p, &AttemptEnd::truncated(Some(200), &msg)),
             LastFailure::Transport(ProxyError::Unreachable(msg.clone())),
         ),
         HoldFailure::Broke(_) => (
-            state.core.classify(p, &AttemptEnd::truncated(None, &msg)),
+            state
+                .core
+                .classify_in(t.cand.layout, p, &AttemptEnd::truncated(None, &msg)),
             LastFailure::Transport(ProxyError::Unreachable(msg.clone())),
         ),
     };
@@ -444,9 +435,10 @@ fn hold_failed(state: &Shared, t: &Target<'_>, f: HoldFailure) -> AttemptResult 
 
 fn transport_failed(state: &Shared, t: &Target<'_>, err: ProxyError) -> AttemptResult {
     tracing::warn!(provider = %t.provider.id, connection = %t.conn.id, error = %err, "upstream transport error before the response head");
-    let classified = state
-        .core
-        .classify(t.cand.provider, &AttemptEnd::transport());
+    let classified =
+        state
+            .core
+            .classify_in(t.cand.layout, t.cand.provider, &AttemptEnd::transport());
     AttemptResult::Failed {
         status: 0,
         classified,

@@ -21,6 +21,7 @@ use super::headers::upstream_request;
 use super::injected::{self, SendError};
 use crate::config::{Connection, Dialect, Provider};
 use crate::core::verify::{Probe, ProbeResult};
+use crate::policy::select::Candidate;
 
 /// The longest a probe waits for its answer (head and body), unless the provider's own
 /// `timeout` is shorter.
@@ -115,19 +116,23 @@ async fn exchange(
                 .map(|j| (i, j))
         })
         .ok_or_else(|| format!("connection '{}' is no longer configured", c.id))?;
-    let client = state
-        .upstreams
-        .client(i)
-        .ok_or_else(|| format!("no client for provider '{}'", p.id))?;
+    let client = state.upstreams.client(cfg.layout, i, &cfg.providers[i])?;
     let (path, body) = probe_request(p.dialect, model);
-    let uri = state.upstreams.uri(i, path)?;
+    let uri = super::upstream::uri(&cfg.providers[i], path)?;
     let mut req = Request::new(Full::new(body.clone()));
     *req.method_mut() = Method::POST;
     *req.uri_mut() = uri;
     *req.headers_mut() = probe_headers(p, c, body.len());
     let budget = p.timeout.min(PROBE_TIMEOUT);
-    let fault = state.core.fault_for(i, j);
-    let sent = injected::send(fault, p.dialect, sse_kind(p.dialect), client, req);
+    let fault = state.core.fault_for(&Candidate {
+        provider: i,
+        connection: j,
+        model: model.to_string(),
+        rewrite: false,
+        target: 0,
+        layout: cfg.layout,
+    });
+    let sent = injected::send(fault, p.dialect, sse_kind(p.dialect), &client, req);
     let res = match tokio::time::timeout(budget, sent).await {
         Err(_) => return Err(no_answer(p, budget)),
         Ok(Err(SendError::Upstream(e))) => {

@@ -107,7 +107,7 @@ impl Finish {
     /// Classifies the relayed attempt's `end` with the core's live rules.
     fn classify(&self, end: &AttemptEnd<'_>) -> Verdict {
         match &self.ticket {
-            Some(t) => Verdict::Failure(self.core.classify(t.provider, end)),
+            Some(t) => Verdict::Failure(self.core.classify_in(t.layout, t.provider, end)),
             None => Verdict::None,
         }
     }

@@ -182,7 +182,7 @@ async fn models(state: &Shared, req: Request<Incoming>) -> Response<Full<Bytes>>
         .collect();
     let (parts, _) = req.into_parts();
     for pick in model_sources(&cfg, want) {
-        if let Some((owner, listed)) = upstream_models(state, &parts, pick).await {
+        if let Some((owner, listed)) = upstream_models(state, &cfg, &parts, pick).await {
             ids.extend(listed.into_iter().map(|id| (id, owner.clone())));
         }
     }
@@ -217,13 +217,14 @@ fn model_sources(cfg: &crate::config::Config, want: Dialect) -> Vec<usize> {
     out
 }
 
-/// The model ids provider `pick` lists, with that provider's id.
+/// The model ids provider `pick` of `cfg` (the request's config) lists, with that
+/// provider's id.
 async fn upstream_models(
     state: &Shared,
+    cfg: &std::sync::Arc<crate::config::Config>,
     parts: &http::request::Parts,
     pick: usize,
 ) -> Option<(String, Vec<String>)> {
-    let cfg = state.core.config().clone();
     let provider = cfg.providers.get(pick)?;
     let route = Route {
         kind: RouteKind::Models,
@@ -251,10 +252,20 @@ async fn upstream_models(
             model: String::new(),
             rewrite: false,
             target: 0,
+            layout: cfg.layout,
         })
         .collect();
     let mut view = RequestView::default();
-    let run = dispatch::run_candidates(state, &req, route, &mut view, candidates, None, Vec::new());
+    let run = dispatch::run_candidates(
+        state,
+        cfg,
+        &req,
+        route,
+        &mut view,
+        candidates,
+        None,
+        Vec::new(),
+    );
     let Ok(Ok(Outcome::Local { resp, .. })) = tokio::time::timeout(MODELS_TIMEOUT, run).await
     else {
         return None;

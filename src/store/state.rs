@@ -133,6 +133,19 @@ pub enum StateWrite {
         /// Connection name.
         connection: String,
     },
+    /// Remove a connection that left the config: its state row and its lockouts.
+    DeleteConnection {
+        /// Provider name.
+        provider: String,
+        /// Connection name.
+        connection: String,
+    },
+    /// Remove a provider that left the config: its breaker row (its connections are
+    /// removed one by one with [`StateWrite::DeleteConnection`]).
+    DeleteBreaker {
+        /// Provider name.
+        provider: String,
+    },
     /// Insert or replace a session pin (key: session_key).
     Affinity(AffinityRow),
     /// Remove a session pin.
@@ -289,6 +302,21 @@ pub(crate) fn apply(tx: &Transaction<'_>, w: &StateWrite) -> rusqlite::Result<()
                 "DELETE FROM model_lockouts WHERE provider = ?1 AND connection = ?2",
             )?
             .execute(params![provider, connection])?;
+        }
+        StateWrite::DeleteConnection {
+            provider,
+            connection,
+        } => {
+            tx.prepare_cached("DELETE FROM connections WHERE provider = ?1 AND connection = ?2")?
+                .execute(params![provider, connection])?;
+            tx.prepare_cached(
+                "DELETE FROM model_lockouts WHERE provider = ?1 AND connection = ?2",
+            )?
+            .execute(params![provider, connection])?;
+        }
+        StateWrite::DeleteBreaker { provider } => {
+            tx.prepare_cached("DELETE FROM circuit_breakers WHERE provider = ?1")?
+                .execute(params![provider])?;
         }
         StateWrite::Affinity(r) => {
             tx.prepare_cached(

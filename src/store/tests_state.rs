@@ -360,6 +360,43 @@ fn deletes_remove_only_their_rows() {
 }
 
 #[test]
+fn deleting_a_removed_connection_and_provider_takes_only_their_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&cfg(&db_in(&dir))).unwrap();
+    for (p, c) in [("a", "gone"), ("a", "kept"), ("b", "gone")] {
+        store.write(StateWrite::Connection(connection(p, c, 2)));
+        store.write(StateWrite::Lockout(lockout(p, c, "m", T0 + 1_000)));
+    }
+    store.write(StateWrite::Breaker(breaker("a", 1)));
+    store.write(StateWrite::Breaker(breaker("b", 1)));
+    store.flush();
+    store.write(StateWrite::DeleteConnection {
+        provider: "a".into(),
+        connection: "gone".into(),
+    });
+    store.write(StateWrite::DeleteBreaker {
+        provider: "b".into(),
+    });
+    store.flush();
+    let state = store.load_state().unwrap();
+    let conns: Vec<(String, String)> = state
+        .connections
+        .iter()
+        .map(|c| (c.provider.clone(), c.connection.clone()))
+        .collect();
+    let pair = |p: &str, c: &str| (p.to_string(), c.to_string());
+    assert_eq!(conns, [pair("a", "kept"), pair("b", "gone")]);
+    let locks: Vec<(String, String)> = state
+        .lockouts
+        .iter()
+        .map(|l| (l.provider.clone(), l.connection.clone()))
+        .collect();
+    assert_eq!(locks, [pair("a", "kept"), pair("b", "gone")]);
+    let breakers: Vec<&str> = state.breakers.iter().map(|b| b.provider.as_str()).collect();
+    assert_eq!(breakers, ["a"]);
+}
+
+#[test]
 fn retention_prunes_expired_lockouts_and_pins_against_the_wall_time() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(&cfg(&db_in(&dir))).unwrap();

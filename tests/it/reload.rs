@@ -1,6 +1,7 @@
 //! Config hot reload through `POST /api/config/reload` (the same `Control::reload_config`
-//! SIGHUP, the console key and `[server] watch_config` call): live state survives, a bad
-//! file or a restart-only change changes nothing and says why.
+//! SIGHUP, the console key and `[server] watch_config` call): live state survives, providers
+//! and connections can be added, removed and reordered live, a bad file or a restart-only
+//! change changes nothing and says why.
 
 use std::time::Duration;
 
@@ -37,6 +38,30 @@ fn edit(s: &Sluice, edit: impl FnOnce(String) -> String) {
     let path = config_path(s);
     let text = std::fs::read_to_string(&path).unwrap();
     std::fs::write(&path, edit(text)).unwrap();
+}
+
+/// Rewrites the running config file with `edit` applied to its TOML table.
+fn edit_toml(s: &Sluice, edit: impl FnOnce(&mut toml::Table)) {
+    let path = config_path(s);
+    let mut table: toml::Table = toml::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    edit(&mut table);
+    std::fs::write(&path, toml::to_string(&table).unwrap()).unwrap();
+}
+
+/// The `[[providers]]` array of a config table.
+fn providers(t: &mut toml::Table) -> &mut Vec<toml::Value> {
+    t.get_mut("providers")
+        .and_then(toml::Value::as_array_mut)
+        .expect("[[providers]]")
+}
+
+/// A provider `id` at `base_url` with one passthrough connection `conn`.
+fn provider(id: &str, base_url: &str, conn: &str) -> toml::Value {
+    toml::from_str::<toml::Table>(&format!(
+        "id = \"{id}\"\ndialect = \"anthropic\"\nbase_url = \"{base_url}\"\n[[connections]]\nid = \"{conn}\"\nauth = \"passthrough\"\n"
+    ))
+    .map(toml::Value::Table)
+    .unwrap()
 }
 
 async fn reload(s: &Sluice) -> Resp {
@@ -180,7 +205,7 @@ async fn an_invalid_file_changes_nothing_and_names_the_key() {
 }
 
 #[tokio::test]
-async fn a_listen_change_or_a_new_provider_is_refused_whole() {
+async fn a_listen_change_or_a_kept_gate_cap_change_is_refused_whole() {
     let mock = MockUpstream::start().await;
     let s = Sluice::start(&fill(BASE, &mock), &[]).await;
     let before = s.core().config();
@@ -209,10 +234,16 @@ async fn a_listen_change_or_a_new_provider_is_refused_whole() {
         "nothing half-applied"
     );
 
-    // Adding a provider changes the layout the live state is built on: restart needed.
-    edit(&s, |t| {
-        t.replace("127.0.0.1:1", "127.0.0.1:0")
-            + "\n[[providers]]\nid = \"q\"\ndialect = \"anthropic\"\nbase_url = \"http://127.0.0.1:9\"\n  [[providers.connections]]\n  id = \"qc\"\n  auth = \"passthrough\"\n"
+    // The concurrency cap of a kept connection (its gate may hold permits): restart needed,
+    // and the provider added next to it does not apply either.
+    edit(&s, |t| t.replace("127.0.0.1:1", "127.0.0.1:0"));
+    edit_toml(&s, |t| {
+        let ps = providers(t);
+        ps[0]["connections"][0]
+            .as_table_mut()
+            .unwrap()
+            .insert("max_concurrent".into(), toml::Value::Integer(4));
+        ps.push(provider("q", "http://127.0.0.1:9", "qc"));
     });
     let r = reload(&s).await;
     assert_eq!(r.status, 422, "{}", r.text());
@@ -221,10 +252,104 @@ async fn a_listen_change_or_a_new_provider_is_refused_whole() {
         .unwrap_or_default()
         .to_owned();
     assert!(
-        msg.contains(": providers: changed from 'p' to 'p, q'"),
+        msg.contains(
+            ": providers.p.connections.c.max_concurrent: changed from 'None' to 'Some(4)'"
+        ) && msg.contains("restart"),
         "{msg}"
     );
     assert_eq!(s.snapshot().providers.len(), 1);
+    s.stop().await;
+}
+
+/// A stream whose second half comes `gap` after its first.
+fn gapped_stream(gap: Duration) -> Reply {
+    let events: Vec<(Duration, Bytes)> = [
+        "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m1\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],\"model\":\"claude-x\",\"usage\":{\"input_tokens\":3,\"output_tokens\":1}}}\n\n",
+        "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n",
+        "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"hello\"}}\n\n",
+        "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\" after the reload\"}}\n\n",
+        "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n",
+        "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":4}}\n\n",
+        "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
+    ]
+    .iter()
+    .enumerate()
+    .map(|(i, e)| {
+        let pause = if i == 3 { gap } else { Duration::ZERO };
+        (pause, Bytes::from(*e))
+    })
+    .collect();
+    Reply::sse_timed(events)
+}
+
+#[tokio::test]
+async fn a_provider_added_in_front_serves_while_a_stream_on_a_kept_one_runs_on() {
+    let old = MockUpstream::start().await;
+    let new = MockUpstream::start().await;
+    old.on("/v1/messages")
+        .reply(gapped_stream(Duration::from_secs(2)));
+    new.on("/v1/messages")
+        .reply(Reply::anthropic_text("from q"));
+    let s = Sluice::start(&fill(BASE, &old), &[]).await;
+    let mut stream = client::open_json(&s.url("/v1/messages"), &message("m", true), HEADERS).await;
+    assert_eq!(stream.status, 200);
+    stream
+        .read_until(Duration::from_secs(5), |b| {
+            String::from_utf8_lossy(b).contains("hello")
+        })
+        .await;
+    assert_eq!(s.core().in_flight(), 1, "the stream is in flight");
+
+    // Provider "q" goes in front of "p" (every index of "p" moves), with a combo of its own.
+    edit_toml(&s, |t| {
+        providers(t).insert(0, provider("q", &new.base_url(), "qc"));
+    });
+    edit(&s, |t| {
+        format!("{t}\n[[combos]]\nname = \"mq\"\ntargets = [\"q/claude-q\"]\n")
+    });
+    let r = reload(&s).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let v = r.json();
+    assert_eq!(
+        (
+            &v["reloaded"]["providersAdded"],
+            &v["reloaded"]["providersKept"],
+            &v["reloaded"]["connectionsAdded"],
+            &v["reloaded"]["connectionsKept"]
+        ),
+        (&json!(1), &json!(1), &json!(1), &json!(1)),
+        "{v:#}"
+    );
+
+    let r = client::post_json(&s.url("/v1/messages"), &message("mq", false), HEADERS).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(r.text().contains("from q"), "{}", r.text());
+    assert_eq!(new.count(), 1, "routed to the new provider");
+
+    let (body, clean) = stream.read_to_end(Duration::from_secs(10)).await;
+    let text = String::from_utf8_lossy(&body);
+    assert!(clean, "{text}");
+    assert!(
+        text.contains("after the reload") && text.contains("message_stop"),
+        "the stream ran to its end: {text}"
+    );
+    let snap = s.wait_requests(2).await;
+    let ids: Vec<&str> = snap.providers.iter().map(|p| p.id.as_str()).collect();
+    assert_eq!(ids, ["q", "p"]);
+    let (q, p) = (&snap.providers[0], &snap.providers[1]);
+    assert_eq!((q.attempts, q.in_flight), (1, 0), "{q:?}");
+    assert_eq!(
+        (
+            p.attempts,
+            p.failures,
+            p.in_flight,
+            p.connections[0].in_flight
+        ),
+        (1, 0, 0, 0),
+        "the stream's attempt ended on p/c, where it started: {p:?}"
+    );
+    assert_eq!(p.connections[0].status.as_str(), "active");
+    assert_eq!(old.count(), 1);
     s.stop().await;
 }
 

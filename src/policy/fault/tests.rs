@@ -182,3 +182,20 @@ fn only_latency_lets_the_real_call_out() {
     assert!(FaultKind::Zombie.replaces_upstream());
     assert!(FaultKind::Stall { frames: 1 }.replaces_upstream());
 }
+
+#[test]
+fn retarget_moves_faults_and_drops_those_whose_target_left() {
+    let clock = ManualClock::new();
+    let now = clock.now();
+    let mut set = FaultSet::default();
+    set.inject(conn(0, 0), "p/a", FaultKind::Reset, secs(60), now);
+    set.inject(conn(0, 1), "p/b", FaultKind::Zombie, secs(60), now);
+    // Connection (0, 1) moves to (1, 0); (0, 0) is gone.
+    set.retarget(|t| (t == conn(0, 1)).then(|| conn(1, 0)));
+    assert_eq!(set.active(now).len(), 1);
+    assert!(set.active_for(0, 0, now).is_none());
+    assert_eq!(
+        set.active_for(1, 0, now).map(|f| f.kind),
+        Some(FaultKind::Zombie)
+    );
+}

@@ -72,10 +72,7 @@ impl Cursor {
             return Ok(None);
         };
         let started = clock.now();
-        let permit = gates
-            .acquire(c.provider, c.connection, &c.model, queue)
-            .await
-            .map_err(Box::new)?;
+        let permit = gates.acquire_for(c, queue).await.map_err(Box::new)?;
         if permit.without_permit() {
             tracing::info!(model = %c.model, "queue wait timed out; proceeding without a permit (concurrency_fail_open)");
         }

@@ -60,13 +60,19 @@ pub async fn run(
     let session = affinity::session_key(&req.parts.headers);
     let ordered = state.core.order_candidates(&plan);
     let candidates = state.core.order_by_affinity(ordered, session.as_deref());
-    run_candidates(state, req, route, view, candidates, session, mismatched).await
+    run_candidates(
+        state, &cfg, req, route, view, candidates, session, mismatched,
+    )
+    .await
 }
 
-/// Dispatches `req` over `candidates` (already ordered). Used by [`run`] and by routes that
-/// plan their own candidates (`/v1/models`).
+/// Dispatches `req` over `candidates` (already ordered, planned from `cfg`: the config the
+/// request started with, which it keeps to the end even when a reload replaces it). Used by
+/// [`run`] and by routes that plan their own candidates (`/v1/models`).
+#[expect(clippy::too_many_arguments, reason = "one request's dispatch inputs")]
 pub async fn run_candidates(
     state: &Shared,
+    cfg: &std::sync::Arc<crate::config::Config>,
     req: &ClientRequest,
     route: Route,
     view: &mut RequestView,
@@ -74,8 +80,12 @@ pub async fn run_candidates(
     session: Option<String>,
     mismatched: Vec<Exclusion>,
 ) -> Result<Outcome, ProxyError> {
+    if let Err(e) = state.upstreams.follow(cfg) {
+        tracing::warn!(error = %e, "cannot build upstream clients for the reloaded config");
+    }
     let mut d = Dispatch {
         state,
+        cfg: std::sync::Arc::clone(cfg),
         req,
         route,
         view,
@@ -90,7 +100,7 @@ pub async fn run_candidates(
     };
     let settings = state.core.settings_snapshot();
     let mut waits = CooldownWait::new(settings.combo_cooldown_wait);
-    let mut hold_for = hold_limit(state, req, &settings.queue);
+    let mut hold_for = hold_limit(cfg, req, &settings.queue);
     let client = wait::client_timeout(&req.parts.headers);
     let started = state.core.clock().now();
     loop {
@@ -133,11 +143,10 @@ pub async fn run_candidates(
 /// it sets `hold_until_reset`, bounded by the execution budget (`execution_max_wait`);
 /// `None` for plain models and combos without it.
 fn hold_limit(
-    state: &Shared,
+    cfg: &crate::config::Config,
     req: &ClientRequest,
     queue: &crate::config::QueueSettings,
 ) -> Option<Duration> {
-    let cfg = state.core.config().clone();
     let combo = cfg.combo(&req.probe.model)?;
     combo
         .hold_until_reset
@@ -185,6 +194,8 @@ enum Tried {
 /// One request's dispatch state.
 struct Dispatch<'a> {
     state: &'a Shared,
+    /// The config the request started with (its candidates index into it).
+    cfg: std::sync::Arc<crate::config::Config>,
     req: &'a ClientRequest,
     route: Route,
     view: &'a mut RequestView,
@@ -295,7 +306,7 @@ impl Dispatch<'_> {
         let permit = match step.permit {
             Some(p) => Some(p),
             None if self.route.kind.admission_exempt() => None,
-            None => match gates.try_acquire(cand.provider, cand.connection, &cand.model, queue) {
+            None => match gates.try_acquire_for(&cand, queue) {
                 Some(p) => Some(p),
                 None => return Ok(Tried::Saturated(step.index)),
             },
@@ -314,7 +325,7 @@ impl Dispatch<'_> {
         {
             return Ok(b.clone());
         }
-        let cfg = self.state.core.config().clone();
+        let cfg = self.cfg.clone();
         let Some(provider) = cfg.providers.get(cand.provider) else {
             return Err(ProxyError::Unreachable("provider left the config".into()));
         };
@@ -349,7 +360,7 @@ impl Dispatch<'_> {
 
     /// `provider:connection/model` of `cand`.
     fn target_name(&self, cand: &Candidate) -> String {
-        let cfg = self.state.core.config();
+        let cfg = &self.cfg;
         let p = cfg.providers.get(cand.provider);
         let c = p.and_then(|p| p.connections.get(cand.connection));
         match (p, c) {
@@ -366,8 +377,8 @@ impl Dispatch<'_> {
         queue: &crate::config::QueueSettings,
     ) -> Instant {
         let core = &self.state.core;
-        let timeout = core
-            .config()
+        let timeout = self
+            .cfg
             .providers
             .get(cand.provider)
             .map_or(Duration::ZERO, |p| p.timeout);
@@ -389,7 +400,7 @@ impl Dispatch<'_> {
         deadline: Instant,
         prepared: &Prepared,
     ) -> Result<Tried, ProxyError> {
-        let cfg = self.state.core.config().clone();
+        let cfg = self.cfg.clone();
         let (Some(provider), Some(conn)) = (
             cfg.providers.get(cand.provider),
             cfg.providers
@@ -531,9 +542,7 @@ impl Dispatch<'_> {
         translated: String,
     ) {
         if let Some(key) = &self.session {
-            self.state
-                .core
-                .pin_session(key, cand.provider, cand.connection);
+            self.state.core.pin_session(key, cand);
         }
         log_attempt(self.view, status, c, latency, translated);
         log_skipped(self.view, self.excluded.iter().map(|e| &e.exclusion));
