@@ -11,7 +11,7 @@
 
 use std::collections::BTreeMap;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// The whole file.
 #[derive(Debug, Default, Deserialize)]
@@ -320,27 +320,33 @@ pub struct RawComboCooldownWait {
     pub budget: Option<String>,
 }
 
-/// `[[restatement]]` (§7)
-#[derive(Debug, Default, Deserialize)]
+/// `[[restatement]]` (§7); also the shape of a live edit (`PATCH /api/resilience`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawRestatement {
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub provider: Option<String>,
     #[serde(default)]
     pub from_statuses: Vec<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub to_status: Option<i64>,
     #[serde(default)]
     pub text_markers: Vec<String>,
     #[serde(default)]
     pub exclude_markers: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub default_retry_after: Option<String>,
 }
 
-/// `[[error_rules]]` (§7)
-#[derive(Debug, Default, Deserialize)]
+/// `[[error_rules]]` (§7); also the shape of a live edit (`PATCH /api/resilience`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawErrorRule {
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub provider: Option<String>,
     #[serde(default)]
     pub statuses: Vec<i64>,
@@ -352,7 +358,10 @@ pub struct RawErrorRule {
     pub text_markers: Vec<String>,
     #[serde(default)]
     pub exclude_markers: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub scope: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub base_cooldown: Option<String>,
 }

@@ -284,8 +284,8 @@ pub struct ComboCooldownWait {
     pub budget: Duration,
 }
 
-/// A §7 restatement rule.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A §7 restatement rule (serialised with the file's keys).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Restatement {
     /// Rule id.
     pub id: String,
@@ -300,11 +300,13 @@ pub struct Restatement {
     /// Any of these in the body vetoes it.
     pub exclude_markers: Vec<String>,
     /// What the client is told to wait. Default 60s.
+    #[serde(with = "humantime_serde")]
     pub default_retry_after: Duration,
 }
 
-/// A §7 provider error rule (kept as parsed; applied by the resilience core).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A §7 provider error rule (kept as parsed; applied by the resilience core; serialised
+/// with the file's keys).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ErrorRule {
     /// Rule id.
     pub id: String,
@@ -325,7 +327,26 @@ pub struct ErrorRule {
     /// `model` | `connection` | `provider`.
     pub scope: String,
     /// Optional override of the base cooldown.
+    #[serde(with = "humantime_serde", skip_serializing_if = "Option::is_none")]
     pub base_cooldown: Option<Duration>,
+}
+
+/// The built-in §7 provider error rules, tried after the rules from the config file (or the
+/// operator's saved list): `cn-model-access` — a 400/401/403 saying `无权访问模型` ("no access
+/// to this model") is an auth error of that model only, locked for 6 h on that connection.
+pub fn builtin_error_rules() -> Vec<ErrorRule> {
+    vec![ErrorRule {
+        id: "cn-model-access".into(),
+        provider: None,
+        statuses: vec![400, 401, 403],
+        error_types: Vec::new(),
+        header_markers: BTreeMap::new(),
+        text_markers: vec!["无权访问模型".into()],
+        exclude_markers: Vec::new(),
+        reason: "auth_error".into(),
+        scope: "model".into(),
+        base_cooldown: Some(Duration::from_secs(6 * 3600)),
+    }]
 }
 
 /// The built-in §7 restatement rules, tried after the rules from the config file.

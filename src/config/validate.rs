@@ -719,6 +719,25 @@ fn valid_id(s: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
 }
 
+/// Validates `[[error_rules]]` and `[[restatement]]` lists given outside the file (an
+/// operator's live edit) with exactly the file's rules, against the running `providers`.
+/// Errors: every problem, keyed like the file (`error_rules.<id>.reason`).
+pub fn rule_lists(
+    error_rules: &[raw::RawErrorRule],
+    restatement: &[raw::RawRestatement],
+    providers: &[Provider],
+) -> Result<(Vec<ErrorRule>, Vec<Restatement>), Vec<Problem>> {
+    let env = LoadEnv::fixed(&[], "");
+    let mut v = Validator::new(&env, SecretMode::Optional);
+    let rules = v.error_rules(error_rules.to_vec(), providers);
+    let restated = v.restatements(restatement.to_vec(), providers);
+    if v.problems.is_empty() {
+        Ok((rules, restated))
+    } else {
+        Err(v.problems)
+    }
+}
+
 /// Parses a profile name.
 pub fn parse_profile(s: &str) -> Option<Profile> {
     match s {

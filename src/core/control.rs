@@ -480,10 +480,7 @@ impl Control {
         let mut r = self.core.res();
         let mut all = r.overrides.clone();
         all.merge(patch);
-        let next = apply_patch(&cfg.resilience, &all)?;
-        r.settings = next.clone();
-        r.overrides = all.clone();
-        r.apply_settings(&cfg);
+        let next = r.adopt(&cfg, all.clone())?;
         drop(r);
         let json = serde_json::to_string(&all).unwrap_or_else(|_| "{}".into());
         let tm = self.core.time_map();
@@ -503,12 +500,7 @@ impl Control {
     pub fn replace_settings(&self, overrides: &SettingsPatch) -> Result<Resilience, ControlError> {
         let _layout = self.no_reload();
         let cfg = self.core.config().clone();
-        let next = apply_patch(&cfg.resilience, overrides)?;
-        let mut r = self.core.res();
-        r.settings = next.clone();
-        r.overrides = overrides.clone();
-        r.apply_settings(&cfg);
-        drop(r);
+        let next = self.core.res().adopt(&cfg, overrides.clone())?;
         let write = if overrides.is_empty() {
             StateWrite::DeleteSetting {
                 key: SETTINGS_KEY.into(),
@@ -565,15 +557,19 @@ impl Control {
         self.core.snapshot()
     }
 
-    /// Drops every operator override: the file's settings apply again.
+    /// The `[[error_rules]]` and `[[restatement]]` in force (see
+    /// [`super::settings::LiveRules::listing`]).
+    pub fn rules(&self) -> serde_json::Value {
+        self.core.res().rules.listing()
+    }
+
+    /// Drops every operator override: the config file's settings and rules apply again.
     pub fn revert_settings(&self) {
         let _layout = self.no_reload();
         let cfg = self.core.config().clone();
-        let mut r = self.core.res();
-        r.settings = cfg.resilience.clone();
-        r.overrides = SettingsPatch::default();
-        r.apply_settings(&cfg);
-        drop(r);
+        if let Err(e) = self.core.res().adopt(&cfg, SettingsPatch::default()) {
+            tracing::warn!(error = %e, "the config file's own settings did not apply");
+        }
         self.write(vec![StateWrite::DeleteSetting {
             key: SETTINGS_KEY.into(),
         }]);

@@ -74,15 +74,13 @@ impl Core {
 /// The file's resilience settings with the saved operator overrides on top, applied to every
 /// breaker and window.
 fn apply_file_settings(r: &mut ResState, config: &Config) {
-    match super::control::apply_patch(&config.resilience, &r.overrides) {
-        Ok(s) => r.settings = s,
-        Err(e) => {
-            tracing::warn!(error = %e, "saved setting overrides do not validate against the reloaded file; using the file's values");
-            r.settings = config.resilience.clone();
-            r.overrides = Default::default();
+    let saved = r.overrides.clone();
+    if let Err(e) = r.adopt(config, saved) {
+        tracing::warn!(error = %e, "saved setting overrides do not validate against the reloaded file; using the file's values");
+        if let Err(e) = r.adopt(config, Default::default()) {
+            tracing::warn!(error = %e, "the reloaded file's own settings did not apply");
         }
     }
-    r.apply_settings(config);
 }
 
 /// Drops the lockouts of every connection `remap` removes and returns the writes deleting

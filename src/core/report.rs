@@ -86,7 +86,7 @@ impl Core {
                 connections: &facts,
                 rule_base_cooldown: c
                     .error_rule
-                    .and_then(|i| cfg.error_rules.get(i.get()))
+                    .and_then(|i| r.rules.error_rules.get(i.get()))
                     .and_then(|rule| rule.base_cooldown),
             });
             apply_lockouts(r, p, &ticket, c, &step, now, &mut effect, &mut writes);
@@ -195,8 +195,10 @@ fn lockout_settings<'s>(
 ) -> Cow<'s, ModelLockoutSettings> {
     match step.base_cooldown {
         None => Cow::Borrowed(live),
+        // A rule's explicit duration stands even above the lockout cap (e.g. 6 h).
         Some(base) => Cow::Owned(ModelLockoutSettings {
             base_cooldown: base,
+            max_cooldown: live.max_cooldown.max(base),
             ..live.clone()
         }),
     }

@@ -108,6 +108,8 @@ pub(crate) struct ResState {
     pub(crate) affinity: Affinity,
     /// Operator overrides in force (saved in the store).
     pub(crate) overrides: super::control::SettingsPatch,
+    /// The error and restatement rules in force (the file's, or the operator's saved lists).
+    pub(crate) rules: super::settings::LiveRules,
     /// Combo strategy state.
     pub(crate) routing: Routing,
 }
@@ -127,11 +129,28 @@ impl ResState {
             providers,
             lockouts: Lockouts::default(),
             overrides: Default::default(),
+            rules: super::settings::live_rules(cfg, &Default::default()).unwrap_or_default(),
             routing: Routing::new(seed(cfg)),
         }
     }
 
     /// Re-applies `settings` to every breaker and window (after a live edit).
+    /// Puts `overrides` in force over `cfg`'s file settings: the effective settings, the
+    /// live rules, and every breaker and window. Errors (nothing changed): an override that
+    /// does not validate against the file.
+    pub(crate) fn adopt(
+        &mut self,
+        cfg: &Config,
+        overrides: super::control::SettingsPatch,
+    ) -> Result<Resilience, super::control::ControlError> {
+        let settings = super::control::apply_patch(&cfg.resilience, &overrides)?;
+        self.rules = super::settings::live_rules(cfg, &overrides)?;
+        self.settings = settings.clone();
+        self.overrides = overrides;
+        self.apply_settings(cfg);
+        Ok(settings)
+    }
+
     pub(crate) fn apply_settings(&mut self, cfg: &Config) {
         for (p, res) in cfg.providers.iter().zip(self.providers.iter_mut()) {
             res.breaker
@@ -479,9 +498,9 @@ impl super::Core {
             .map(|p| p.dialect)
             .unwrap_or(crate::config::Dialect::Anthropic);
         let rules = Rules {
-            restatements: &cfg.restatement,
+            restatements: &r.rules.restatement,
             builtins: &r.builtins,
-            error_rules: &cfg.error_rules,
+            error_rules: &r.rules.error_rules,
             cooldown: &r.settings.connection_cooldown,
         };
         let input = Input {

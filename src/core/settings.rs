@@ -44,6 +44,15 @@ pub struct SettingsPatch {
     /// `[resilience.quota_preflight]` `enabled` / `cutoff` / `warn`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quota_preflight: Option<PreflightPatch>,
+    /// `[[error_rules]]`: when set, this whole list replaces the config file's (the keys of
+    /// each rule are the file's); `[]` switches every file rule off. The built-in rules stay
+    /// after it either way.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_rules: Option<Vec<crate::config::raw::RawErrorRule>>,
+    /// `[[restatement]]`: when set, this whole list replaces the config file's, like
+    /// `error_rules`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restatement: Option<Vec<crate::config::raw::RawRestatement>>,
 }
 
 /// Quota preflight edit: thresholds are fractions of the remaining quota, 0.0–1.0, with
@@ -172,6 +181,12 @@ impl SettingsPatch {
             e.cutoff = o.cutoff.or(e.cutoff);
             e.warn = o.warn.or(e.warn);
         }
+        if other.error_rules.is_some() {
+            self.error_rules.clone_from(&other.error_rules);
+        }
+        if other.restatement.is_some() {
+            self.restatement.clone_from(&other.restatement);
+        }
     }
 
     /// True when it changes nothing.
@@ -182,7 +197,85 @@ impl SettingsPatch {
             && self.model_lockout.is_none()
             && self.queue.is_none()
             && self.quota_preflight.is_none()
+            && self.error_rules.is_none()
+            && self.restatement.is_none()
     }
+}
+
+/// The `[[error_rules]]` and `[[restatement]]` in force: the operator's saved lists where
+/// set, else the config file's. `error_rules` ends with the built-in rules
+/// (`config::builtin_error_rules`), so classification and the report index one list.
+#[derive(Debug, Clone, Default)]
+pub struct LiveRules {
+    /// Provider error rules, the built-in ones last.
+    pub error_rules: Vec<crate::config::ErrorRule>,
+    /// Restatement rules (the built-in ones are kept apart, tried after these).
+    pub restatement: Vec<crate::config::Restatement>,
+}
+
+/// The rules `patch` puts in force over `cfg`'s, validated with the file's own rules.
+/// Errors: [`ControlError::Invalid`] naming the first problem's key (e.g.
+/// `error_rules.gw-quota.reason`) and listing every problem.
+pub fn live_rules(cfg: &Config, patch: &SettingsPatch) -> Result<LiveRules, ControlError> {
+    let (mut error_rules, restatement) = match (&patch.error_rules, &patch.restatement) {
+        (None, None) => (cfg.error_rules.clone(), cfg.restatement.clone()),
+        (rules, restated) => {
+            let (r, s) = crate::config::validate::rule_lists(
+                rules.as_deref().unwrap_or_default(),
+                restated.as_deref().unwrap_or_default(),
+                &cfg.providers,
+            )
+            .map_err(|problems| rules_invalid(&problems))?;
+            (
+                if rules.is_some() {
+                    r
+                } else {
+                    cfg.error_rules.clone()
+                },
+                if restated.is_some() {
+                    s
+                } else {
+                    cfg.restatement.clone()
+                },
+            )
+        }
+    };
+    error_rules.extend(crate::config::builtin_error_rules());
+    Ok(LiveRules {
+        error_rules,
+        restatement,
+    })
+}
+
+impl LiveRules {
+    /// The rules as `GET /api/resilience` lists them: `{"error_rules": [...],
+    /// "restatement": [...], "builtin": {"error_rules": [...], "restatement": [...]}}`, each
+    /// rule with the file's keys (the built-in rules are listed apart; they always apply
+    /// after the others).
+    pub fn listing(&self) -> serde_json::Value {
+        let builtin = crate::config::builtin_error_rules();
+        let own = self.error_rules.len().saturating_sub(builtin.len());
+        serde_json::json!({
+            "error_rules": self.error_rules.get(..own).unwrap_or_default(),
+            "restatement": self.restatement,
+            "builtin": {
+                "error_rules": builtin,
+                "restatement": crate::config::builtin_restatements(),
+            },
+        })
+    }
+}
+
+fn rules_invalid(problems: &[crate::config::Problem]) -> ControlError {
+    let field = problems
+        .first()
+        .map_or_else(|| "error_rules".to_owned(), |p| p.key.clone());
+    let message = problems
+        .iter()
+        .map(|p| format!("{}: {}; {}", p.key, p.message, p.fix))
+        .collect::<Vec<_>>()
+        .join(" | ");
+    ControlError::Invalid { field, message }
 }
 
 fn fmt(d: std::time::Duration) -> String {
@@ -331,15 +424,12 @@ pub(crate) fn apply_saved_settings(res: &mut ResState, cfg: &Config, rows: &[Set
             return;
         }
     };
-    match apply_patch(&cfg.resilience, &patch) {
-        Ok(s) => {
-            res.settings = s;
-            res.overrides = patch;
-            res.apply_settings(cfg);
-        }
-        Err(e) => tracing::warn!(error = %e, "ignoring saved settings that no longer validate"),
+    if let Err(e) = res.adopt(cfg, patch) {
+        tracing::warn!(error = %e, "ignoring saved settings that no longer validate");
     }
 }
 
+#[cfg(test)]
+mod rules_tests;
 #[cfg(test)]
 mod tests;

@@ -292,7 +292,9 @@ fn from_error_rule<'r>(
         "provider" => Scope::Provider,
         _ => Scope::Connection,
     };
-    let non_terminal = scope == Scope::Connection;
+    // A connection-scoped rule never ends the connection (§7), and a model-scoped one is
+    // about that model only: both are a (lockable) refusal, never a terminal state.
+    let non_terminal = scope != Scope::Provider;
     let class = match r.reason.as_str() {
         "rate_limit_exceeded" => OutcomeClass::RateLimited,
         "quota_exhausted" => OutcomeClass::QuotaExhausted,

@@ -202,6 +202,17 @@ pub fn plan(input: &ReportInput<'_>) -> ReportPlan {
 /// The lock a failure writes, if lockout mode (global or `per_model_quota`) applies.
 fn lockout_step(input: &ReportInput<'_>) -> LockoutStep {
     let c = input.outcome;
+    if entitlement_lock(c) {
+        return if input.passthrough {
+            LockoutStep::None
+        } else {
+            LockoutStep::Lock {
+                scope: Scope::Model,
+                connections: vec![input.connection],
+                rejection: false,
+            }
+        };
+    }
     if c.class == OutcomeClass::RequestRejected {
         return if input.passthrough {
             LockoutStep::None
@@ -234,6 +245,14 @@ fn lockout_step(input: &ReportInput<'_>) -> LockoutStep {
             rejection: false,
         },
     }
+}
+
+/// An `[[error_rules]]` rule scoped to the model saying the account may not use it (reason
+/// `auth_error`, `banned` or `credits_exhausted`, e.g. the built-in `无权访问模型` rule): the
+/// model is locked on the attempt's connection, lockout mode or not, instead of cooling or
+/// ending the connection for one model's entitlement.
+fn entitlement_lock(c: &Classified) -> bool {
+    c.error_rule.is_some() && c.scope == Scope::Model && c.class == OutcomeClass::Forbidden
 }
 
 /// §7 egress-bucketed lock: the other connections sharing the attempt's egress.

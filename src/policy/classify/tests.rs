@@ -431,3 +431,33 @@ fn never_panics_on_odd_input() {
         }
     }
 }
+
+#[test]
+fn the_built_in_no_access_rule_refuses_the_model_only() {
+    let cd = cooldown();
+    let error_rules = crate::config::builtin_error_rules();
+    let rules = Rules {
+        restatements: &[],
+        builtins: &builtin_restatements(),
+        error_rules: &error_rules,
+        cooldown: &cd,
+    };
+    for (st, body) in [
+        (403, r#"{"error":{"message":"无权访问模型 glm-5"}}"#),
+        (
+            400,
+            r#"{"error":{"message":"\u65e0\u6743\u8bbf\u95ee\u6a21\u578b"}}"#,
+        ),
+    ] {
+        let got = status(st, body).run(&rules);
+        assert_eq!(
+            (got.class, got.reason.as_str(), got.scope),
+            (OutcomeClass::Forbidden, "auth_error", Scope::Model),
+            "{st} {body}"
+        );
+        assert!(got.error_rule.is_some());
+        assert!(got.restated.is_none(), "the quota restatement excludes it");
+    }
+    let other = status(403, r#"{"error":{"message":"forbidden"}}"#).run(&rules);
+    assert!(other.error_rule.is_none());
+}

@@ -401,3 +401,44 @@ fn a_rejection_locks_the_model_on_its_connection_lockout_mode_or_not() {
         "a client's own key being rejected locks nothing shared"
     );
 }
+
+#[test]
+fn a_model_scoped_entitlement_rule_locks_the_model_lockout_mode_or_not() {
+    let mut c = outcome(O::Forbidden, Some(403), Scope::Model);
+    c.error_rule = crate::policy::RuleIndex::new(0);
+    let six_hours = Some(Duration::from_secs(6 * 3600));
+    for k in [
+        OFF,
+        Knobs {
+            lockout: true,
+            ..OFF
+        },
+    ] {
+        let p = run_with(&c, k, &CONNS, six_hours);
+        assert_eq!(
+            (p.connection, p.lockout.clone(), p.base_cooldown),
+            (
+                ConnectionStep::Untouched,
+                lock(Scope::Model, &[0]),
+                six_hours
+            ),
+            "only the model, for the rule's duration"
+        );
+    }
+    let p = run_with(
+        &c,
+        Knobs {
+            passthrough: true,
+            ..OFF
+        },
+        &CONNS,
+        six_hours,
+    );
+    assert_eq!(p.lockout, LockoutStep::None, "a client's own key");
+    let table = outcome(O::Forbidden, Some(403), Scope::Model);
+    assert_eq!(
+        run_with(&table, OFF, &CONNS, None).lockout,
+        LockoutStep::None,
+        "without a rule a 403 follows lockout mode"
+    );
+}

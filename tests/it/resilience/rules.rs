@@ -199,3 +199,91 @@ async fn every_all_excluded_answer_writes_one_warning_line_naming_each_target() 
         "names the reason: {line}"
     );
 }
+
+// === live rules and the built-in model-access rule ===
+
+fn no_access(d: D) -> Reply {
+    d.error(403, "permission_error", "无权访问模型 gpt-a")
+}
+
+#[tokio::test]
+async fn no_access_to_a_model_locks_that_model_for_six_hours_by_the_built_in_rule() {
+    for lockout_mode in [true, false] {
+        let mock = MockUpstream::start().await;
+        let d = D::OpenAi;
+        mock.on(d.path()).model("gpt-a").reply(no_access(d));
+        let mut cfg = Cfg::new(d, 1).tail(NO_WAIT);
+        if lockout_mode {
+            cfg = cfg.tail("[resilience.model_lockout]\nenabled = true");
+        }
+        let (s, _clock) = Sluice::start_manual(&cfg.build(&mock), ENV).await;
+        expect_status(&d.send(&s, "gpt-a", &[]).await, 403, "passed through");
+        let locks = lockouts(&s).await;
+        assert_eq!(locks.len(), 1, "lockout mode {lockout_mode}: {locks:#?}");
+        assert_eq!(locks[0]["model"], "gpt-a");
+        let left = locks[0]["remainingMs"].as_u64().unwrap_or_default();
+        assert!(
+            (6 * 3_600_000 - 1_000..=6 * 3_600_000).contains(&left),
+            "{locks:#?}"
+        );
+        let k1 = conn_state(&s, "p", "k1").await;
+        assert_eq!(k1["status"], "active", "only the model: {k1:#}");
+        expect_status(&d.send(&s, "gpt-b", &[]).await, 200, "another model");
+    }
+}
+
+#[tokio::test]
+async fn error_rules_are_listed_replaced_and_checked_live_through_the_admin_api() {
+    let mock = MockUpstream::start().await;
+    let d = D::OpenAi;
+    mock.on(d.path())
+        .reply(d.error(400, "invalid_request_error", "gateway says: plan exhausted"));
+    let (s, _clock) = Sluice::start_manual(&Cfg::new(d, 2).tail(NO_WAIT).build(&mock), ENV).await;
+    let listed = admin_get(&s, "/api/resilience").await;
+    assert_eq!(listed["rules"]["error_rules"], json!([]), "{listed:#}");
+    assert_eq!(
+        listed["rules"]["builtin"]["error_rules"][0]["id"],
+        "cn-model-access"
+    );
+
+    // Without a rule the 400 is the client's fault: no failover, nothing cooled.
+    expect_status(&d.send(&s, "gpt-x", &[]).await, 400, "no rule");
+    assert_eq!(conn_state(&s, "p", "k1").await["status"], "active");
+
+    let rule = json!({"error_rules": [{"id": "gw-plan", "statuses": [400],
+        "text_markers": ["plan exhausted"], "reason": "quota_exhausted", "scope": "connection"}]});
+    let r = admin(&s, Method::PATCH, "/api/resilience", rule).await;
+    expect_status(&r, 200, "a valid rule");
+    assert_eq!(r.json()["overrides"]["error_rules"][0]["id"], "gw-plan");
+    let listed = admin_get(&s, "/api/resilience").await;
+    assert_eq!(listed["rules"]["error_rules"][0]["id"], "gw-plan");
+
+    d.send(&s, "gpt-x", &[]).await;
+    let k1 = conn_state(&s, "p", "k1").await;
+    assert_eq!(
+        k1["lastErrorKind"], "quota_exhausted",
+        "the live rule classified it: {k1:#}"
+    );
+    assert_ne!(k1["status"], "active", "{k1:#}");
+
+    let bad = json!({"error_rules": [{"id": "oops", "statuses": [400], "text_markers": ["x"], "reason": "sleepy"}]});
+    let r = admin(&s, Method::PATCH, "/api/resilience", bad).await;
+    expect_status(&r, 400, "an invalid rule");
+    assert_eq!(r.json()["error"]["field"], "error_rules.oops.reason");
+    let listed = admin_get(&s, "/api/resilience").await;
+    assert_eq!(
+        listed["rules"]["error_rules"][0]["id"], "gw-plan",
+        "nothing changed"
+    );
+
+    let r = admin(
+        &s,
+        Method::PATCH,
+        "/api/resilience",
+        json!({"error_rules": []}),
+    )
+    .await;
+    expect_status(&r, 200, "every rule removed");
+    let listed = admin_get(&s, "/api/resilience").await;
+    assert_eq!(listed["rules"]["error_rules"], json!([]));
+}
