@@ -284,7 +284,7 @@ async fn handle(control: &Control, req: Request<Incoming>) -> Response<Full<Byte
             let (settings, overrides) = control.settings();
             json_response(
                 StatusCode::OK,
-                json!({"settings": settings, "overrides": overrides, "file": control.file_settings(), "rules": control.rules()}),
+                json!({"settings": settings, "overrides": overrides, "file": control.file_settings(), "rules": control.rules(), "file_rules": control.file_rules()}),
             )
         }
         ("PUT", "/api/resilience") => {

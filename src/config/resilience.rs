@@ -290,6 +290,7 @@ pub struct Restatement {
     /// Rule id.
     pub id: String,
     /// Only for this provider, if set.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub provider: Option<String>,
     /// Statuses it applies to.
     pub from_statuses: Vec<u16>,
@@ -311,6 +312,7 @@ pub struct ErrorRule {
     /// Rule id.
     pub id: String,
     /// Only for this provider, if set.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub provider: Option<String>,
     /// Statuses it matches (empty = any).
     pub statuses: Vec<u16>,

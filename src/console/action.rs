@@ -152,12 +152,7 @@ pub fn apply(control: &dyn Door, action: Action) -> String {
 
 /// The settings the editor shows, read from `control` now.
 pub fn settings_view(control: &dyn Door) -> Result<SettingsView, DoorError> {
-    let s = control.settings()?;
-    Ok(SettingsView {
-        effective: s.effective,
-        overrides: s.overrides,
-        file: s.file,
-    })
+    control.settings().map(SettingsView::from)
 }
 
 fn refused(e: DoorError) -> Outcome {
@@ -291,11 +286,11 @@ pub fn verify_summary(target: &VerifyTarget, r: &VerifyReport) -> String {
 /// (`Control::replace_settings`, validated against the file's values — dropping one may leave
 /// the rest invalid, e.g. `max_cooldown` below the file's base — and refused as a whole then).
 fn revert_one(control: &dyn Door, field: Field) -> Outcome {
-    let settings = match control.settings() {
+    let settings = match settings_view(control) {
         Ok(s) => s,
         Err(e) => return refused(e),
     };
-    let mut remaining = settings.overrides;
+    let mut remaining = settings.overrides.clone();
     field.unset(&mut remaining);
     if let Err(e) = control.replace_settings(&remaining) {
         return refused(e);
@@ -305,7 +300,7 @@ fn revert_one(control: &dyn Door, field: Field) -> Outcome {
         Some(format!(
             "{} reverted to the file's value {}",
             field.key(),
-            field.value(&settings.file)
+            settings.value(field, true)
         )),
     )
 }

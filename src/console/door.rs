@@ -3,6 +3,7 @@
 //! endpoint wired to the same `Control` method (`crate::remote::door`). Either way one
 //! operator action has one code path: the `Control` method behind it.
 
+use super::settings::RuleLists;
 use crate::config::Resilience;
 use crate::core::control::{ClearReport, ClearTarget, Control, ControlError, SettingsPatch};
 use crate::core::faults::{FaultRequest, FaultView};
@@ -50,6 +51,10 @@ pub struct Settings {
     pub overrides: SettingsPatch,
     /// The config file's settings (what a revert goes back to).
     pub file: Resilience,
+    /// The error and restatement rules in force.
+    pub rules: RuleLists,
+    /// The config file's rules (what a revert goes back to).
+    pub file_rules: RuleLists,
 }
 
 /// The operator actions the console can take, each one `Control` method (see the module
@@ -107,6 +112,8 @@ impl Door for Control {
             effective,
             overrides,
             file: self.file_settings(),
+            rules: RuleLists::from_listing(&self.rules()),
+            file_rules: RuleLists::from_listing(&self.file_rules()),
         })
     }
 

@@ -16,6 +16,7 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use super::action::Action;
 use super::keymap::{Cmd, Keymap, Scope};
+use crate::config::raw::{RawErrorRule, RawRestatement};
 use crate::config::validate::default_cooldown;
 use crate::config::{Profile, Resilience};
 use crate::core::control::{CooldownPatch, LockoutPatch, PreflightPatch, SettingsPatch};
@@ -29,6 +30,65 @@ pub struct SettingsView {
     pub overrides: SettingsPatch,
     /// The config file's settings (what a revert goes back to).
     pub file: Resilience,
+    /// The error and restatement rules in force.
+    pub rules: RuleLists,
+    /// The config file's rules.
+    pub file_rules: RuleLists,
+}
+
+impl From<super::door::Settings> for SettingsView {
+    fn from(s: super::door::Settings) -> Self {
+        Self {
+            effective: s.effective,
+            overrides: s.overrides,
+            file: s.file,
+            rules: s.rules,
+            file_rules: s.file_rules,
+        }
+    }
+}
+
+impl SettingsView {
+    /// `field`'s value in config syntax: in force, or the file's when `file`.
+    pub fn value(&self, field: Field, file: bool) -> String {
+        let (r, rules) = if file {
+            (&self.file, &self.file_rules)
+        } else {
+            (&self.effective, &self.rules)
+        };
+        match field {
+            Field::ErrorRules => rules.error_rules.clone(),
+            Field::Restatements => rules.restatement.clone(),
+            other => other.value(r),
+        }
+    }
+}
+
+/// `[[error_rules]]` and `[[restatement]]` lists as the editor shows and takes them: TOML
+/// arrays of inline tables with the config file's keys, e.g.
+/// `[{ id = "gw", statuses = [400], text_markers = ["plan exhausted"], reason = "quota_exhausted" }]`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RuleLists {
+    /// The provider error rules (the built-in ones are not listed: they always apply).
+    pub error_rules: String,
+    /// The restatement rules.
+    pub restatement: String,
+}
+
+impl RuleLists {
+    /// From the admin API's listing `{"error_rules": [...], "restatement": [...]}`; a missing
+    /// or unreadable list shows as `[]`.
+    pub fn from_listing(v: &serde_json::Value) -> Self {
+        Self {
+            error_rules: toml_inline(v.get("error_rules")),
+            restatement: toml_inline(v.get("restatement")),
+        }
+    }
+}
+
+fn toml_inline(v: Option<&serde_json::Value>) -> String {
+    v.and_then(|v| toml::Value::try_from(v).ok())
+        .map_or_else(|| "[]".to_owned(), |t| t.to_string())
 }
 
 /// One editable setting.
@@ -58,10 +118,14 @@ pub enum Field {
     PreflightCutoff,
     /// `quota_preflight.warn`.
     PreflightWarn,
+    /// `[[error_rules]]`: the whole list, as a TOML array of inline tables.
+    ErrorRules,
+    /// `[[restatement]]`: the whole list, as a TOML array of inline tables.
+    Restatements,
 }
 
 /// Every field, in form order.
-pub const FIELDS: [Field; 16] = [
+pub const FIELDS: [Field; 18] = [
     Field::Enabled,
     Field::ErrorCodes,
     Field::BaseCooldown,
@@ -78,6 +142,8 @@ pub const FIELDS: [Field; 16] = [
     Field::PreflightEnabled,
     Field::PreflightCutoff,
     Field::PreflightWarn,
+    Field::ErrorRules,
+    Field::Restatements,
 ];
 
 /// A parsed field value.
@@ -93,11 +159,26 @@ pub enum Value {
     Codes(Vec<i64>),
     /// A finite fraction as written, e.g. `0.02` (range checked by `Control`).
     Fraction(String),
+    /// A whole `[[error_rules]]` list (validated by `Control`).
+    ErrorRules(Vec<RawErrorRule>),
+    /// A whole `[[restatement]]` list (validated by `Control`).
+    Restatements(Vec<RawRestatement>),
 }
 
 /// A threshold as the editor shows it (`0.02`, `0.2`, `1`).
 fn fraction(f: f64) -> String {
     format!("{f}")
+}
+
+/// A TOML array of inline tables as rules of type `T` (the file's keys).
+fn rule_list<T: serde::de::DeserializeOwned>(v: Option<toml::Value>) -> Result<Vec<T>, String> {
+    let example = "a TOML list of rules, e.g. [{ id = \"gw\", statuses = [400], text_markers = [\"plan exhausted\"], reason = \"quota_exhausted\" }] ([] for none)";
+    match v {
+        Some(list @ toml::Value::Array(_)) => list
+            .try_into::<Vec<T>>()
+            .map_err(|e| format!("expected {example}: {}", e.message())),
+        _ => Err(format!("expected {example}")),
+    }
 }
 
 fn dur(d: std::time::Duration) -> String {
@@ -115,6 +196,7 @@ impl Field {
             Field::PreflightEnabled | Field::PreflightCutoff | Field::PreflightWarn => {
                 "resilience.quota_preflight".to_owned()
             }
+            Field::ErrorRules | Field::Restatements => "rules".to_owned(),
             _ => "resilience.model_lockout".to_owned(),
         }
     }
@@ -134,11 +216,17 @@ impl Field {
             Field::PreflightEnabled => "enabled",
             Field::PreflightCutoff => "cutoff",
             Field::PreflightWarn => "warn",
+            Field::ErrorRules => "error_rules",
+            Field::Restatements => "restatement",
         }
     }
 
-    /// Dotted key as `Control` names it in errors, e.g. `model_lockout.max_cooldown`.
+    /// Dotted key as `Control` names it in errors, e.g. `model_lockout.max_cooldown`
+    /// (`error_rules` for the rule lists).
     pub fn key(self) -> String {
+        if matches!(self, Field::ErrorRules | Field::Restatements) {
+            return self.name().to_owned();
+        }
         let section = self.section();
         let table = section.trim_start_matches("resilience.");
         format!("{table}.{}", self.name())
@@ -155,7 +243,8 @@ impl Field {
                 .is_some_and(|rest| rest.starts_with(['.', '[']))
     }
 
-    /// The value in `r`, in config syntax (`"2m"`, `true`, `[429, 503]`, `10`).
+    /// The value in `r`, in config syntax (`"2m"`, `true`, `[429, 503]`, `10`); empty for
+    /// the rule lists, which are not in `r` (see [`SettingsView::value`]).
     pub fn value(self, r: &Resilience) -> String {
         let ml = &r.model_lockout;
         let cd = |p: Profile| r.cooldown.get(&p).copied().unwrap_or(default_cooldown(p));
@@ -179,6 +268,7 @@ impl Field {
             Field::PreflightEnabled => r.quota_preflight.enabled.to_string(),
             Field::PreflightCutoff => fraction(r.quota_preflight.cutoff),
             Field::PreflightWarn => fraction(r.quota_preflight.warn),
+            Field::ErrorRules | Field::Restatements => String::new(),
         }
     }
 
@@ -200,6 +290,8 @@ impl Field {
             Field::PreflightEnabled => qp.is_some_and(|q| q.enabled.is_some()),
             Field::PreflightCutoff => qp.is_some_and(|q| q.cutoff.is_some()),
             Field::PreflightWarn => qp.is_some_and(|q| q.warn.is_some()),
+            Field::ErrorRules => overrides.error_rules.is_some(),
+            Field::Restatements => overrides.restatement.is_some(),
         }
     }
 
@@ -244,6 +336,8 @@ impl Field {
                     _ => Err("expected a list of statuses, e.g. [429, 503]".to_owned()),
                 }
             }
+            Field::ErrorRules => rule_list(toml_value(text)).map(Value::ErrorRules),
+            Field::Restatements => rule_list(toml_value(text)).map(Value::Restatements),
             Field::BaseCooldown | Field::MaxCooldown | Field::Base(_) => {
                 let inner = match toml_value(text) {
                     Some(toml::Value::String(s)) => s,
@@ -294,6 +388,8 @@ impl Field {
             (Field::PreflightWarn, Value::Fraction(f)) => {
                 preflight(patch).warn = f.parse::<f64>().ok().filter(|f| f.is_finite());
             }
+            (Field::ErrorRules, Value::ErrorRules(r)) => patch.error_rules = Some(r),
+            (Field::Restatements, Value::Restatements(r)) => patch.restatement = Some(r),
             _ => {}
         }
     }
@@ -303,6 +399,8 @@ impl Field {
     pub fn unset(self, patch: &mut SettingsPatch) {
         match self {
             Field::StreamStall => patch.stream_stall_cooldown = None,
+            Field::ErrorRules => patch.error_rules = None,
+            Field::Restatements => patch.restatement = None,
             Field::PreflightEnabled | Field::PreflightCutoff | Field::PreflightWarn => {
                 if let Some(q) = patch.quota_preflight.as_mut() {
                     match self {
@@ -409,7 +507,7 @@ impl Editor {
     pub fn shown(&self, i: usize) -> String {
         match (self.pending.get(i).cloned().flatten(), FIELDS.get(i)) {
             (Some(p), _) => p,
-            (None, Some(f)) => f.value(&self.view.effective),
+            (None, Some(f)) => self.view.value(*f, false),
             (None, None) => String::new(),
         }
     }
@@ -489,7 +587,7 @@ impl Editor {
             return;
         };
         let text = text.trim().to_owned();
-        let live = field.value(&self.view.effective);
+        let live = self.view.value(*field, false);
         let error = field.parse(&text).err();
         if let Some(slot) = self.pending.get_mut(i) {
             *slot = (text != live).then_some(text);

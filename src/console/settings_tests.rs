@@ -270,9 +270,9 @@ fn read_only_mode_opens_the_editor_for_viewing_only() {
 #[test]
 fn every_field_sets_and_unsets_cleanly() {
     let control = control();
-    let file = control.file_settings();
+    let view = crate::console::action::settings_view(&control).unwrap();
     for field in FIELDS {
-        let shown = field.value(&file);
+        let shown = view.value(field, true);
         let value = field
             .parse(&shown)
             .unwrap_or_else(|e| panic!("{field:?} {shown}: {e}"));
@@ -352,4 +352,44 @@ fn preflight_thresholds_parse_as_finite_fractions_and_control_checks_their_order
         (s.quota_preflight.cutoff, s.quota_preflight.warn),
         (0.5, 0.6)
     );
+}
+
+#[test]
+fn the_rule_lists_are_edited_as_toml_and_checked_by_control() {
+    let control = control();
+    let view = crate::console::action::settings_view(&control).unwrap();
+    assert_eq!(
+        view.value(Field::ErrorRules, false),
+        "[]",
+        "the test file has none"
+    );
+    let text = r#"[{ id = "gw", statuses = [400], text_markers = ["plan exhausted"], reason = "quota_exhausted" }]"#;
+    let Ok(value) = Field::ErrorRules.parse(text) else {
+        panic!("a rule list parses");
+    };
+    let mut patch = crate::core::control::SettingsPatch::default();
+    Field::ErrorRules.set(&mut patch, value);
+    control.patch_settings(&patch).unwrap();
+    let view = crate::console::action::settings_view(&control).unwrap();
+    let shown = view.value(Field::ErrorRules, false);
+    assert!(
+        shown.contains("id = \"gw\"") && shown.contains("reason = \"quota_exhausted\""),
+        "{shown}"
+    );
+    assert_eq!(view.value(Field::ErrorRules, true), "[]", "the file's");
+    assert!(Field::ErrorRules.is_overridden(&view.overrides));
+
+    let bad = r#"[{ id = "gw", statuses = [400], text_markers = ["x"], reason = "sleepy" }]"#;
+    let mut patch = crate::core::control::SettingsPatch::default();
+    Field::ErrorRules.set(&mut patch, Field::ErrorRules.parse(bad).unwrap());
+    match control.patch_settings(&patch) {
+        Err(crate::core::control::ControlError::Invalid { field, .. }) => {
+            assert!(Field::ErrorRules.owns(&field), "{field}");
+        }
+        other => panic!("accepted: {other:?}"),
+    }
+    for junk in ["gw", "[1, 2]", "[{ id = 3 }]", "{ id = \"x\" }"] {
+        assert!(Field::ErrorRules.parse(junk).is_err(), "{junk}");
+    }
+    assert!(Field::Restatements.parse("[]").is_ok());
 }

@@ -557,6 +557,13 @@ impl Control {
         self.core.snapshot()
     }
 
+    /// The config file's own `[[error_rules]]` and `[[restatement]]` (what a revert goes back
+    /// to): `{"error_rules": [...], "restatement": [...]}` with the file's keys.
+    pub fn file_rules(&self) -> serde_json::Value {
+        let cfg = self.core.config();
+        serde_json::json!({"error_rules": cfg.error_rules, "restatement": cfg.restatement})
+    }
+
     /// The `[[error_rules]]` and `[[restatement]]` in force (see
     /// [`super::settings::LiveRules::listing`]).
     pub fn rules(&self) -> serde_json::Value {

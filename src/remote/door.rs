@@ -30,6 +30,7 @@ use tokio_util::sync::CancellationToken;
 use super::client::{AdminClient, CALL_TIMEOUT};
 use crate::config::Resilience;
 use crate::console::door::{Door, DoorError, Settings};
+use crate::console::settings::RuleLists;
 use crate::core::control::{ClearReport, ClearTarget, SettingsPatch, apply_patch};
 use crate::core::faults::{FaultRequest, FaultView};
 use crate::core::snapshot::{RequestView, Snapshot};
@@ -134,10 +135,13 @@ impl Door for RemoteDoor {
         let v = self.call(Method::GET, "/api/resilience", None)?;
         let overrides: SettingsPatch = field(&v, "overrides")?;
         let effective = apply_patch(&self.file, &overrides)?;
+        let lists = |key: &str| RuleLists::from_listing(v.get(key).unwrap_or(&Value::Null));
         Ok(Settings {
             effective,
             overrides,
             file: self.file.clone(),
+            rules: lists("rules"),
+            file_rules: lists("file_rules"),
         })
     }
 

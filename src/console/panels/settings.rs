@@ -78,7 +78,7 @@ fn lines<'a>(editor: &Editor, theme: &Theme, width: usize) -> (Vec<Line<'a>>, us
         }
         if overridden {
             spans.push(Span::styled(
-                format!("   file: {}", field.value(&editor.view.file)),
+                format!("   file: {}", editor.view.value(*field, true)),
                 muted,
             ));
         }
