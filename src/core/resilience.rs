@@ -368,8 +368,8 @@ impl super::Core {
             _ => {}
         }
         // An active low-priority lane serves past the usage wall: preflight does not skip it.
-        let on_lane =
-            super::lane::active_in(&r, cand.provider, cand.connection, self.clock().as_ref());
+        let on_lane = c.low_priority_mode
+            && super::lane::active_in(&r, cand.provider, cand.connection, self.clock().as_ref());
         if !on_lane && let Some(e) = self.preflight_cut_off(&mut r, cand, &target) {
             return Err(e);
         }

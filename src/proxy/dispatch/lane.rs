@@ -18,7 +18,7 @@ use crate::clock::Instant;
 impl Dispatch<'_> {
     /// Re-sends `a` on the same connection while the low-priority lane answers it: at once
     /// after an offer is accepted, after the lane's retry-after when a slot is busy (bounded
-    /// by its max-wait and the request's remaining time less 5 s; past that the lane ends
+    /// by its max-wait and the request's remaining execution budget less 5 s; past that the lane ends
     /// with its re-accept pause and the failure is reported as usual). Returns the attempt
     /// to settle. No-op for connections without `low_priority_mode`.
     pub(super) async fn lane(

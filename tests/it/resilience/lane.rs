@@ -208,6 +208,23 @@ async fn an_end_status_on_the_lane_ends_it_and_the_429_cools_as_usual() {
 }
 
 #[tokio::test]
+async fn without_low_priority_mode_an_offer_is_a_plain_429() {
+    let d = D::Anthropic;
+    let mock = MockUpstream::start().await;
+    let cfg = Cfg::new(d, 1).profile("oauth").tail(NO_WAIT);
+    let (s, clock) = Sluice::start_manual(&cfg.build(&mock), ENV).await;
+    let reset_s = unix_ms(clock.wall()) / 1000 + 7200;
+    mock.on(d.path()).reply(offer(reset_s));
+    expect_status(&d.send(&s, "claude-x", &[]).await, 429, "not taken");
+    assert_eq!(mock.count(), 1, "no retry");
+    assert!(!slow(&mock, 0));
+    let row = conn_state(&s, "p", "k1").await;
+    assert_eq!(row["status"], "quota_wait", "out until the reset: {row:#}");
+    assert!(row.get("lane").is_none(), "{row:#}");
+    s.stop().await;
+}
+
+#[tokio::test]
 async fn low_priority_mode_is_refused_off_an_anthropic_oauth_provider() {
     let mock = MockUpstream::start().await;
     let cfg = Cfg::new(D::Anthropic, 1)
