@@ -18,7 +18,8 @@ use crate::clock::Instant;
 impl Dispatch<'_> {
     /// Re-sends `a` on the same connection while the low-priority lane answers it: at once
     /// after an offer is accepted, after the lane's retry-after when a slot is busy (bounded
-    /// by its max-wait and the request's remaining execution budget less 5 s; past that the lane ends
+    /// by its max-wait and the request's remaining time less 5 s: its execution budget, and the
+    /// client's own `x-stainless-timeout` when it sent one; past that the lane ends
     /// with its re-accept pause and the failure is reported as usual). Returns the attempt
     /// to settle. No-op for connections without `low_priority_mode`.
     pub(super) async fn lane(
@@ -33,7 +34,6 @@ impl Dispatch<'_> {
             return Ok(a);
         }
         let core = self.state.core.clone();
-        let clock = core.clock().clone();
         let (p, c) = (t.cand.provider, t.cand.connection);
         let (mut accepted, mut waited) = (false, Duration::ZERO);
         loop {
@@ -61,7 +61,7 @@ impl Dispatch<'_> {
                     retry_after,
                     max_wait,
                 } => {
-                    let remaining = deadline.saturating_duration_since(clock.now());
+                    let remaining = self.lane_remaining(t, deadline);
                     let draw = core.lane_draw();
                     match lane::busy_wait(retry_after, max_wait, waited, remaining, draw) {
                         Some(d) => (d, "lane_slot_busy"),
@@ -85,6 +85,22 @@ impl Dispatch<'_> {
             let body = prepared.body.clone();
             a = send_attempt(self.state, t, self.req, self.route, body, deadline).await?;
         }
+    }
+
+    /// What is left of this request's own time: its execution budget (`deadline`), and the
+    /// client's own timeout (`x-stainless-timeout`) counted from the first dispatch (the
+    /// budget's start; time queued for a permit is not counted).
+    fn lane_remaining(&self, t: &Target<'_>, deadline: Instant) -> Duration {
+        let core = &self.state.core;
+        let now = core.clock().now();
+        let left = deadline.saturating_duration_since(now);
+        let Some(client) = wait::client_timeout(&self.req.parts.headers) else {
+            return left;
+        };
+        let queue = core.settings_snapshot().queue;
+        let budget = core.gates().execution_budget(t.provider.timeout, &queue);
+        let elapsed = budget.saturating_sub(left);
+        left.min(client.saturating_sub(elapsed))
     }
 
     /// Waits `delay` on the injected clock for a lane slot, listed in the request's waits.

@@ -179,6 +179,28 @@ async fn a_busy_lane_past_the_requests_own_time_ends_with_a_re_accept_pause() {
 }
 
 #[tokio::test]
+async fn a_busy_lane_never_outwaits_the_clients_own_timeout() {
+    let d = D::Anthropic;
+    let mock = MockUpstream::start().await;
+    let (s, clock) = Sluice::start_manual(&lane_cfg().build(&mock), ENV).await;
+    let reset_s = unix_ms(clock.wall()) / 1000 + 7200;
+    mock.on(d.path()).header(SLOW.0, SLOW.1).reply(on_lane(
+        d.error(429, "rate_limit_error", "no slot"),
+        "slot_busy",
+    ));
+    mock.on(d.path()).reply(offer(reset_s));
+    // The client gives up after 8 s: 3 s after the 5 s margin, shorter than any lane wait.
+    let r = d
+        .send(&s, "claude-x", &[("x-stainless-timeout", "8")])
+        .await;
+    expect_status(&r, 429, "not waited past the client");
+    assert_eq!(mock.count(), 2);
+    let row = conn_state(&s, "p", "k1").await;
+    assert_eq!(row["lane"]["reason"], "slot_busy_timeout", "{row:#}");
+    s.stop().await;
+}
+
+#[tokio::test]
 async fn an_end_status_on_the_lane_ends_it_and_the_429_cools_as_usual() {
     let d = D::Anthropic;
     let mock = MockUpstream::start().await;
