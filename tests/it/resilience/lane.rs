@@ -101,13 +101,26 @@ async fn an_offered_lane_is_accepted_on_the_same_connection_and_not_cooled() {
 #[tokio::test]
 async fn a_busy_lane_slot_is_waited_out_then_served() {
     let d = D::Anthropic;
+    let slot_busy = on_lane(d.error(429, "rate_limit_error", "no slot"), "slot_busy");
+    busy_then_served(slot_busy).await;
+}
+
+#[tokio::test]
+async fn a_529_on_the_lane_is_waited_out_then_served() {
+    busy_then_served(D::Anthropic.error(529, "overloaded_error", "overloaded")).await;
+}
+
+/// The lane is accepted, its first retry answers `busy` (with a 5 s lane retry-after), the
+/// next is served: one wait on the manual clock, the connection never cooled.
+async fn busy_then_served(busy: Reply) {
+    let d = D::Anthropic;
     let mock = MockUpstream::start().await;
     let (s, clock) = Sluice::start_manual(&lane_cfg().build(&mock), ENV).await;
     let reset_s = unix_ms(clock.wall()) / 1000 + 7200;
-    mock.on(d.path()).header(SLOW.0, SLOW.1).times(1).reply(
-        on_lane(d.error(429, "rate_limit_error", "no slot"), "slot_busy")
-            .header("anthropic-ratelimit-unified-slow-retry-after", "5"),
-    );
+    mock.on(d.path())
+        .header(SLOW.0, SLOW.1)
+        .times(1)
+        .reply(busy.header("anthropic-ratelimit-unified-slow-retry-after", "5"));
     mock.on(d.path())
         .header(SLOW.0, SLOW.1)
         .reply(on_lane(Reply::anthropic_text("slot free"), "active"));
