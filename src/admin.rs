@@ -556,6 +556,10 @@ pub fn cooldowns(s: &Snapshot, provider: Option<&str>) -> Value {
                 p.ramp_percent,
                 c.ramp_percent
             ));
+            if let Some(l) = &c.lane {
+                row["lane"] =
+                    json!({"state": l.state, "until": l.until_unix_ms, "reason": l.reason});
+            }
             if !c.headroom.is_empty() {
                 row["headroom"] = json!(c.headroom.iter().map(headroom_json).collect::<Vec<_>>());
             }

@@ -158,6 +158,9 @@ pub(crate) fn reconcile(
         if let Some(w) = drop_headroom(res, i, j, &p.id, &c.id) {
             writes.push(w);
         }
+        if let Some(w) = drop_lane(res, i, j, &p.id, &c.id) {
+            writes.push(w);
+        }
         let Some(cd) = res
             .providers
             .get_mut(i)
@@ -274,6 +277,23 @@ fn drop_headroom(
     })
 }
 
+/// A new credential is a new account: forgets the saved low-priority lane of connection
+/// (`i`, `j`) and returns the write that deletes its `settings` row (`None` when none).
+fn drop_lane(
+    res: &mut super::resilience::ResState,
+    i: usize,
+    j: usize,
+    provider: &str,
+    connection: &str,
+) -> Option<crate::store::StateWrite> {
+    let slot = res.providers.get_mut(i)?.lanes.get_mut(j)?;
+    slot.lane.take()?;
+    tracing::info!(provider = %provider, connection = %connection, "credential changed: saved low-priority lane dropped");
+    Some(crate::store::StateWrite::DeleteSetting {
+        key: super::lane::settings_key(provider, connection),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -302,7 +322,7 @@ mod tests {
     }
 
     #[test]
-    fn a_changed_credential_drops_saved_headroom_and_its_row() {
+    fn a_changed_credential_drops_saved_headroom_and_lane_and_their_rows() {
         use crate::clock::{Clock, ManualClock};
         use crate::store::{SettingRow, StateWrite};
         let dir = tempfile::tempdir().unwrap();
@@ -328,6 +348,9 @@ mod tests {
                 None,
                 now_ms
             ));
+        }
+        for slot in &mut res.providers[0].lanes {
+            slot.give_up(now_ms);
         }
         let secret = install_secret(&secret_path(&cfg.store.path)).unwrap();
         let mut saved = current(&cfg, &secret).1;
@@ -355,7 +378,9 @@ mod tests {
                 _ => None,
             })
             .collect();
-        assert_eq!(deleted, vec!["headroom/p/a"]);
+        assert_eq!(deleted, vec!["headroom/p/a", "lane/p/a"]);
+        assert!(res.providers[0].lanes[0].lane.is_none(), "a's lane is gone");
+        assert!(res.providers[0].lanes[1].lane.is_some(), "b's lane is kept");
     }
 
     #[test]

@@ -10,6 +10,7 @@ pub mod credentials;
 pub mod faults;
 pub mod headroom;
 pub mod holds;
+pub mod lane;
 pub mod latency;
 pub mod layout;
 pub mod persist;
@@ -135,6 +136,7 @@ impl Core {
                     control::apply_saved_settings(&mut res, &config, &rows.settings);
                     persist::restore(&mut res, &config, &rows, &tm);
                     headroom::restore(&mut res, &config, &rows.settings, tm.wall_ms());
+                    lane::restore(&mut res, &config, &rows.settings, tm.wall_ms());
                     for w in credentials::reconcile(&mut res, &config, &rows.settings, &tm) {
                         st.write(w);
                     }

@@ -31,6 +31,8 @@ pub(crate) struct ProviderRes {
     pub(crate) connections: Vec<Cooldown>,
     /// Quota headroom per connection (index-aligned with `connections`).
     pub(crate) headroom: Vec<super::headroom::ConnHeadroom>,
+    /// The §2c low-priority lane per connection (index-aligned with `connections`).
+    pub(crate) lanes: Vec<crate::policy::lane::LaneSlot>,
     /// When the breaker last closed after a successful probe (the start of the provider's
     /// slow-start ramp); not persisted.
     pub(crate) ramp_from: Option<Instant>,
@@ -51,6 +53,7 @@ impl ProviderRes {
             ),
             connections: vec![Cooldown::default(); p.connections.len()],
             headroom: vec![Default::default(); p.connections.len()],
+            lanes: vec![Default::default(); p.connections.len()],
             ramp_from: None,
             connection_ramps: vec![None; p.connections.len()],
         }
@@ -392,7 +395,11 @@ impl super::Core {
             }
             _ => {}
         }
-        if let Some(e) = self.preflight_cut_off(&mut r, (pi, ci), &cand.model, &target) {
+        // An active low-priority lane serves past the usage wall: preflight does not skip it.
+        let on_lane =
+            c.low_priority_mode && super::lane::active_in(&r, pi, ci, self.clock().as_ref());
+        if !on_lane && let Some(e) = self.preflight_cut_off(&mut r, (pi, ci), &cand.model, &target)
+        {
             return Err(e);
         }
         let at = LockTarget {
@@ -634,9 +641,11 @@ impl super::Core {
                     .zip(res.connections.iter())
                     .zip(res.headroom.iter())
                     .zip(ramps)
-                    .map(|(((c, cd), h), ramp_percent)| {
+                    .zip(res.lanes.iter())
+                    .map(|((((c, cd), h), ramp_percent), lane)| {
                         let v = cd.view(now);
                         ConnectionView {
+                            lane: super::lane::view(lane, tm.wall_ms()),
                             ramp_percent,
                             status: v.status,
                             cooldown_until_unix_ms: v.until.map(|t| tm.wall(t)),

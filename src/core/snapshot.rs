@@ -184,6 +184,7 @@ impl WaitView {
         let what = match self.reason.as_str() {
             "model_lockout" => format!("{model}'s lockout on {conn}"),
             "quota_hold" => format!("{conn}'s quota reset (held)"),
+            "lane_slot_busy" => format!("a low-priority lane slot on {conn}"),
             _ => format!("{conn}'s cooldown"),
         };
         // Tenths of a second, rounded down: 9_950 ms reads "9.9 s".
@@ -373,6 +374,26 @@ pub struct ConnectionView {
     /// provider's (after the breaker closed); absent when not ramping.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ramp_percent: Option<u8>,
+    /// The Anthropic subscription low-priority lane (`low_priority_mode`): present (and in
+    /// JSON) while the connection's lane is active, paused or recently ended.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lane: Option<LaneView>,
+}
+
+/// A connection's low-priority lane.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct LaneView {
+    /// `active` (requests carry `anthropic-usage-limit: slow`), `paused` (no new lane is
+    /// accepted before `until_unix_ms`) or `ended`.
+    pub state: String,
+    /// Active: when the lane ends (the announced reset + 60 s); paused: when a new lane may
+    /// be accepted; ended: when it stops being listed. Unix ms.
+    pub until_unix_ms: u64,
+    /// `treatment` while active; why it ended otherwise (`weekly_limit`,
+    /// `budget_exhausted`, `off`, `ineligible`, `extra_usage`, `new_window`,
+    /// `slot_busy_timeout`, `reset_passed`).
+    pub reason: String,
 }
 
 /// A connection's quota preflight state while it is not `ok`.

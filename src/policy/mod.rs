@@ -18,6 +18,7 @@ pub mod classify;
 pub mod cooldown;
 pub mod fault;
 pub mod headroom;
+pub mod lane;
 pub mod latency;
 pub mod lockout;
 pub mod report;

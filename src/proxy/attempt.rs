@@ -214,6 +214,13 @@ fn upstream_request(
     if let Some(seam) = t.seam {
         seam.adapt_headers(up.headers_mut());
     }
+    if t.conn.low_priority_mode && state.core.lane_active(t.cand) {
+        use crate::policy::lane::{REQUEST_HEADER, REQUEST_VALUE};
+        up.headers_mut().insert(
+            http::HeaderName::from_static(REQUEST_HEADER),
+            HeaderValue::from_static(REQUEST_VALUE),
+        );
+    }
     if let Some(allow) = &t.provider.anthropic_beta_allowlist {
         state.filter_betas(up.headers_mut(), &t.provider.id, allow);
     }
@@ -237,6 +244,11 @@ async fn judge(
     if !status.is_success() {
         return upstream_error(state, t, resp).await;
     }
+    // A served answer can still end (or keep) the low-priority lane; an error's meaning
+    // for the lane is dispatch's (it may retry on the same connection).
+    state
+        .core
+        .observe_lane(t.cand, status.as_u16(), resp.headers(), false);
     if !headers::is_event_stream(resp.headers()) {
         return read_complete(state, t, resp, deadline, body_deadline).await;
     }

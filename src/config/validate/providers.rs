@@ -205,11 +205,17 @@ impl Validator<'_, '_> {
                     );
                     model_concurrency.insert(m.clone(), n);
                 }
-                if rc.low_priority_mode == Some(true) {
+                if rc.low_priority_mode == Some(true)
+                    && (profile != Profile::Oauth || dialect != Dialect::Anthropic)
+                {
                     self.bad(
                         format!("{ck}.low_priority_mode"),
-                        "'true' is not supported yet (the subscription low-priority lane is not implemented in this version)",
-                        "remove low_priority_mode or set it to false",
+                        format!(
+                            "'true' needs an Anthropic subscription provider (dialect \"anthropic\", profile \"oauth\"); provider '{id}' is dialect \"{}\", profile \"{}\"",
+                            dialect.as_str(),
+                            profile.as_str()
+                        ),
+                        "remove low_priority_mode, or set profile = \"oauth\" on an anthropic provider whose connections are subscription (OAuth) accounts",
                     );
                 }
                 connections.push(Connection {

@@ -48,6 +48,31 @@ pub fn status_cell(c: &ConnectionView, now_unix_ms: u64) -> (String, Role) {
     }
 }
 
+/// The low-priority lane note of a connection's "last error" cell: `lane active 1h 05m`,
+/// `lane paused 9m 59s (slot_busy_timeout)`, `lane ended (weekly_limit)`; `None` without a
+/// listed lane.
+pub fn lane_note(c: &ConnectionView, now_unix_ms: u64) -> Option<String> {
+    let l = c.lane.as_ref()?;
+    let left = fmt_countdown(l.until_unix_ms, now_unix_ms);
+    Some(match (l.state.as_str(), left) {
+        ("active", Some(left)) => format!("lane active {left}"),
+        ("paused", Some(left)) => format!("lane paused {left} ({})", l.reason),
+        ("active" | "paused", None) => return None,
+        (state, _) => format!("lane {state} ({})", l.reason),
+    })
+}
+
+/// The "last error" cell text: the last error kind, then the lane note; empty when neither.
+fn last_error_text(c: &ConnectionView, now_unix_ms: u64) -> String {
+    let lane = lane_note(c, now_unix_ms);
+    match (c.last_error_kind.as_str(), lane) {
+        ("", None) => String::new(),
+        ("", Some(l)) => l,
+        (kind, None) => kind.to_owned(),
+        (kind, Some(l)) => format!("{kind} · {l}"),
+    }
+}
+
 /// Draws the Cooldowns panel into `area`; `focused` highlights its border and selection.
 pub fn render(
     f: &mut Frame,
@@ -139,10 +164,13 @@ fn cells<'a>(
                 Style::default()
             },
         )),
-        Cell::from(if c.last_error_kind.is_empty() {
-            dash()
-        } else {
-            Span::raw(c.last_error_kind.clone())
+        Cell::from({
+            let text = last_error_text(c, now);
+            if text.is_empty() {
+                dash()
+            } else {
+                Span::raw(text)
+            }
         }),
         Cell::from(Span::styled(
             c.lockouts.to_string(),
@@ -153,4 +181,40 @@ fn cells<'a>(
             },
         )),
     ]
+}
+
+#[cfg(test)]
+mod lane_tests {
+    use super::*;
+    use crate::core::snapshot::LaneView;
+
+    #[test]
+    fn the_last_error_cell_shows_the_lane() {
+        let now = 1_700_000_000_000;
+        let mut c = ConnectionView::default();
+        assert_eq!(last_error_text(&c, now), "");
+        c.lane = Some(LaneView {
+            state: "active".into(),
+            until_unix_ms: now + 3_900_000,
+            reason: "treatment".into(),
+        });
+        let active = last_error_text(&c, now);
+        assert!(active.starts_with("lane active "), "{active}");
+        c.last_error_kind = "rate_limited".into();
+        c.lane = Some(LaneView {
+            state: "ended".into(),
+            until_unix_ms: now + 1_000,
+            reason: "weekly_limit".into(),
+        });
+        assert_eq!(
+            last_error_text(&c, now),
+            "rate_limited · lane ended (weekly_limit)"
+        );
+        c.lane = Some(LaneView {
+            state: "paused".into(),
+            until_unix_ms: now - 1,
+            reason: "slot_busy_timeout".into(),
+        });
+        assert_eq!(last_error_text(&c, now), "rate_limited", "pause over");
+    }
 }

@@ -9,6 +9,7 @@
 
 mod answer;
 mod cursor;
+mod lane;
 mod wait;
 
 use std::time::Duration;
@@ -427,6 +428,7 @@ impl Dispatch<'_> {
                 .reopen(&t, a, prepared, deadline, label.clone())
                 .await?;
         }
+        a = self.lane(&t, a, prepared, deadline, label.clone()).await?;
         let injected = a.injected;
         let tried = self.settle(cand, ticket, permit, deadline, a, label);
         if injected {

@@ -291,7 +291,11 @@ async fn cn_quota_with_the_no_access_marker_passes_through_as_403() {
         expect_status(&r, 403, &format!("{d:?} exclude marker vetoes"));
         assert_eq!(r.body, upstream.body_bytes(), "passed through unchanged");
         assert!(r.header("retry-after").is_none());
-        assert_eq!(conn_state(&s, "p", "k1").await["lastStatus"], 403);
+        // The built-in `cn-model-access` rule: only this model is locked on k1.
+        assert_eq!(conn_state(&s, "p", "k1").await["status"], "active");
+        let locks = admin_get(&s, "/api/resilience/model-cooldowns").await["lockouts"].clone();
+        assert_eq!(locks[0]["model"], d.model(), "{locks:#}");
+        assert_eq!(locks[0]["reason"], "auth_error", "{locks:#}");
     }
 }
 
