@@ -11,6 +11,7 @@ pub mod faults;
 pub mod headroom;
 pub mod holds;
 pub mod latency;
+pub mod leases;
 pub mod persist;
 mod report;
 pub mod resilience;
@@ -64,6 +65,7 @@ struct Inner {
     metrics: crate::metrics::Metrics,
     faults: faults::Faults,
     holds: holds::Holds,
+    leases: Mutex<crate::policy::lease::Leases>,
 }
 
 /// Marks one client request as in flight until dropped.
@@ -122,12 +124,14 @@ impl Core {
         let (tx, _rx) = watch::channel(Arc::new(Snapshot::default()));
         let mut res = resilience::ResState::new(&config);
         let gates = admission::Gates::new(&config, clock.clone());
+        let mut lease_table = crate::policy::lease::Leases::default();
         if let Some(st) = &store {
             match st.load_state() {
                 Ok(rows) => {
                     let tm = persist::TimeMap::new(clock.now(), unix_ms(clock.wall()));
                     control::apply_saved_settings(&mut res, &config, &rows.settings);
                     persist::restore(&mut res, &config, &rows, &tm);
+                    lease_table = leases::restore(&rows.leases, &config, &tm, clock.now());
                     headroom::restore(&mut res, &config, &rows.settings, tm.wall_ms());
                     for w in credentials::reconcile(&mut res, &config, &rows.settings, &tm) {
                         st.write(w);
@@ -157,6 +161,7 @@ impl Core {
                 metrics: crate::metrics::Metrics::new(),
                 faults: faults::Faults::default(),
                 holds: holds::Holds::default(),
+                leases: Mutex::new(lease_table),
             }),
         };
         core.publish();
@@ -384,7 +389,7 @@ impl Core {
         drop(s);
         let recent: Vec<RequestView> = recent_shared.iter().map(|v| (**v).clone()).collect();
         let live = self.resilience_views(now);
-        let providers = cfg
+        let mut providers: Vec<ProviderView> = cfg
             .providers
             .iter()
             .zip(provider_stats.iter())
@@ -418,6 +423,7 @@ impl Core {
                     .collect(),
             })
             .collect();
+        self.fill_lease_views(&mut providers, now, &self.time_map());
         Snapshot {
             version: self.inner.version.fetch_add(1, Ordering::Relaxed) + 1,
             taken_at_unix_ms: unix_ms(wall),

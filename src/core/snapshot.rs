@@ -373,6 +373,22 @@ pub struct ConnectionView {
     /// provider's (after the breaker closed); absent when not ramping.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ramp_percent: Option<u8>,
+    /// The exclusive session lease holding this connection, while one is live (absent from
+    /// JSON otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lease: Option<LeaseView>,
+}
+
+/// A live session lease on a connection (never the owner token).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct LeaseView {
+    /// The connection's lease generation.
+    pub generation: u64,
+    /// When the lease lapses unless renewed, Unix ms.
+    pub expires_at_unix_ms: u64,
+    /// First 8 hex characters of the owner token's SHA-256.
+    pub owner_fingerprint: String,
 }
 
 /// A connection's quota preflight state while it is not `ok`.

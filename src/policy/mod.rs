@@ -19,6 +19,7 @@ pub mod cooldown;
 pub mod fault;
 pub mod headroom;
 pub mod latency;
+pub mod lease;
 pub mod lockout;
 pub mod report;
 pub mod retry_hint;

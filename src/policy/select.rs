@@ -228,6 +228,8 @@ pub enum ExclusionReason {
     /// longer produced since translation: every dialect is reachable; kept so the wire word
     /// stays defined.
     DialectMismatch,
+    /// The connection is held by another owner's exclusive session lease.
+    Leased,
 }
 
 impl ExclusionReason {
@@ -244,6 +246,7 @@ impl ExclusionReason {
             Self::SlowStart => "slow_start",
             Self::Unavailable => "unavailable",
             Self::DialectMismatch => "dialect_mismatch",
+            Self::Leased => "leased",
         }
     }
 
