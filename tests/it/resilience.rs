@@ -12,6 +12,7 @@ mod admin;
 mod breaker;
 mod cooldown;
 mod headroom;
+mod leases;
 mod lockout;
 mod none_eligible;
 mod rate_rules;
