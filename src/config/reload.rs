@@ -175,7 +175,7 @@ impl ReloadDiff {
     pub fn between(old: &Config, new: &Config) -> Self {
         let has = |c: &Config, id: &str| c.providers.iter().any(|p| p.id == id);
         let kept = new.providers.iter().filter(|p| has(old, &p.id)).count();
-        let sections: [(&str, String, String); 7] = [
+        let sections: [(&str, String, String); 8] = [
             (
                 "server",
                 format!("{:?}", old.server),
@@ -210,6 +210,11 @@ impl ReloadDiff {
                 "error_rules",
                 format!("{:?}{:?}", old.error_rules, old.restatement),
                 format!("{:?}{:?}", new.error_rules, new.restatement),
+            ),
+            (
+                "session_leases",
+                format!("{:?}", old.session_leases),
+                format!("{:?}", new.session_leases),
             ),
         ];
         Self {

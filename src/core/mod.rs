@@ -489,6 +489,8 @@ impl Core {
 #[cfg(test)]
 mod breaker_model;
 #[cfg(test)]
+mod leases_tests;
+#[cfg(test)]
 mod slow_start_tests;
 #[cfg(test)]
 mod test_support;
