@@ -563,6 +563,14 @@ pub fn cooldowns(s: &Snapshot, provider: Option<&str>) -> Value {
             if !c.headroom.is_empty() {
                 row["headroom"] = json!(c.headroom.iter().map(headroom_json).collect::<Vec<_>>());
             }
+            if let Some(l) = &c.lease {
+                row["lease"] = json!({
+                    "generation": l.generation,
+                    "expiresAt": l.expires_at_unix_ms,
+                    "remainingMs": l.expires_at_unix_ms.saturating_sub(now),
+                    "ownerFingerprint": l.owner_fingerprint,
+                });
+            }
             out.push(row);
         }
     }

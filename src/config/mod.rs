@@ -530,6 +530,37 @@ pub struct Config {
     /// with the next number, so work started under an older layout can be found again after
     /// providers or connections were added, removed or reordered (`core::layout`).
     pub layout: u64,
+    /// `[session_leases]`
+    pub session_leases: SessionLeases,
+}
+
+/// `[session_leases]`: exclusive session leases (one owner per connection). Off by default.
+#[derive(Debug, Clone)]
+pub struct SessionLeases {
+    /// Whether `POST /api/v1/session-leases` is served. Default false.
+    pub enabled: bool,
+    /// Lease length when an acquire or renew names none. Default 10 min, 10 s–24 h.
+    pub ttl: Duration,
+    /// The longest lease a client may ask for. Default 1 h (never shorter than `ttl`),
+    /// 10 s–24 h.
+    pub max_ttl: Duration,
+    /// The client keys holding the `lease:exclusive` scope (from `client_keys_env`); empty
+    /// means every accepted client may lease.
+    pub client_keys: Vec<Secret>,
+    /// Name of the env var those keys came from.
+    pub client_keys_env: Option<String>,
+}
+
+impl Default for SessionLeases {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            ttl: validate::DEFAULT_LEASE_TTL,
+            max_ttl: validate::DEFAULT_LEASE_MAX_TTL,
+            client_keys: Vec::new(),
+            client_keys_env: None,
+        }
+    }
 }
 
 impl Config {

@@ -39,6 +39,18 @@ pub struct RawConfig {
     pub restatement: Vec<RawRestatement>,
     #[serde(default)]
     pub error_rules: Vec<RawErrorRule>,
+    #[serde(default)]
+    pub session_leases: RawSessionLeases,
+}
+
+/// `[session_leases]`
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSessionLeases {
+    pub enabled: Option<bool>,
+    pub ttl: Option<String>,
+    pub max_ttl: Option<String>,
+    pub client_keys_env: Option<String>,
 }
 
 /// `[server]`

@@ -164,7 +164,7 @@ impl ReloadDiff {
                     .count()
             })
             .sum();
-        let sections: [(&str, String, String); 7] = [
+        let sections: [(&str, String, String); 8] = [
             (
                 "server",
                 format!("{:?}", old.server),
@@ -199,6 +199,11 @@ impl ReloadDiff {
                 "error_rules",
                 format!("{:?}{:?}", old.error_rules, old.restatement),
                 format!("{:?}{:?}", new.error_rules, new.restatement),
+            ),
+            (
+                "session_leases",
+                format!("{:?}", old.session_leases),
+                format!("{:?}", new.session_leases),
             ),
         ];
         Self {

@@ -533,6 +533,7 @@ impl<'e, 'a> Validator<'e, 'a> {
         self.provider_breakers(&providers, &resilience);
         let restatement = self.restatements(raw.restatement, &providers);
         let error_rules = self.error_rules(raw.error_rules, &providers);
+        let session_leases = self.session_leases(&raw.session_leases, &server);
         Config {
             file: path.to_path_buf(),
             server,
@@ -547,6 +548,7 @@ impl<'e, 'a> Validator<'e, 'a> {
             restatement,
             error_rules,
             layout: 0,
+            session_leases,
         }
     }
 
@@ -800,6 +802,10 @@ mod defaults;
 mod providers;
 mod resilience;
 mod rules;
+mod session_leases;
+pub use session_leases::{
+    DEFAULT_LEASE_MAX_TTL, DEFAULT_LEASE_TTL, MAX_LEASE_TTL, MIN_LEASE_TTL, check_lease_ttl,
+};
 #[cfg(test)]
 mod secret_mode_tests;
 

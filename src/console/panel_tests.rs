@@ -130,6 +130,32 @@ fn cooldowns_show_a_ramping_connection_and_keep_cooling_ones_cooling() {
 }
 
 #[test]
+fn cooldowns_show_a_leased_connection_with_its_countdown() {
+    let mut snap = snapshot();
+    snap.providers[1].connections[0].lease = Some(crate::core::snapshot::LeaseView {
+        generation: 3,
+        expires_at_unix_ms: NOW + 125_000,
+        owner_fingerprint: "abcd1234".into(),
+    });
+    // A lease that already lapsed at `now` is not shown.
+    snap.providers[0].connections[0].lease = Some(crate::core::snapshot::LeaseView {
+        generation: 1,
+        expires_at_unix_ms: NOW,
+        owner_fingerprint: "ffff0000".into(),
+    });
+    let theme = Theme::default();
+    let app = App::new(Arc::new(snap));
+    let buf = paint(110, 8, |f| {
+        cooldowns::render(f, f.area(), &app, &theme, true, NOW)
+    });
+    let pass = line_with(&buf, " pass ");
+    assert!(pass.contains("leased") && pass.contains("2m05s"), "{pass}");
+    assert_eq!(fg_of(&buf, "leased"), fg(&theme, Role::Lockout));
+    let main = line_with(&buf, " main ");
+    assert!(!main.contains("leased"), "{main}");
+}
+
+#[test]
 fn cooldowns_show_status_words_countdowns_and_counts() {
     let theme = Theme::default();
     let app = app();

@@ -13,6 +13,7 @@ pub mod holds;
 pub mod lane;
 pub mod latency;
 pub mod layout;
+pub mod leases;
 pub mod persist;
 mod relayout;
 mod report;
@@ -71,6 +72,7 @@ struct Inner {
     generation: AtomicU64,
     /// Every layout step since start, to find work started under an older layout.
     history: Mutex<layout::History>,
+    leases: Mutex<crate::policy::lease::Leases>,
 }
 
 /// Marks one client request as in flight until dropped.
@@ -129,12 +131,14 @@ impl Core {
         let (tx, _rx) = watch::channel(Arc::new(Snapshot::default()));
         let mut res = resilience::ResState::new(&config);
         let gates = admission::Gates::new(&config, clock.clone());
+        let mut lease_table = crate::policy::lease::Leases::default();
         if let Some(st) = &store {
             match st.load_state() {
                 Ok(rows) => {
                     let tm = persist::TimeMap::new(clock.now(), unix_ms(clock.wall()));
                     control::apply_saved_settings(&mut res, &config, &rows.settings);
                     persist::restore(&mut res, &config, &rows, &tm);
+                    lease_table = leases::restore(&rows.leases, &config, &tm, clock.now());
                     headroom::restore(&mut res, &config, &rows.settings, tm.wall_ms());
                     lane::restore(&mut res, &config, &rows.settings, tm.wall_ms());
                     for w in credentials::reconcile(&mut res, &config, &rows.settings, &tm) {
@@ -168,6 +172,7 @@ impl Core {
                 holds: holds::Holds::default(),
                 generation: AtomicU64::new(start_layout),
                 history: Mutex::new(layout::History::starting_at(start_layout)),
+                leases: Mutex::new(lease_table),
             }),
         };
         core.publish();
@@ -431,7 +436,7 @@ impl Core {
             }
         };
         let recent: Vec<RequestView> = recent_shared.iter().map(|v| (**v).clone()).collect();
-        let providers = cfg
+        let mut providers: Vec<ProviderView> = cfg
             .providers
             .iter()
             .zip(provider_stats.iter())
@@ -465,6 +470,7 @@ impl Core {
                     .collect(),
             })
             .collect();
+        self.fill_lease_views(&mut providers, now, &self.time_map());
         Snapshot {
             version: self.inner.version.fetch_add(1, Ordering::Relaxed) + 1,
             taken_at_unix_ms: unix_ms(wall),
@@ -529,6 +535,8 @@ impl Core {
 
 #[cfg(test)]
 mod breaker_model;
+#[cfg(test)]
+mod leases_tests;
 #[cfg(test)]
 mod relayout_tests;
 #[cfg(test)]

@@ -31,8 +31,9 @@ impl Core {
         let now = self.clock().now();
         let tm = self.time_map();
         let writes = {
-            // Lock order: resilience → stats → faults → history (as the request path takes
-            // them; the gates' own lock is never held while taking one of these).
+            // Lock order: leases → resilience → stats → faults → history (as the request
+            // path takes them; the gates' own lock is never held while taking one of these).
+            let mut leases = self.inner.leases.lock().unwrap_or_else(|e| e.into_inner());
             let mut r = self.res();
             let mut s = self.stats();
             let mut faults = self.inner.faults.lock();
@@ -46,6 +47,7 @@ impl Core {
             s.relayout(&remap, &config);
             self.inner.gates.relayout(&remap, &config);
             faults.retarget(|t| retarget(&remap, t));
+            leases.remap(|(p, c)| remap.connection(p, c));
             writes.extend(super::credentials::reconcile_reload(
                 &mut r,
                 &old,
@@ -59,7 +61,7 @@ impl Core {
                 .generation
                 .store(config.layout, Ordering::Release);
             *self.inner.config.write().unwrap_or_else(|e| e.into_inner()) = config;
-            drop((history, faults));
+            drop((history, faults, leases));
             writes
         };
         if let Some(store) = self.store() {

@@ -378,6 +378,10 @@ pub struct ConnectionView {
     /// JSON) while the connection's lane is active, paused or recently ended.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lane: Option<LaneView>,
+    /// The exclusive session lease holding this connection, while one is live (absent from
+    /// JSON otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lease: Option<LeaseView>,
 }
 
 /// A connection's low-priority lane.
@@ -394,6 +398,18 @@ pub struct LaneView {
     /// `budget_exhausted`, `off`, `ineligible`, `extra_usage`, `new_window`,
     /// `slot_busy_timeout`, `reset_passed`).
     pub reason: String,
+}
+
+/// A live session lease on a connection (never the owner token).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct LeaseView {
+    /// The connection's lease generation.
+    pub generation: u64,
+    /// When the lease lapses unless renewed, Unix ms.
+    pub expires_at_unix_ms: u64,
+    /// First 8 hex characters of the owner token's SHA-256.
+    pub owner_fingerprint: String,
 }
 
 /// A connection's quota preflight state while it is not `ok`.

@@ -20,6 +20,7 @@ pub mod fault;
 pub mod headroom;
 pub mod lane;
 pub mod latency;
+pub mod lease;
 pub mod lockout;
 pub mod report;
 pub mod retry_hint;

@@ -234,6 +234,8 @@ pub enum ExclusionReason {
     /// longer produced since translation: every dialect is reachable; kept so the wire word
     /// stays defined.
     DialectMismatch,
+    /// The connection is held by another owner's exclusive session lease.
+    Leased,
 }
 
 impl ExclusionReason {
@@ -250,6 +252,7 @@ impl ExclusionReason {
             Self::SlowStart => "slow_start",
             Self::Unavailable => "unavailable",
             Self::DialectMismatch => "dialect_mismatch",
+            Self::Leased => "leased",
         }
     }
 

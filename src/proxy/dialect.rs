@@ -84,6 +84,20 @@ pub enum ProxyError {
     /// malformed); decided before anything was sent.
     #[error("{0}")]
     Untranslatable(crate::translate::TranslateError),
+    /// An exclusive session lease refused the request or the lease call (resilience-spec
+    /// §2b): `lease_generation_stale` (409), `lease_capacity_unavailable` (429), the scope
+    /// check (403) and the route being off (404).
+    #[error("{message}")]
+    Lease {
+        /// HTTP status.
+        status: u16,
+        /// The OpenAI `code` and `sluice.code`.
+        code: &'static str,
+        /// What happened and what to do.
+        message: String,
+        /// `retry-after`, when waiting helps.
+        retry_after: Option<std::time::Duration>,
+    },
 }
 
 /// The §8 answer when nothing is eligible, with its diagnostics.
@@ -142,6 +156,9 @@ impl ProxyError {
             Self::Untranslatable(e) => {
                 StatusCode::from_u16(e.status()).unwrap_or(StatusCode::BAD_REQUEST)
             }
+            Self::Lease { status, .. } => {
+                StatusCode::from_u16(*status).unwrap_or(StatusCode::CONFLICT)
+            }
         }
     }
 
@@ -164,6 +181,7 @@ impl ProxyError {
             Self::Restated { status: 429, .. } => "rate_limit_exceeded",
             Self::Restated { .. } => "upstream_error",
             Self::Untranslatable(_) => "untranslatable_field",
+            Self::Lease { code, .. } => code,
         }
     }
 }
@@ -233,6 +251,12 @@ pub fn body(err: &ProxyError, dialect: Dialect) -> Bytes {
             "code": "RATE_LIMIT_EXECUTION_TIMEOUT", "retry_after": null, "reset_at": null,
             "diagnostics": {"excluded": []},
         })),
+        ProxyError::Lease {
+            code, retry_after, ..
+        } => Some(json!({
+            "code": code, "retry_after": retry_after.map(whole_seconds_up), "reset_at": null,
+            "diagnostics": {"excluded": []},
+        })),
         ProxyError::NoTargets { excluded, .. } => Some(json!({
             "code": "no_executable_targets", "retry_after": null, "reset_at": null,
             "diagnostics": {"excluded": excluded.iter().map(exclusion_json).collect::<Vec<_>>()},
@@ -281,6 +305,12 @@ pub fn render<B: From<Bytes>>(err: &ProxyError, dialect: Dialect) -> Response<B>
             if let Some(d) = r.retry_after {
                 h.insert(header::RETRY_AFTER, HeaderValue::from(whole_seconds_up(d)));
             }
+        }
+        ProxyError::Lease {
+            retry_after: Some(d),
+            ..
+        } => {
+            h.insert(header::RETRY_AFTER, HeaderValue::from(whole_seconds_up(*d)));
         }
         ProxyError::Restated { retry_after, .. } => {
             h.insert(

@@ -243,6 +243,7 @@ mod tests {
             ("x-claude-code-session-id", "abc"),
             ("x-session-id", "s1"),
             ("x-sluice-lease-owner", "vlo_x"),
+            ("x-sluice-lease-generation", "3"),
             ("x-api-key", "sk-client"),
             ("authorization", "Bearer tok-client"),
             ("user-agent", "claude-cli/2.1"),
@@ -274,6 +275,7 @@ mod tests {
             "x-claude-code-session-id",
             "x-session-id",
             "x-sluice-lease-owner",
+            "x-sluice-lease-generation",
         ] {
             assert!(out.get(gone).is_none(), "{gone} must not be forwarded");
         }

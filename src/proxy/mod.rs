@@ -10,6 +10,7 @@ pub mod dispatch;
 pub mod forward;
 pub mod headers;
 pub mod injected;
+pub mod leases;
 pub mod outcome;
 pub mod probe;
 pub mod relay;

@@ -102,6 +102,9 @@ pub async fn handle(state: Shared, req: Request<Incoming>) -> Response<ProxyBody
     if path == "/api/hello" && (req.method() == Method::HEAD || req.method() == Method::GET) {
         return Response::new(Either::Left(Full::new(Bytes::new())));
     }
+    if path == super::leases::PATH {
+        return super::leases::handle(state, req).await;
+    }
     if path == "/v1/models" {
         if req.method() == Method::GET || req.method() == Method::HEAD {
             return models(&state, req).await.map(Either::Left);

@@ -47,7 +47,8 @@ use rusqlite::{Connection, params};
 
 pub use schema::{SCHEMA_VERSION, TABLES};
 pub use state::{
-    AffinityRow, BreakerRow, ConnectionRow, LockoutRow, PersistedState, SettingRow, StateWrite,
+    AffinityRow, BreakerRow, ConnectionRow, LeaseRow, LockoutRow, PersistedState, SettingRow,
+    StateWrite,
 };
 
 use crate::config::StoreConfig;

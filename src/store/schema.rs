@@ -190,20 +190,36 @@ const V4: &str = "
 ALTER TABLE request_log ADD COLUMN injected INTEGER NOT NULL DEFAULT 0;
 ";
 
+/// Schema v5: `session_leases` — one row per connection that was ever leased: its last lease
+/// generation (kept after release so generations never repeat), and while leased the owner
+/// token's SHA-256 (hex; never the token) and the expiry. `owner_sha256` is '' once released.
+const V5: &str = "
+CREATE TABLE session_leases (
+    provider              TEXT    NOT NULL,
+    connection            TEXT    NOT NULL,
+    generation            INTEGER NOT NULL DEFAULT 0,
+    owner_sha256          TEXT    NOT NULL DEFAULT '',
+    expires_at_unix_ms    INTEGER NOT NULL DEFAULT 0,
+    updated_at_unix_ms    INTEGER NOT NULL,
+    PRIMARY KEY (provider, connection)
+);
+";
+
 /// Every migration step, in order; `MIGRATIONS[i]` moves `user_version` from `i` to `i + 1`.
-pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4];
+pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5];
 
 /// Schema version this binary writes (the number of migration steps).
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
 
 /// Every table the current schema has (for tests and diagnostics).
-pub const TABLES: [&str; 6] = [
+pub const TABLES: [&str; 7] = [
     "request_log",
     "circuit_breakers",
     "connections",
     "model_lockouts",
     "session_affinity",
     "settings",
+    "session_leases",
 ];
 
 /// The fix appended to every "cannot open / migrate" message.

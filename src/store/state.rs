@@ -97,6 +97,23 @@ pub struct AffinityRow {
     pub expires_at_unix_ms: u64,
 }
 
+/// One `session_leases` row: a connection's lease generation and, while leased, its owner.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LeaseRow {
+    /// Provider id.
+    pub provider: String,
+    /// Connection id.
+    pub connection: String,
+    /// The connection's last lease generation.
+    pub generation: u64,
+    /// SHA-256 of the owner token, lowercase hex; empty when not leased.
+    pub owner_sha256: String,
+    /// When the lease lapses, Unix ms (0 when not leased).
+    pub expires_at_unix_ms: u64,
+    /// When the core last changed this row, Unix ms.
+    pub updated_at_unix_ms: u64,
+}
+
 /// One `settings` row: an operator override.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SettingRow {
@@ -153,6 +170,8 @@ pub enum StateWrite {
         /// Session key.
         session_key: String,
     },
+    /// Insert or replace a connection's lease row (key: provider, connection).
+    Lease(LeaseRow),
     /// Insert or replace a setting (key: key).
     Setting(SettingRow),
     /// Remove a setting.
@@ -176,6 +195,8 @@ pub struct PersistedState {
     pub affinity: Vec<AffinityRow>,
     /// `settings`.
     pub settings: Vec<SettingRow>,
+    /// `session_leases`.
+    pub leases: Vec<LeaseRow>,
 }
 
 impl PersistedState {
@@ -186,6 +207,7 @@ impl PersistedState {
             && self.lockouts.is_empty()
             && self.affinity.is_empty()
             && self.settings.is_empty()
+            && self.leases.is_empty()
     }
 }
 
@@ -337,6 +359,24 @@ pub(crate) fn apply(tx: &Transaction<'_>, w: &StateWrite) -> rusqlite::Result<()
             tx.prepare_cached("DELETE FROM session_affinity WHERE session_key = ?1")?
                 .execute(params![session_key])?;
         }
+        StateWrite::Lease(r) => {
+            tx.prepare_cached(
+                "INSERT INTO session_leases (provider, connection, generation, owner_sha256, expires_at_unix_ms, updated_at_unix_ms)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                 ON CONFLICT (provider, connection) DO UPDATE SET
+                    generation = excluded.generation, owner_sha256 = excluded.owner_sha256,
+                    expires_at_unix_ms = excluded.expires_at_unix_ms,
+                    updated_at_unix_ms = excluded.updated_at_unix_ms",
+            )?
+            .execute(params![
+                r.provider,
+                r.connection,
+                to_sql_int(r.generation),
+                r.owner_sha256,
+                to_sql_int(r.expires_at_unix_ms),
+                to_sql_int(r.updated_at_unix_ms),
+            ])?;
+        }
         StateWrite::Setting(r) => {
             tx.prepare_cached(
                 "INSERT INTO settings (key, value_json, updated_at_unix_ms) VALUES (?1, ?2, ?3)
@@ -464,8 +504,24 @@ pub(crate) fn load(conn: &Connection) -> rusqlite::Result<PersistedState> {
             })
         },
     )?;
+    let leases = query(
+        &tx,
+        "SELECT provider, connection, generation, owner_sha256, expires_at_unix_ms, updated_at_unix_ms
+         FROM session_leases ORDER BY provider, connection",
+        |r| {
+            Ok(LeaseRow {
+                provider: r.get(0)?,
+                connection: r.get(1)?,
+                generation: u64_of(r.get(2)?),
+                owner_sha256: r.get(3)?,
+                expires_at_unix_ms: u64_of(r.get(4)?),
+                updated_at_unix_ms: u64_of(r.get(5)?),
+            })
+        },
+    )?;
     tx.finish()?;
     Ok(PersistedState {
+        leases,
         breakers,
         connections,
         lockouts,

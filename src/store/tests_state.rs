@@ -92,6 +92,14 @@ fn sample() -> PersistedState {
         ],
         affinity: vec![pin("s1", "main", T0 + 3_600_000)],
         settings: vec![setting("resilience.model_lockout.enabled", "true")],
+        leases: vec![LeaseRow {
+            provider: "anthropic".into(),
+            connection: "main".into(),
+            generation: 3,
+            owner_sha256: "ab".repeat(32),
+            expires_at_unix_ms: T0 + 600_000,
+            updated_at_unix_ms: T0,
+        }],
     }
 }
 
@@ -111,6 +119,9 @@ fn write_all(store: &Store, s: &PersistedState) {
     s.settings
         .iter()
         .for_each(|r| store.write(StateWrite::Setting(r.clone())));
+    s.leases
+        .iter()
+        .for_each(|r| store.write(StateWrite::Lease(r.clone())));
 }
 
 fn columns(conn: &Connection, table: &str) -> Vec<String> {

@@ -13,6 +13,7 @@ mod breaker;
 mod cooldown;
 mod headroom;
 mod lane;
+mod leases;
 mod lockout;
 mod none_eligible;
 mod rate_rules;

@@ -39,10 +39,20 @@ pub fn status(c: &ConnectionView, now_unix_ms: u64) -> (&'static str, Role, Opti
     }
 }
 
-/// The status cell: [`status`]'s word, or `ramping 40 %` (half-open role) for an active
+/// The countdown of the live session lease holding `c`, if any at `now`.
+pub fn lease_left(c: &ConnectionView, now_unix_ms: u64) -> Option<String> {
+    c.lease
+        .as_ref()
+        .and_then(|l| fmt_countdown(l.expires_at_unix_ms, now_unix_ms))
+}
+
+/// The status cell: [`status`]'s word; `leased` (lockout role) for an active connection
+/// held by a live session lease; or `ramping 40 %` (half-open role) for an active
 /// connection still ramping up after recovery (`slow_start`).
 pub fn status_cell(c: &ConnectionView, now_unix_ms: u64) -> (String, Role) {
+    let leased = lease_left(c, now_unix_ms).is_some();
     match (status(c, now_unix_ms), c.ramp_percent) {
+        (("active", ..), _) if leased => ("leased".to_owned(), Role::Lockout),
         (("active", ..), Some(n)) => (format!("ramping {n} %"), Role::BreakerHalfOpen),
         ((word, role, _), _) => (word.to_owned(), role),
     }
@@ -142,7 +152,12 @@ fn cells<'a>(
     now: u64,
 ) -> Vec<Cell<'a>> {
     let muted = theme.style(Role::Muted);
-    let (_, role, left) = status(c, now);
+    let (word0, mut role, mut left) = status(c, now);
+    if word0 == "active"
+        && let Some(l) = lease_left(c, now)
+    {
+        (role, left) = (Role::Lockout, Some(l));
+    }
     let style = theme.style(role);
     let (word, word_role) = status_cell(c, now);
     let dash = || Span::styled("—", muted);

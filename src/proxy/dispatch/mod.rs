@@ -61,6 +61,7 @@ pub async fn run(
     let session = affinity::session_key(&req.parts.headers);
     let ordered = state.core.order_candidates(&plan);
     let candidates = state.core.order_by_affinity(ordered, session.as_deref());
+    let candidates = super::leases::gate(state, req, candidates, view)?;
     run_candidates(
         state, &cfg, req, route, view, candidates, session, mismatched,
     )

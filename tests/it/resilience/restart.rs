@@ -257,3 +257,59 @@ async fn a_terminal_state_ends_when_the_credential_changes_and_only_then() {
     assert_eq!(conn_state(&s, "p", "k1").await["status"], "active");
     s.stop().await;
 }
+
+#[tokio::test]
+async fn a_session_lease_survives_a_restart_and_only_its_hash_is_stored() {
+    use super::leases::{LEASES, acquire, leased_n, send_leased};
+    let mock = MockUpstream::start().await;
+    let d = D::OpenAi;
+    let db_dir = tempfile::tempdir().unwrap();
+    let db = db_dir.path().join("state.db");
+    let cfg = format!(
+        "[store]\npath = \"{}\"\n{}",
+        db.display(),
+        Cfg::new(d, 2).tail(LEASES).build(&mock)
+    );
+    let clock = sluice::clock::ManualClock::new();
+
+    let s = Sluice::start_with_clock(&cfg, ENV, Arc::new(clock.clone())).await;
+    let lease = acquire(&s, d.model()).await;
+    let n = leased_n(&lease);
+    let owner = lease["owner"].as_str().unwrap().to_string();
+    s.stop().await;
+
+    // The database holds the token's SHA-256, never the token.
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let (hash, generation): (String, i64) = conn
+        .query_row(
+            "SELECT owner_sha256, generation FROM session_leases WHERE connection = ?1",
+            [format!("k{n}")],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    let want: String = ring::digest::digest(&ring::digest::SHA256, owner.as_bytes())
+        .as_ref()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    assert_eq!((hash, generation), (want, 1));
+    drop(conn);
+
+    clock.advance(Duration::from_secs(60));
+    let s = Sluice::start_with_clock(&cfg, ENV, Arc::new(clock.clone())).await;
+    let c = conn_state(&s, "p", &format!("k{n}")).await;
+    about(ms(&c["lease"], "remainingMs"), 540_000, "restored lease");
+    expect_status(
+        &send_leased(&s, d, &owner, "1").await,
+        200,
+        "leased after restart",
+    );
+    expect_status(
+        &d.send(&s, d.model(), &[]).await,
+        200,
+        "unleased after restart",
+    );
+    assert_eq!(hits(&mock, n), 1, "only the leased request went to k{n}");
+    assert_eq!(hits(&mock, 3 - n), 1);
+    s.stop().await;
+}

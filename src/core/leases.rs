@@ -1,0 +1,324 @@
+//! Exclusive session leases in the core (resilience-spec §2b): the lease table behind a
+//! short lock, acquire / renew / release, the pre-dispatch gate, write-behind rows and the
+//! snapshot's `lease` field. The policy itself is [`crate::policy::lease`].
+
+use std::sync::MutexGuard;
+use std::time::Duration;
+
+use super::Core;
+use super::persist::TimeMap;
+use super::snapshot::{LeaseView, ProviderView};
+use crate::clock::Instant;
+use crate::config::Config;
+use crate::policy::cooldown::Eligibility;
+use crate::policy::lease::{ConnKey, Lease, LeaseRecord, Leases, OwnerHash, Refusal, mint_owner};
+use crate::policy::lockout::LockTarget;
+use crate::policy::select::{Candidate, Exclusion, ExclusionReason};
+use crate::store::{LeaseRow, StateWrite};
+
+/// A lease just acquired. `token` is the owner token, shown to the client once.
+#[derive(Debug, Clone)]
+pub struct Acquired {
+    /// `vlo_…`: the only copy sluice ever hands out.
+    pub token: String,
+    /// The lease (owner hash, generation, expiry).
+    pub lease: Lease,
+    /// The leased connection.
+    pub conn: ConnKey,
+}
+
+/// Why no lease was acquired.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AcquireRefused {
+    /// Every candidate connection is leased by another owner; the earliest lapses in
+    /// `retry_after` (bounded by the configured `ttl`).
+    Busy {
+        /// How long until the earliest lease lapses.
+        retry_after: Duration,
+    },
+    /// The system random source failed (no token could be minted).
+    Random,
+}
+
+/// What the pre-dispatch lease gate decided for one request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LeaseGate {
+    /// Dispatch over `candidates`; `leased` are the ones left out as leased by others.
+    Dispatch {
+        /// The candidates this request may use, in order.
+        candidates: Vec<Candidate>,
+        /// Candidates skipped with reason `leased`.
+        leased: Vec<Exclusion>,
+    },
+    /// The presented owner and generation name no live lease: `409 lease_generation_stale`.
+    Stale,
+    /// The lease is live but its connection serves none of this model's targets.
+    NotOnLease,
+    /// Every candidate is leased by another owner.
+    AllLeased {
+        /// The candidates skipped with reason `leased`.
+        leased: Vec<Exclusion>,
+        /// Until the earliest of those leases lapses (bounded by the configured `ttl`).
+        retry_after: Duration,
+    },
+}
+
+impl Core {
+    fn leases(&self) -> MutexGuard<'_, Leases> {
+        self.inner.leases.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Leases the first eligible candidate connection (in dispatch order) for `ttl`: a
+    /// connection leased by another owner is never taken; among the free ones, one that is
+    /// not cooling, waiting for quota, terminal or locked for the model is preferred, else
+    /// the first free one.
+    pub fn lease_acquire(
+        &self,
+        candidates: &[Candidate],
+        ttl: Duration,
+    ) -> Result<Acquired, AcquireRefused> {
+        let cfg = self.config();
+        let now = self.clock().now();
+        let mut t = self.leases();
+        let free: Vec<&Candidate> = candidates
+            .iter()
+            .filter(|c| t.holder((c.provider, c.connection), now).is_none())
+            .collect();
+        let Some(pick) = free
+            .iter()
+            .find(|c| self.healthy(&cfg, c, now))
+            .or_else(|| free.first())
+        else {
+            let earliest = candidates
+                .iter()
+                .filter_map(|c| t.holder((c.provider, c.connection), now))
+                .map(|l| l.expires)
+                .min();
+            return Err(AcquireRefused::Busy {
+                retry_after: bounded_retry(earliest, now, cfg.session_leases.ttl),
+            });
+        };
+        let conn = (pick.provider, pick.connection);
+        let rng = ring::rand::SystemRandom::new();
+        let (token, owner) = mint_owner(&rng).ok_or(AcquireRefused::Random)?;
+        let lease = t
+            .acquire(conn, owner, ttl, now)
+            .map_err(|_| AcquireRefused::Busy {
+                retry_after: cfg.session_leases.ttl,
+            })?;
+        let record = t.record(conn, now);
+        drop(t);
+        self.persist_lease(&cfg, record);
+        self.log_lease("acquired", &cfg, conn, &lease);
+        self.mark_dirty();
+        Ok(Acquired { token, lease, conn })
+    }
+
+    /// Extends `owner`'s live lease of `generation` to `ttl` from now.
+    pub fn lease_renew(
+        &self,
+        owner: &OwnerHash,
+        generation: u64,
+        ttl: Duration,
+    ) -> Result<(ConnKey, Lease), Refusal> {
+        let cfg = self.config();
+        let now = self.clock().now();
+        let mut t = self.leases();
+        let (conn, lease) = t.renew(owner, generation, ttl, now)?;
+        let record = t.record(conn, now);
+        drop(t);
+        self.persist_lease(&cfg, record);
+        self.log_lease("renewed", &cfg, conn, &lease);
+        self.mark_dirty();
+        Ok((conn, lease))
+    }
+
+    /// Ends `owner`'s live lease of `generation`; the connection is free at once.
+    pub fn lease_release(&self, owner: &OwnerHash, generation: u64) -> Result<ConnKey, Refusal> {
+        let cfg = self.config();
+        let now = self.clock().now();
+        let mut t = self.leases();
+        let conn = t.release(owner, generation, now)?;
+        let record = t.record(conn, now);
+        drop(t);
+        self.persist_lease(&cfg, record);
+        tracing::info!(target: "sluice::lease", owner = %owner.fingerprint(), generation, connection = %conn_name(&cfg, conn), "session lease released");
+        self.mark_dirty();
+        Ok(conn)
+    }
+
+    /// The pre-dispatch gate. With `presented` (owner hash, generation) the request may use
+    /// only its leased connection, and is refused when the lease is not live at that
+    /// generation; without it, connections leased by others are left out (reason `leased`).
+    pub fn lease_gate(
+        &self,
+        candidates: Vec<Candidate>,
+        presented: Option<(OwnerHash, u64)>,
+    ) -> LeaseGate {
+        let cfg = self.config();
+        let now = self.clock().now();
+        let t = self.leases();
+        if let Some((owner, generation)) = presented {
+            let Ok(conn) = t.check(&owner, generation, now) else {
+                return LeaseGate::Stale;
+            };
+            let mine: Vec<Candidate> = candidates
+                .into_iter()
+                .filter(|c| (c.provider, c.connection) == conn)
+                .collect();
+            if mine.is_empty() {
+                return LeaseGate::NotOnLease;
+            }
+            return LeaseGate::Dispatch {
+                candidates: mine,
+                leased: Vec::new(),
+            };
+        }
+        let (mut kept, mut leased, mut earliest) = (Vec::new(), Vec::new(), None::<Instant>);
+        for c in candidates {
+            match t.leased_by_other((c.provider, c.connection), None, now) {
+                Some(until) => {
+                    earliest = Some(earliest.map_or(until, |e| e.min(until)));
+                    leased.push(Exclusion {
+                        target: target_name(&cfg, &c),
+                        reason: ExclusionReason::Leased,
+                        retry_after: Some(until.saturating_duration_since(now)),
+                    });
+                }
+                None => kept.push(c),
+            }
+        }
+        if kept.is_empty() && !leased.is_empty() {
+            return LeaseGate::AllLeased {
+                leased,
+                retry_after: bounded_retry(earliest, now, cfg.session_leases.ttl),
+            };
+        }
+        LeaseGate::Dispatch {
+            candidates: kept,
+            leased,
+        }
+    }
+
+    /// Whether `c` would be admitted now as far as its connection and model lockouts go
+    /// (read-only: no probe permit, no slow-start draw).
+    fn healthy(&self, cfg: &Config, c: &Candidate, now: Instant) -> bool {
+        let (Some(p), Some(conn)) = (
+            cfg.providers.get(c.provider),
+            cfg.providers
+                .get(c.provider)
+                .and_then(|p| p.connections.get(c.connection)),
+        ) else {
+            return false;
+        };
+        let r = self.res();
+        let usable = r
+            .providers
+            .get(c.provider)
+            .and_then(|res| res.connections.get(c.connection))
+            .is_some_and(|cd| {
+                !matches!(
+                    cd.eligibility(now),
+                    Eligibility::Terminal(_)
+                        | Eligibility::QuotaWait { .. }
+                        | Eligibility::Cooling { .. }
+                )
+            });
+        let at = LockTarget {
+            provider: &p.id,
+            connection: &conn.id,
+            model: &c.model,
+            quota_groups: &p.quota_groups,
+        };
+        usable && r.lockouts.locked(at, now).is_none()
+    }
+
+    /// Writes one connection's lease row behind (no-op without a store).
+    fn persist_lease(&self, cfg: &Config, record: LeaseRecord) {
+        let Some(store) = self.store() else { return };
+        if let Some(row) = lease_row(cfg, &record, &self.time_map()) {
+            store.write(StateWrite::Lease(row));
+        }
+    }
+
+    fn log_lease(&self, what: &str, cfg: &Config, conn: ConnKey, lease: &Lease) {
+        let ttl_s = lease
+            .expires
+            .saturating_duration_since(self.clock().now())
+            .as_secs();
+        tracing::info!(target: "sluice::lease", owner = %lease.owner.fingerprint(), generation = lease.generation, connection = %conn_name(cfg, conn), ttl_s, "session lease {what}");
+    }
+
+    /// Sets each connection view's `lease` from the live table.
+    pub(crate) fn fill_lease_views(
+        &self,
+        providers: &mut [ProviderView],
+        now: Instant,
+        tm: &TimeMap,
+    ) {
+        let t = self.leases();
+        for (i, p) in providers.iter_mut().enumerate() {
+            for (j, c) in p.connections.iter_mut().enumerate() {
+                c.lease = t.holder((i, j), now).map(|l| LeaseView {
+                    generation: l.generation,
+                    expires_at_unix_ms: tm.wall(l.expires),
+                    owner_fingerprint: l.owner.fingerprint(),
+                });
+            }
+        }
+    }
+}
+
+/// Until `earliest` from `now`, at most `ttl` (and `ttl` when nothing is known).
+fn bounded_retry(earliest: Option<Instant>, now: Instant, ttl: Duration) -> Duration {
+    earliest.map_or(ttl, |e| e.saturating_duration_since(now).min(ttl))
+}
+
+fn conn_name(cfg: &Config, (p, c): ConnKey) -> String {
+    let p = cfg.providers.get(p);
+    match (p, p.and_then(|p| p.connections.get(c))) {
+        (Some(p), Some(c)) => format!("{}:{}", p.id, c.id),
+        _ => String::new(),
+    }
+}
+
+fn target_name(cfg: &Config, c: &Candidate) -> String {
+    format!("{}/{}", conn_name(cfg, (c.provider, c.connection)), c.model)
+}
+
+/// A lease record as a store row; `None` when the connection left the config.
+pub(crate) fn lease_row(cfg: &Config, r: &LeaseRecord, tm: &TimeMap) -> Option<LeaseRow> {
+    let p = cfg.providers.get(r.conn.0)?;
+    let c = p.connections.get(r.conn.1)?;
+    Some(LeaseRow {
+        provider: p.id.clone(),
+        connection: c.id.clone(),
+        generation: r.generation,
+        owner_sha256: r.lease.map(|l| l.owner.hex()).unwrap_or_default(),
+        expires_at_unix_ms: r.lease.map_or(0, |l| tm.wall(l.expires)),
+        updated_at_unix_ms: tm.wall_ms(),
+    })
+}
+
+/// Rebuilds the lease table from the store's rows at startup: rows for connections no longer
+/// configured are ignored, expired leases are dropped (their generations kept).
+pub(crate) fn restore(rows: &[LeaseRow], cfg: &Config, tm: &TimeMap, now: Instant) -> Leases {
+    let records = rows.iter().filter_map(|row| {
+        let i = cfg.providers.iter().position(|p| p.id == row.provider)?;
+        let j = cfg.providers[i]
+            .connections
+            .iter()
+            .position(|c| c.id == row.connection)?;
+        let lease = OwnerHash::from_hex(&row.owner_sha256).map(|owner| Lease {
+            owner,
+            generation: row.generation,
+            expires: tm.instant(row.expires_at_unix_ms),
+        });
+        Some(LeaseRecord {
+            conn: (i, j),
+            generation: row.generation,
+            lease,
+        })
+    });
+    Leases::restore(records, now)
+}
