@@ -17,6 +17,7 @@ use ring::hmac;
 use ring::rand::{SecureRandom, SystemRandom};
 
 use crate::config::{Auth, Config};
+use crate::store::StateWrite;
 
 /// The `settings` row holding the fingerprints (`{"provider/connection": "hex"}`).
 pub const FINGERPRINTS_KEY: &str = "credential_fingerprints";
@@ -138,7 +139,7 @@ pub(crate) fn reconcile(
     settings: &[crate::store::SettingRow],
     tm: &super::persist::TimeMap,
 ) -> Vec<crate::store::StateWrite> {
-    use crate::store::{SettingRow, StateWrite};
+    use crate::store::SettingRow;
     let secret = match install_secret(&secret_path(&cfg.store.path)) {
         Ok(s) => s,
         Err(e) => {
@@ -155,28 +156,7 @@ pub(crate) fn reconcile(
     let mut writes = Vec::new();
     for (i, j) in changed(&now_fps, cfg, &saved) {
         let (p, c) = (&cfg.providers[i], &cfg.providers[i].connections[j]);
-        if let Some(w) = drop_headroom(res, i, j, &p.id, &c.id) {
-            writes.push(w);
-        }
-        if let Some(w) = drop_lane(res, i, j, &p.id, &c.id) {
-            writes.push(w);
-        }
-        let Some(cd) = res
-            .providers
-            .get_mut(i)
-            .and_then(|x| x.connections.get_mut(j))
-        else {
-            continue;
-        };
-        if cd.reset_terminal() {
-            tracing::info!(provider = %p.id, connection = %c.id, "credential changed: terminal state cleared");
-            writes.push(StateWrite::Connection(super::persist::connection_row(
-                &p.id,
-                &c.id,
-                &cd.persist(),
-                tm,
-            )));
-        }
+        writes.extend(forget_account(res, (i, j), &p.id, &c.id, tm));
     }
     if named != saved {
         writes.push(StateWrite::Setting(SettingRow {
@@ -184,6 +164,41 @@ pub(crate) fn reconcile(
             value_json: serde_json::to_string(&named).unwrap_or_else(|_| "{}".into()),
             updated_at_unix_ms: tm.wall_ms(),
         }));
+    }
+    writes
+}
+
+/// A connection's credential changed (at a start or by a reload): a new key is a new
+/// account, so its saved headroom and low-priority lane are forgotten and a terminal state
+/// (`banned`, `expired`, `credits_exhausted`) is cleared. Returns the store writes.
+fn forget_account(
+    res: &mut super::resilience::ResState,
+    (i, j): (usize, usize),
+    provider: &str,
+    connection: &str,
+    tm: &super::persist::TimeMap,
+) -> Vec<StateWrite> {
+    let mut writes: Vec<StateWrite> = drop_headroom(res, i, j, provider, connection)
+        .into_iter()
+        .chain(drop_lane(res, i, j, provider, connection))
+        .collect();
+    if let Some(cd) = res
+        .providers
+        .get_mut(i)
+        .and_then(|x| x.connections.get_mut(j))
+        && cd.reset_terminal()
+    {
+        tracing::info!(
+            provider,
+            connection,
+            "credential changed: terminal state cleared"
+        );
+        writes.push(StateWrite::Connection(super::persist::connection_row(
+            provider,
+            connection,
+            &cd.persist(),
+            tm,
+        )));
     }
     writes
 }
@@ -222,20 +237,7 @@ pub(crate) fn reconcile_reload(
                 continue;
             }
             any = true;
-            writes.extend(drop_headroom(res, i, j, &p.id, &c.id));
-            let Some(cd) = res
-                .providers
-                .get_mut(i)
-                .and_then(|x| x.connections.get_mut(j))
-            else {
-                continue;
-            };
-            if cd.reset_terminal() {
-                tracing::info!(provider = %p.id, connection = %c.id, "credential changed on reload: terminal state cleared");
-                writes.push(crate::store::StateWrite::Connection(
-                    super::persist::connection_row(&p.id, &c.id, &cd.persist(), tm),
-                ));
-            }
+            writes.extend(forget_account(res, (i, j), &p.id, &c.id, tm));
         }
     }
     let layout_changed = !remap.is_identity();

@@ -1004,27 +1004,41 @@ async fn passthrough_forwards_the_clients_credentials_unchanged() {
     assert_eq!(up.header("authorization"), Some("Bearer tok-client-1"));
 }
 
+/// One Anthropic request with `headers` through a connection whose `auth` is `auth` (its key
+/// in `$var` = `key`); returns what reached the upstream.
+async fn through_anthropic_key(
+    auth: &str,
+    var: &str,
+    key: &str,
+    headers: &[(&str, &str)],
+) -> crate::support::recorded::Recorded {
+    let mock = MockUpstream::start().await;
+    let config = fill(ANTHROPIC, &mock).replace("auth = \"passthrough\"", auth);
+    let s = Sluice::start(&config, &[(var, key)]).await;
+    let r = client::post_json(
+        &s.url("/v1/messages"),
+        &anthropic_body("claude-x", false),
+        headers,
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    mock.single()
+}
+
 #[tokio::test]
 async fn env_key_replaces_client_credentials_with_x_api_key_on_anthropic() {
-    let mock = MockUpstream::start().await;
-    let config =
-        fill(ANTHROPIC, &mock).replace("auth = \"passthrough\"", "auth = { env = \"UP_KEY\" }");
-    let s = Sluice::start(&config, &[("UP_KEY", "sk-ant-configured")]).await;
-
     let headers = [
         AV,
         ("x-api-key", "sk-ant-client-1"),
         ("authorization", "Bearer tok-client-1"),
     ];
-    let r = client::post_json(
-        &s.url("/v1/messages"),
-        &anthropic_body("claude-x", false),
+    let up = through_anthropic_key(
+        "auth = { env = \"UP_KEY\" }",
+        "UP_KEY",
+        "sk-ant-configured",
         &headers,
     )
     .await;
-
-    assert_eq!(r.status, 200, "{}", r.text());
-    let up = mock.single();
     assert_eq!(up.header("x-api-key"), Some("sk-ant-configured"));
     assert_eq!(
         up.header("authorization"),
@@ -1063,27 +1077,18 @@ async fn env_key_replaces_client_credentials_with_bearer_on_openai() {
 
 #[tokio::test]
 async fn a_subscription_token_goes_as_bearer_with_the_oauth_beta_added() {
-    let mock = MockUpstream::start().await;
-    let config = fill(ANTHROPIC, &mock).replace(
-        "auth = \"passthrough\"",
-        "auth = { env = \"SUB_TOKEN\", scheme = \"bearer\" }",
-    );
-    let s = Sluice::start(&config, &[("SUB_TOKEN", "sk-ant-oat01-pooled")]).await;
-
     let headers = [
         AV,
         ("x-api-key", "sk-ant-client-1"),
         ("anthropic-beta", "interleaved-thinking-2025-05-14"),
     ];
-    let r = client::post_json(
-        &s.url("/v1/messages"),
-        &anthropic_body("claude-x", false),
+    let up = through_anthropic_key(
+        "auth = { env = \"SUB_TOKEN\", scheme = \"bearer\" }",
+        "SUB_TOKEN",
+        "sk-ant-oat01-pooled",
         &headers,
     )
     .await;
-
-    assert_eq!(r.status, 200, "{}", r.text());
-    let up = mock.single();
     assert_eq!(
         up.header("authorization"),
         Some("Bearer sk-ant-oat01-pooled")
@@ -1092,11 +1097,6 @@ async fn a_subscription_token_goes_as_bearer_with_the_oauth_beta_added() {
     assert_eq!(
         up.header("anthropic-beta"),
         Some("interleaved-thinking-2025-05-14,oauth-2025-04-20")
-    );
-    let snap = s.snapshot();
-    assert_eq!(
-        snap.providers[0].connections[0].auth,
-        "env:SUB_TOKEN (bearer)"
     );
 }
 
