@@ -1,16 +1,15 @@
 //! What a config reload may change: [`restart_only_changes`] lists every difference between
 //! the running config and a freshly validated one that only a restart can apply (listen
-//! addresses, the store and log files, the console, the global concurrency cap, and the
-//! concurrency caps of a provider or connection kept across the reload, whose gates may hold
-//! permits). A reload with any such difference is refused whole, so nothing half-applies.
-//! Adding, removing and reordering providers and connections, and every other provider or
-//! connection key, apply live (`core::layout`). [`ReloadDiff`] says what a reload changes.
+//! addresses, the store and log files, the console and the global concurrency cap). A
+//! reload with any such difference is refused whole, so nothing half-applies. Adding,
+//! removing and reordering providers and connections, and every provider or connection key
+//! (their concurrency caps included), apply live (`core::layout`). [`ReloadDiff`] says what a reload changes.
 //!
 //! Pure: both configs are already validated; nothing here reads files or the clock.
 
 use serde::Serialize;
 
-use super::{Config, Connection, Problem, Provider};
+use super::{Config, Problem};
 
 /// The fix every restart-only difference carries.
 const RESTART_FIX: &str =
@@ -70,49 +69,7 @@ pub fn restart_only_changes(old: &Config, new: &Config) -> Vec<Problem> {
         format!("{:?}", old.resilience.concurrency.global_max),
         format!("{:?}", new.resilience.concurrency.global_max),
     );
-    for b in &new.providers {
-        if let Some(a) = old.provider(&b.id) {
-            kept_provider_caps(a, b, &mut cmp);
-        }
-    }
     out
-}
-
-/// The restart-only keys of one provider kept under the same id: its gate cap, and the caps
-/// of its connections kept under the same id. Permits held in a kept gate were booked
-/// against its cap, so the cap cannot change under them.
-fn kept_provider_caps(a: &Provider, b: &Provider, cmp: &mut impl FnMut(String, String, String)) {
-    let key = |k: &str| format!("providers.{}.{k}", a.id);
-    cmp(
-        key("max_concurrent"),
-        format!("{:?}", a.max_concurrent),
-        format!("{:?}", b.max_concurrent),
-    );
-    for y in &b.connections {
-        if let Some(x) = a.connections.iter().find(|x| x.id == y.id) {
-            kept_connection_caps(&a.id, x, y, cmp);
-        }
-    }
-}
-
-/// The restart-only keys of one connection kept under the same id (its admission gate caps).
-fn kept_connection_caps(
-    provider: &str,
-    a: &Connection,
-    b: &Connection,
-    cmp: &mut impl FnMut(String, String, String),
-) {
-    let key = |k: &str| format!("providers.{provider}.connections.{}.{k}", a.id);
-    cmp(
-        key("max_concurrent"),
-        format!("{:?}", a.max_concurrent),
-        format!("{:?}", b.max_concurrent),
-    );
-    cmp(
-        key("model_concurrency"),
-        format!("{:?}", a.model_concurrency),
-        format!("{:?}", b.model_concurrency),
-    );
 }
 
 /// What an applied reload changed (the admin API's JSON reply, the console's status line).
@@ -352,13 +309,8 @@ mod tests {
             "config reloaded: routing, providers changed (1 provider added, 2 connections added, 1 connection removed)"
         );
 
+        // A kept connection's cap changes live too (its gate takes the new cap).
         let recapped = layout(&[("a", &[("a1", ""), ("a2", "max_concurrent = 3")])]);
-        let p = restart_only_changes(&old, &recapped);
-        assert_eq!(p.len(), 1, "{p:?}");
-        assert_eq!(p[0].key, "providers.a.connections.a2.max_concurrent");
-        assert!(p[0].message.contains("Some(2)") && p[0].fix.contains("restart"));
-        // The same cap on a connection that is new under its id is no restart.
-        let moved = layout(&[("a", &[("a1", ""), ("b2", "max_concurrent = 3")])]);
-        assert!(restart_only_changes(&old, &moved).is_empty());
+        assert!(restart_only_changes(&old, &recapped).is_empty());
     }
 }

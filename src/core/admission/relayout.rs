@@ -4,15 +4,17 @@
 //! (their waiters' grant channels close and they go on without a permit). Permits booked
 //! under the old layout are released onto the same gates by identity (`State::here`).
 //!
-//! The caps of kept gates do not change here: a reload that changes a kept provider's or
-//! connection's `max_concurrent` or `model_concurrency` is refused (restart needed), so a
-//! kept gate's booked permits always match its cap.
+//! A kept gate takes the new file's cap (`max_concurrent`, `model_concurrency`) with its
+//! permits and waiters: a higher cap grants waiters at once, a lower one admits nobody new
+//! until enough permits came back (nothing in flight is cut). A cap added to an uncapped
+//! connection starts counting from the next admission; a cap removed lets its waiters go.
 
 use std::sync::Arc;
 
-use super::{Gates, Layout, conn_state, layout_of, provider_state};
-use crate::config::Config;
+use super::{ConnState, Gates, Layout, ProviderState, conn_state, layout_of, provider_state};
+use crate::config::{Config, Connection, Provider};
 use crate::core::layout::Remap;
+use crate::policy::admission::{GateKind, GateState};
 
 impl Gates {
     /// Serves the layout of `cfg` (generation `cfg.layout`), reached from the current one
@@ -31,6 +33,7 @@ impl Gates {
             ps.conns = remap.connections_vec(np, conns, |nc| {
                 conn_state(&p.connections[nc], &pl.conns[nc], pl.profile, defaults)
             });
+            sync_provider_caps(ps, p);
         }
         st.providers = moved;
         st.history.push(Arc::clone(remap));
@@ -39,6 +42,43 @@ impl Gates {
             generation: cfg.layout,
             providers: layout,
         });
+        // A raised or removed cap may admit waiters now.
+        let now = self.inner.clock.now();
+        for i in 0..st.providers.len() {
+            for j in 0..st.providers[i].conns.len() {
+                st.pump_connection(i, j, now);
+            }
+        }
+    }
+}
+
+/// Gives `gate` the cap `cap` (`None` drops the gate), keeping its permits and waiters.
+fn sync_gate(gate: &mut Option<GateState>, kind: GateKind, cap: Option<u32>) {
+    match (gate.as_mut(), cap) {
+        (Some(g), Some(c)) => g.cap = Some(c),
+        (Some(_), None) => *gate = None,
+        (None, Some(c)) => *gate = Some(GateState::new(kind, Some(c))),
+        (None, None) => {}
+    }
+}
+
+/// The provider's gate and every connection's gates at the caps `p` now says.
+fn sync_provider_caps(ps: &mut ProviderState, p: &Provider) {
+    sync_gate(&mut ps.gate, GateKind::Provider, p.max_concurrent);
+    for (cs, c) in ps.conns.iter_mut().zip(&p.connections) {
+        sync_connection_caps(cs, c);
+    }
+}
+
+fn sync_connection_caps(cs: &mut ConnState, c: &Connection) {
+    sync_gate(&mut cs.gate, GateKind::Connection, c.max_concurrent);
+    cs.models.retain(|m, _| c.model_concurrency.contains_key(m));
+    for (m, cap) in &c.model_concurrency {
+        let mut slot = cs.models.remove(m);
+        sync_gate(&mut slot, GateKind::Model, Some(*cap));
+        if let Some(g) = slot {
+            cs.models.insert(m.clone(), g);
+        }
     }
 }
 
@@ -130,5 +170,46 @@ mod tests {
         drop(granted);
         assert_eq!(g.views().len(), 1);
         assert_eq!(g.views()[0].in_flight, 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_kept_gate_takes_the_new_cap_with_its_permits_and_waiters() {
+        let c0 = cfg(&[("c", "max_concurrent = 1")], 0);
+        let g = Gates::new(&c0, Arc::new(SystemClock));
+        let q = c0.resilience.queue.clone();
+        let held = g.acquire(0, 0, "m", &q).await.unwrap();
+        let waiting = {
+            let (g, q) = (g.clone(), q.clone());
+            tokio::spawn(async move { g.acquire(0, 0, "m", &q).await })
+        };
+        settle().await;
+        assert!(!waiting.is_finished(), "queued at cap 1");
+
+        // Raised to 2: the waiter is granted at once, the first permit still held.
+        let c1 = cfg(&[("c", "max_concurrent = 2")], 1);
+        step(&g, &c0, &c1);
+        settle().await;
+        let second = waiting.await.unwrap().unwrap();
+        assert!(second.holds_permit());
+        let v = &g.views()[0];
+        assert_eq!((v.cap, v.in_flight, v.queued), (Some(2), 2, 0));
+
+        // Lowered to 1 with 2 in flight: nothing is cut, nobody new gets in until one is back.
+        let c2 = cfg(&[("c", "max_concurrent = 1")], 2);
+        step(&g, &c1, &c2);
+        assert_eq!(g.views()[0].in_flight, 2);
+        assert!(g.try_acquire(0, 0, "m", &q).is_none(), "over the new cap");
+        drop(held);
+        assert!(
+            g.try_acquire(0, 0, "m", &q).is_none(),
+            "1 in flight = the cap"
+        );
+        drop(second);
+        assert!(g.try_acquire(0, 0, "m", &q).is_some());
+
+        // Cap removed: no gate is listed any more.
+        let c3 = cfg(&[("c", "")], 3);
+        step(&g, &c2, &c3);
+        assert!(g.views().is_empty(), "{:?}", g.views());
     }
 }
