@@ -30,6 +30,10 @@ pub(super) async fn clear(control: &Control, ids: &[String], model: &str) -> Res
             "verify: name the connections to probe in connectionIds",
         );
     }
+    // Every id is checked before the first probe, so a bad one changes nothing.
+    if let Err(e) = ids.iter().try_for_each(|id| control.check_verifiable(id)) {
+        return answer(Err(e));
+    }
     let mut reports = Vec::with_capacity(ids.len());
     for id in ids {
         match control.clear_and_verify(id, model).await {

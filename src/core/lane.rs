@@ -51,15 +51,13 @@ pub fn view(slot: &LaneSlot, now_unix_ms: u64) -> Option<LaneView> {
 }
 
 impl Core {
-    /// True while connection (`provider`, `connection`) has an active low-priority lane:
-    /// its requests carry `anthropic-usage-limit: slow`.
+    /// True while candidate `cand`'s connection has an active low-priority lane: its
+    /// requests carry `anthropic-usage-limit: slow`.
     pub fn lane_active(&self, cand: &Candidate) -> bool {
-        let Some((provider, connection)) = self.locate(cand.layout, cand.provider, cand.connection)
-        else {
-            return false;
-        };
+        // Located under the resilience lock, which a reload holds while the layout changes.
         let r = self.res();
-        active_in(&r, provider, connection, self.clock().as_ref())
+        self.locate(cand.layout, cand.provider, cand.connection)
+            .is_some_and(|(p, c)| active_in(&r, p, c, self.clock().as_ref()))
     }
 
     /// Folds one response head of a `low_priority_mode` connection into its lane (see
@@ -74,15 +72,8 @@ impl Core {
         headers: &http::HeaderMap,
         retried: bool,
     ) -> Verdict {
-        let Some((provider, connection)) = self.locate(cand.layout, cand.provider, cand.connection)
-        else {
-            return Verdict::Report;
-        };
-        if !self.low_priority(provider, connection) {
-            return Verdict::Report;
-        }
         let signals = Signals::parse(parse::header_pairs(headers));
-        self.move_lane(provider, connection, |slot, now_ms| {
+        self.move_lane(cand, |slot, now_ms| {
             slot.observe(status, &signals, retried, now_ms)
         })
         .unwrap_or(Verdict::Report)
@@ -90,11 +81,7 @@ impl Core {
 
     /// A busy lane gave up waiting: ends it with the 10-minute re-accept pause.
     pub fn lane_give_up(&self, cand: &Candidate) {
-        if let Some((provider, connection)) =
-            self.locate(cand.layout, cand.provider, cand.connection)
-        {
-            self.move_lane(provider, connection, |slot, now_ms| slot.give_up(now_ms));
-        }
+        self.move_lane(cand, |slot, now_ms| slot.give_up(now_ms));
     }
 
     /// A uniform draw in `[0, 1)` from the core's seeded RNG (the busy wait's jitter).
@@ -105,54 +92,40 @@ impl Core {
         ))
     }
 
-    fn low_priority(&self, provider: usize, connection: usize) -> bool {
-        self.config()
-            .providers
-            .get(provider)
-            .and_then(|p| p.connections.get(connection))
-            .is_some_and(|c| c.low_priority_mode)
-    }
-
-    /// Applies `f` to the lane of (`provider`, `connection`) at the wall clock's now; logs
-    /// and saves it when it changed.
-    fn move_lane<T>(
-        &self,
-        provider: usize,
-        connection: usize,
-        f: impl FnOnce(&mut LaneSlot, u64) -> T,
-    ) -> Option<T> {
+    /// Applies `f` to the lane of `cand`'s connection (a `low_priority_mode` one; `None`
+    /// for others or one a reload removed) at the wall clock's now; logs and saves it when
+    /// it changed. The connection is located, and named, under the resilience lock.
+    fn move_lane<T>(&self, cand: &Candidate, f: impl FnOnce(&mut LaneSlot, u64) -> T) -> Option<T> {
         let now_ms = unix_ms(self.clock().wall());
-        let (out, changed) = {
+        let (out, changed, ids) = {
             let mut r = self.res();
-            let slot = r.providers.get_mut(provider)?.lanes.get_mut(connection)?;
+            let (pi, ci) = self.locate(cand.layout, cand.provider, cand.connection)?;
+            let cfg = self.config();
+            let p = cfg.providers.get(pi)?;
+            let c = p.connections.get(ci).filter(|c| c.low_priority_mode)?;
+            let ids = (p.id.clone(), c.id.clone());
+            let slot = r.providers.get_mut(pi)?.lanes.get_mut(ci)?;
             let before = slot.lane.clone();
             let out = f(slot, now_ms);
             let changed = (slot.lane != before).then(|| slot.clone());
-            (out, changed)
+            (out, changed, ids)
         };
         if let Some(slot) = changed {
-            self.lane_changed(provider, connection, &slot, now_ms);
+            self.lane_changed(&ids.0, &ids.1, &slot, now_ms);
         }
         Some(out)
     }
 
-    fn lane_changed(&self, provider: usize, connection: usize, slot: &LaneSlot, now_ms: u64) {
+    fn lane_changed(&self, provider: &str, connection: &str, slot: &LaneSlot, now_ms: u64) {
         self.mark_dirty();
-        let cfg = self.config();
-        let Some(p) = cfg.providers.get(provider) else {
-            return;
-        };
-        let Some(c) = p.connections.get(connection) else {
-            return;
-        };
         if let Some(l) = &slot.lane {
             let secs = Duration::from_millis(l.until_unix_ms.saturating_sub(now_ms)).as_secs();
-            tracing::info!(provider = %p.id, connection = %c.id, state = l.state.as_str(), reason = %l.reason, "low-priority lane {} ({}), {secs}s to go", l.state.as_str(), l.reason);
+            tracing::info!(provider, connection, state = l.state.as_str(), reason = %l.reason, "low-priority lane {} ({}), {secs}s to go", l.state.as_str(), l.reason);
         }
         let Some(store) = self.store() else { return };
         match serde_json::to_string(slot) {
             Ok(value_json) => store.write(StateWrite::Setting(SettingRow {
-                key: settings_key(&p.id, &c.id),
+                key: settings_key(provider, connection),
                 value_json,
                 updated_at_unix_ms: now_ms,
             })),

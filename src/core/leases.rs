@@ -77,28 +77,30 @@ impl Core {
         candidates: &[Candidate],
         ttl: Duration,
     ) -> Result<Acquired, AcquireRefused> {
+        // The lease table, the config and the layout change together under this lock (a
+        // reload takes it first), so candidates are translated into the current layout here.
+        let mut t = self.leases();
         let cfg = self.config();
         let now = self.clock().now();
-        let mut t = self.leases();
-        let free: Vec<&Candidate> = candidates
+        let keyed = self.keyed(candidates);
+        let free: Vec<&(ConnKey, &Candidate)> = keyed
             .iter()
-            .filter(|c| t.holder((c.provider, c.connection), now).is_none())
+            .filter(|(k, _)| t.holder(*k, now).is_none())
             .collect();
-        let Some(pick) = free
+        let Some(&&(conn, _)) = free
             .iter()
-            .find(|c| self.healthy(&cfg, c, now))
+            .find(|(k, c)| self.healthy(&cfg, *k, &c.model, now))
             .or_else(|| free.first())
         else {
-            let earliest = candidates
+            let earliest = keyed
                 .iter()
-                .filter_map(|c| t.holder((c.provider, c.connection), now))
+                .filter_map(|(k, _)| t.holder(*k, now))
                 .map(|l| l.expires)
                 .min();
             return Err(AcquireRefused::Busy {
                 retry_after: bounded_retry(earliest, now, cfg.session_leases.ttl),
             });
         };
-        let conn = (pick.provider, pick.connection);
         let rng = ring::rand::SystemRandom::new();
         let (token, owner) = mint_owner(&rng).ok_or(AcquireRefused::Random)?;
         let lease = t
@@ -107,8 +109,8 @@ impl Core {
                 retry_after: cfg.session_leases.ttl,
             })?;
         let record = t.record(conn, now);
-        drop(t);
         self.persist_lease(&cfg, record);
+        drop(t);
         self.log_lease("acquired", &cfg, conn, &lease);
         self.mark_dirty();
         Ok(Acquired { token, lease, conn })
@@ -121,13 +123,13 @@ impl Core {
         generation: u64,
         ttl: Duration,
     ) -> Result<(ConnKey, Lease), Refusal> {
+        let mut t = self.leases();
         let cfg = self.config();
         let now = self.clock().now();
-        let mut t = self.leases();
         let (conn, lease) = t.renew(owner, generation, ttl, now)?;
         let record = t.record(conn, now);
-        drop(t);
         self.persist_lease(&cfg, record);
+        drop(t);
         self.log_lease("renewed", &cfg, conn, &lease);
         self.mark_dirty();
         Ok((conn, lease))
@@ -135,13 +137,13 @@ impl Core {
 
     /// Ends `owner`'s live lease of `generation`; the connection is free at once.
     pub fn lease_release(&self, owner: &OwnerHash, generation: u64) -> Result<ConnKey, Refusal> {
+        let mut t = self.leases();
         let cfg = self.config();
         let now = self.clock().now();
-        let mut t = self.leases();
         let conn = t.release(owner, generation, now)?;
         let record = t.record(conn, now);
-        drop(t);
         self.persist_lease(&cfg, record);
+        drop(t);
         tracing::info!(target: "sluice::lease", owner = %owner.fingerprint(), generation, connection = %conn_name(&cfg, conn), "session lease released");
         self.mark_dirty();
         Ok(conn)
@@ -155,16 +157,16 @@ impl Core {
         candidates: Vec<Candidate>,
         presented: Option<(OwnerHash, u64)>,
     ) -> LeaseGate {
+        let t = self.leases();
         let cfg = self.config();
         let now = self.clock().now();
-        let t = self.leases();
         if let Some((owner, generation)) = presented {
             let Ok(conn) = t.check(&owner, generation, now) else {
                 return LeaseGate::Stale;
             };
             let mine: Vec<Candidate> = candidates
                 .into_iter()
-                .filter(|c| (c.provider, c.connection) == conn)
+                .filter(|c| self.here(c) == Some(conn))
                 .collect();
             if mine.is_empty() {
                 return LeaseGate::NotOnLease;
@@ -176,11 +178,16 @@ impl Core {
         }
         let (mut kept, mut leased, mut earliest) = (Vec::new(), Vec::new(), None::<Instant>);
         for c in candidates {
-            match t.leased_by_other((c.provider, c.connection), None, now) {
+            // A connection a reload removed meanwhile is left for dispatch to skip.
+            let Some(key) = self.here(&c) else {
+                kept.push(c);
+                continue;
+            };
+            match t.leased_by_other(key, None, now) {
                 Some(until) => {
                     earliest = Some(earliest.map_or(until, |e| e.min(until)));
                     leased.push(Exclusion {
-                        target: target_name(&cfg, &c),
+                        target: target_name(&cfg, key, &c.model),
                         reason: ExclusionReason::Leased,
                         retry_after: Some(until.saturating_duration_since(now)),
                     });
@@ -200,22 +207,35 @@ impl Core {
         }
     }
 
-    /// Whether `c` would be admitted now as far as its connection and model lockouts go
-    /// (read-only: no probe permit, no slow-start draw).
-    fn healthy(&self, cfg: &Config, c: &Candidate, now: Instant) -> bool {
+    /// Candidate `c`'s connection in the current layout (`None`: a reload removed it).
+    /// Called under the leases lock, which a reload holds while the layout changes.
+    fn here(&self, c: &Candidate) -> Option<ConnKey> {
+        self.locate(c.layout, c.provider, c.connection)
+    }
+
+    /// Each candidate with its connection in the current layout (removed ones left out).
+    fn keyed<'c>(&self, candidates: &'c [Candidate]) -> Vec<(ConnKey, &'c Candidate)> {
+        candidates
+            .iter()
+            .filter_map(|c| Some((self.here(c)?, c)))
+            .collect()
+    }
+
+    /// Whether connection `key` (current layout) would be admitted now for `model` as far as
+    /// its connection state and model lockouts go (read-only: no probe permit, no
+    /// slow-start draw).
+    fn healthy(&self, cfg: &Config, (pi, ci): ConnKey, model: &str, now: Instant) -> bool {
         let (Some(p), Some(conn)) = (
-            cfg.providers.get(c.provider),
-            cfg.providers
-                .get(c.provider)
-                .and_then(|p| p.connections.get(c.connection)),
+            cfg.providers.get(pi),
+            cfg.providers.get(pi).and_then(|p| p.connections.get(ci)),
         ) else {
             return false;
         };
         let r = self.res();
         let usable = r
             .providers
-            .get(c.provider)
-            .and_then(|res| res.connections.get(c.connection))
+            .get(pi)
+            .and_then(|res| res.connections.get(ci))
             .is_some_and(|cd| {
                 !matches!(
                     cd.eligibility(now),
@@ -227,7 +247,7 @@ impl Core {
         let at = LockTarget {
             provider: &p.id,
             connection: &conn.id,
-            model: &c.model,
+            model,
             quota_groups: &p.quota_groups,
         };
         usable && r.lockouts.locked(at, now).is_none()
@@ -282,8 +302,8 @@ fn conn_name(cfg: &Config, (p, c): ConnKey) -> String {
     }
 }
 
-fn target_name(cfg: &Config, c: &Candidate) -> String {
-    format!("{}/{}", conn_name(cfg, (c.provider, c.connection)), c.model)
+fn target_name(cfg: &Config, key: ConnKey, model: &str) -> String {
+    format!("{}/{model}", conn_name(cfg, key))
 }
 
 /// A lease record as a store row; `None` when the connection left the config.
@@ -301,7 +321,8 @@ pub(crate) fn lease_row(cfg: &Config, r: &LeaseRecord, tm: &TimeMap) -> Option<L
 }
 
 /// Rebuilds the lease table from the store's rows at startup: rows for connections no longer
-/// configured are ignored, expired leases are dropped (their generations kept).
+/// configured are ignored, expired leases are dropped (their generations kept), and an
+/// expiry past `max_ttl` from now (a corrupt row, a clock set back) is cut to it.
 pub(crate) fn restore(rows: &[LeaseRow], cfg: &Config, tm: &TimeMap, now: Instant) -> Leases {
     let records = rows.iter().filter_map(|row| {
         let i = cfg.providers.iter().position(|p| p.id == row.provider)?;
@@ -309,10 +330,12 @@ pub(crate) fn restore(rows: &[LeaseRow], cfg: &Config, tm: &TimeMap, now: Instan
             .connections
             .iter()
             .position(|c| c.id == row.connection)?;
+        // A saved expiry is outside input: never later than the longest lease from now.
+        let latest = now.checked_add(cfg.session_leases.max_ttl).unwrap_or(now);
         let lease = OwnerHash::from_hex(&row.owner_sha256).map(|owner| Lease {
             owner,
             generation: row.generation,
-            expires: tm.instant(row.expires_at_unix_ms),
+            expires: tm.instant(row.expires_at_unix_ms).min(latest),
         });
         Some(LeaseRecord {
             conn: (i, j),

@@ -147,6 +147,13 @@ impl Control {
             .ok_or_else(|| invalid("this sluice has no upstream probe".into()))
     }
 
+    /// Whether `connection` can be verified (it exists and has a key of its own), without
+    /// probing: a caller verifying several checks them all first. Errors as
+    /// [`Control::clear_and_verify`].
+    pub fn check_verifiable(&self, connection: &str) -> Result<(), ControlError> {
+        self.probe_connection(connection).map(drop)
+    }
+
     /// `connection` (any provider), if it can be probed.
     fn probe_connection(&self, connection: &str) -> Result<ProbeTarget, ControlError> {
         let cfg = self.config();

@@ -155,11 +155,17 @@ fn insert_bearer(out: &mut HeaderMap, secret: &Secret) {
 /// Adds `flag` to the comma-separated `anthropic-beta` list unless it is there already (the
 /// client's own flags are kept).
 fn add_beta(out: &mut HeaderMap, flag: &'static str) {
-    let current = out
-        .get("anthropic-beta")
-        .and_then(|v| v.to_str().ok())
-        .map(str::trim)
-        .unwrap_or("");
+    // Every `anthropic-beta` line the client sent, joined; one that is not text is left
+    // as it was (nothing of the client's is dropped).
+    let mut lines = Vec::new();
+    for v in out.get_all("anthropic-beta") {
+        match v.to_str() {
+            Ok(s) if !s.trim().is_empty() => lines.push(s.trim().to_owned()),
+            Ok(_) => {}
+            Err(_) => return,
+        }
+    }
+    let current = lines.join(",");
     if current.split(',').any(|b| b.trim() == flag) {
         return;
     }

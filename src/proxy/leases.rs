@@ -94,7 +94,7 @@ async fn serve(state: &Shared, req: Request<Incoming>) -> Result<serde_json::Val
     match call.action.as_str() {
         "acquire" => acquire(state, &cfg, &call),
         "renew" => renew(state, &cfg, &call),
-        "release" => release(state, &cfg, &call),
+        "release" => release(state, &call),
         other => Err(ProxyError::BadRequest(format!(
             "'{other}' is not a lease action; use acquire, renew or release"
         ))),
@@ -172,7 +172,7 @@ fn acquire(
     }
     match state.core.lease_acquire(&candidates, ttl) {
         Ok(a) => {
-            let mut v = lease_json(state, cfg, a.conn, &a.lease);
+            let mut v = lease_json(state, &state.core.config(), a.conn, &a.lease);
             if let Some(o) = v.as_object_mut() {
                 o.insert("owner".into(), json!(a.token));
             }
@@ -189,20 +189,16 @@ fn renew(state: &Shared, cfg: &Config, call: &LeaseCall) -> Result<serde_json::V
     let (owner, generation) = owner_of(call)?;
     let ttl = ttl_of(cfg, call.ttl.as_deref())?;
     match state.core.lease_renew(&owner, generation, ttl) {
-        Ok((conn, lease)) => Ok(lease_json(state, cfg, conn, &lease)),
+        Ok((conn, lease)) => Ok(lease_json(state, &state.core.config(), conn, &lease)),
         Err(r) => Err(refusal(r)),
     }
 }
 
-fn release(
-    state: &Shared,
-    cfg: &Config,
-    call: &LeaseCall,
-) -> Result<serde_json::Value, ProxyError> {
+fn release(state: &Shared, call: &LeaseCall) -> Result<serde_json::Value, ProxyError> {
     let (owner, generation) = owner_of(call)?;
     match state.core.lease_release(&owner, generation) {
         Ok(conn) => {
-            let (provider, connection) = ids(cfg, conn);
+            let (provider, connection) = ids(&state.core.config(), conn);
             Ok(
                 json!({"released": true, "provider": provider, "connection": connection, "generation": generation}),
             )

@@ -335,6 +335,12 @@ pub(crate) fn apply(tx: &Transaction<'_>, w: &StateWrite) -> rusqlite::Result<()
                 "DELETE FROM model_lockouts WHERE provider = ?1 AND connection = ?2",
             )?
             .execute(params![provider, connection])?;
+            // A removed connection's lease goes with it (a stale owner is refused anyway:
+            // its token's hash is not the new holder's).
+            tx.prepare_cached(
+                "DELETE FROM session_leases WHERE provider = ?1 AND connection = ?2",
+            )?
+            .execute(params![provider, connection])?;
         }
         StateWrite::DeleteBreaker { provider } => {
             tx.prepare_cached("DELETE FROM circuit_breakers WHERE provider = ?1")?
