@@ -161,6 +161,9 @@ pub(crate) fn reconcile(
         if let Some(w) = drop_lane(res, i, j, &p.id, &c.id) {
             writes.push(w);
         }
+        if let Some(w) = super::limit_reset::drop_record(res, i, j, &p.id, &c.id) {
+            writes.push(w);
+        }
         let Some(cd) = res
             .providers
             .get_mut(i)
@@ -223,6 +226,7 @@ pub(crate) fn reconcile_reload(
             }
             any = true;
             writes.extend(drop_headroom(res, i, j, &p.id, &c.id));
+            writes.extend(super::limit_reset::drop_record(res, i, j, &p.id, &c.id));
             let Some(cd) = res
                 .providers
                 .get_mut(i)
@@ -352,6 +356,9 @@ mod tests {
         for slot in &mut res.providers[0].lanes {
             slot.give_up(now_ms);
         }
+        for slot in &mut res.providers[0].limit_resets {
+            slot.failed("HTTP 500", now_ms);
+        }
         let secret = install_secret(&secret_path(&cfg.store.path)).unwrap();
         let mut saved = current(&cfg, &secret).1;
         saved.insert("p/a".into(), "0".repeat(64));
@@ -378,7 +385,20 @@ mod tests {
                 _ => None,
             })
             .collect();
-        assert_eq!(deleted, vec!["headroom/p/a", "lane/p/a"]);
+        assert_eq!(
+            deleted,
+            vec!["headroom/p/a", "lane/p/a", "limit_reset/p/a"]
+        );
+        assert_eq!(
+            res.providers[0].limit_resets[0],
+            Default::default(),
+            "a's limit-reset record is gone"
+        );
+        assert_ne!(
+            res.providers[0].limit_resets[1],
+            Default::default(),
+            "b's is kept"
+        );
         assert!(res.providers[0].lanes[0].lane.is_none(), "a's lane is gone");
         assert!(res.providers[0].lanes[1].lane.is_some(), "b's lane is kept");
     }

@@ -97,6 +97,20 @@ impl Core {
         }
     }
 
+    /// Ends an active lane on connection `cand` for `reason` (a granted session-limit reset
+    /// sends the retry at full speed); no-op without an active lane.
+    pub fn lane_end(&self, cand: &Candidate, reason: &str) {
+        if let Some((provider, connection)) =
+            self.locate(cand.layout, cand.provider, cand.connection)
+        {
+            self.move_lane(provider, connection, |slot, now_ms| {
+                if slot.is_active(now_ms) {
+                    slot.end(now_ms, reason);
+                }
+            });
+        }
+    }
+
     /// A uniform draw in `[0, 1)` from the core's seeded RNG (the busy wait's jitter).
     pub fn lane_draw(&self) -> f64 {
         let mut r = self.res();
