@@ -385,10 +385,7 @@ mod tests {
                 _ => None,
             })
             .collect();
-        assert_eq!(
-            deleted,
-            vec!["headroom/p/a", "lane/p/a", "limit_reset/p/a"]
-        );
+        assert_eq!(deleted, vec!["headroom/p/a", "lane/p/a", "limit_reset/p/a"]);
         assert_eq!(
             res.providers[0].limit_resets[0],
             Default::default(),

@@ -183,7 +183,10 @@ mod tests {
         assert_eq!(view(&s, NOW + 1_000), None, "lapsed");
         s.failed("HTTP 500", NOW);
         let v = view(&s, NOW).expect("backoff");
-        assert_eq!((v.last_outcome.as_str(), v.last_error.as_str()), ("error", "HTTP 500"));
+        assert_eq!(
+            (v.last_outcome.as_str(), v.last_error.as_str()),
+            ("error", "HTTP 500")
+        );
     }
 
     #[test]

@@ -12,13 +12,19 @@ fn wall<'a>(extra: &[(&'a str, &'a str)]) -> Vec<(&'a str, &'a str)> {
 
 #[test]
 fn the_five_hour_wall_is_a_rejected_429_naming_the_five_hour_window() {
-    let claim = wall(&[("anthropic-ratelimit-unified-representative-claim", "five_hour")]);
+    let claim = wall(&[(
+        "anthropic-ratelimit-unified-representative-claim",
+        "five_hour",
+    )]);
     assert!(is_five_hour_wall(429, claim.clone()));
     let five = wall(&[("Anthropic-Ratelimit-Unified-5h-Status", "rejected")]);
     assert!(is_five_hour_wall(429, five));
     assert!(!is_five_hour_wall(529, claim), "not a 429");
     let weekly = wall(&[
-        ("anthropic-ratelimit-unified-representative-claim", "seven_day"),
+        (
+            "anthropic-ratelimit-unified-representative-claim",
+            "seven_day",
+        ),
         ("anthropic-ratelimit-unified-7d-status", "rejected"),
     ]);
     assert!(!is_five_hour_wall(429, weekly), "the weekly wall");
@@ -62,7 +68,11 @@ fn a_usage_answer_tolerates_missing_and_malformed_fields() {
     assert_eq!(u.next_available_at_ms, None);
     let u = parse_usage(br#"{"five_hour": {"utilization": 7.5}, "limit_reset": 3}"#).unwrap();
     assert_eq!((u.five_hour_utilization, u.status), (None, None));
-    assert_eq!(decide(&u), Step::Unreadable, "no status: treated as an error");
+    assert_eq!(
+        decide(&u),
+        Step::Unreadable,
+        "no status: treated as an error"
+    );
     assert!(parse_usage(b"not json").is_err());
     assert!(parse_usage(b"[1, 2]").is_err());
     assert!(parse_usage(b"").is_err());
@@ -93,7 +103,10 @@ fn a_granted_reset_is_recorded_and_leaves_queries_open() {
     assert!(!s.is_listed(NOW));
     s.failed("boom", NOW - HOUR);
     s.granted(NOW);
-    assert!(s.may_query(NOW), "a granted reset does not block the next wall");
+    assert!(
+        s.may_query(NOW),
+        "a granted reset does not block the next wall"
+    );
     assert_eq!(s.reset_used_at_ms, Some(NOW));
     assert_eq!(s.last_outcome, Some(Outcome::Reset));
     assert_eq!(s.last_error, None);
@@ -108,7 +121,10 @@ fn already_used_without_a_date_blocks_queries_for_seven_days() {
     s.unavailable(Availability::AlreadyUsed, None, NOW);
     assert_eq!(s.next_available_at_ms, Some(NOW + 7 * DAY));
     assert_eq!(s.last_outcome, Some(Outcome::AlreadyUsed));
-    assert!(!s.may_query(NOW + 7 * DAY - 1), "no query while unavailable");
+    assert!(
+        !s.may_query(NOW + 7 * DAY - 1),
+        "no query while unavailable"
+    );
     assert!(s.may_query(NOW + 7 * DAY));
     assert!(!s.refresh(NOW + DAY), "still listed");
     assert!(s.refresh(NOW + 7 * DAY));
@@ -138,8 +154,15 @@ fn an_error_backs_off_fifteen_minutes_with_a_short_text() {
     s.failed(&long, NOW);
     assert_eq!(s.last_outcome, Some(Outcome::Error));
     assert_eq!(s.next_query_after_ms, Some(NOW + 15 * 60_000));
-    assert!(s.last_error.as_ref().is_some_and(|e| e.len() <= MAX_ERROR_LEN));
-    assert!(!s.may_query(NOW + 15 * 60_000 - 1), "no query during the backoff");
+    assert!(
+        s.last_error
+            .as_ref()
+            .is_some_and(|e| e.len() <= MAX_ERROR_LEN)
+    );
+    assert!(
+        !s.may_query(NOW + 15 * 60_000 - 1),
+        "no query during the backoff"
+    );
     assert!(s.may_query(NOW + 15 * 60_000));
     assert!(s.is_listed(NOW));
 }

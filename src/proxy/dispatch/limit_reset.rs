@@ -154,7 +154,11 @@ fn account_headers(p: &Provider, auth: &Auth, req: &ClientRequest, method: &Meth
         HeaderValue::from_static(ANTHROPIC_VERSION),
     );
     if matches!(auth, Auth::Passthrough) {
-        for name in [header::AUTHORIZATION.as_str(), "x-api-key", "anthropic-beta"] {
+        for name in [
+            header::AUTHORIZATION.as_str(),
+            "x-api-key",
+            "anthropic-beta",
+        ] {
             if let Some(v) = req.parts.headers.get(name) {
                 base.insert(http::HeaderName::from_static(name), v.clone());
             }
