@@ -440,10 +440,16 @@ mod tests {
                 now_ms
             ));
         }
+        for slot in &mut res.providers[0].limit_resets {
+            slot.failed("HTTP 500", now_ms);
+        }
         res.relayout(&remap, &new);
         let clock = ManualClock::new();
         let tm = super::super::persist::TimeMap::new(clock.now(), now_ms);
         let writes = reconcile_reload(&mut res, &old, &new, &remap, &tm, true);
+        let lr = &res.providers[0].limit_resets;
+        assert_eq!(lr[1], Default::default(), "a's limit-reset record is gone");
+        assert_ne!(lr[2], Default::default(), "b's is kept");
         let h = &res.providers[0].headroom;
         assert!(h[0].state.is_empty(), "n is new");
         assert!(
@@ -461,7 +467,7 @@ mod tests {
                 _ => {}
             }
         }
-        assert_eq!(deleted, ["headroom/p/a"]);
+        assert_eq!(deleted, ["headroom/p/a", "limit_reset/p/a"]);
         assert_eq!(
             saved,
             Some(&want),
