@@ -1,6 +1,6 @@
 //! The live session-limit reset (issue 9 §3, `auto_limit_reset`): one [`LimitResetSlot`]
-//! per connection in the resilience state, asked by dispatch before it queries the usage
-//! endpoint ([`Core::limit_reset_may_query`]), moved by what the try found
+//! per connection in the resilience state, claimed by dispatch before it queries the usage
+//! endpoint ([`Core::claim_limit_reset`]), moved by what the try found
 //! ([`Core::record_limit_reset`]), shown on the connection's row ([`view`]) and saved behind
 //! to the store as one `settings` row per connection (`limit_reset/<provider>/<connection>`,
 //! the [`LimitResetSlot`] as JSON), restored at startup.
@@ -42,9 +42,11 @@ pub fn view(slot: &LimitResetSlot, now_unix_ms: u64) -> Option<LimitResetView> {
 }
 
 impl Core {
-    /// True when connection `cand` has `auto_limit_reset` on and may ask its usage endpoint
-    /// now (no error backoff and no remembered unavailability running).
-    pub fn limit_reset_may_query(&self, cand: &Candidate) -> bool {
+    /// Claims a try at a reset on connection `cand` (see [`LimitResetSlot::claim`]): true
+    /// when it has `auto_limit_reset` on and may ask its usage endpoint now (no error
+    /// backoff, no remembered unavailability and no other request's try running). The
+    /// caller then reports what it found with [`Core::record_limit_reset`].
+    pub fn claim_limit_reset(&self, cand: &Candidate) -> bool {
         let Some((provider, connection)) = self.locate(cand.layout, cand.provider, cand.connection)
         else {
             return false;
@@ -53,11 +55,11 @@ impl Core {
             return false;
         }
         let now_ms = unix_ms(self.clock().wall());
-        let r = self.res();
+        let mut r = self.res();
         r.providers
-            .get(provider)
-            .and_then(|p| p.limit_resets.get(connection))
-            .is_some_and(|s| s.may_query(now_ms))
+            .get_mut(provider)
+            .and_then(|p| p.limit_resets.get_mut(connection))
+            .is_some_and(|s| s.claim(now_ms))
     }
 
     /// Folds one try at a reset on connection `cand` in (see [`LimitResetSlot::record`]);

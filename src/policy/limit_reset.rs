@@ -193,20 +193,39 @@ pub struct LimitResetSlot {
     pub reset_used_at_ms: Option<u64>,
     /// The last error's short text (never a credential).
     pub last_error: Option<String>,
+    /// A try is under way until this (see [`LimitResetSlot::claim`]); not persisted.
+    #[serde(skip)]
+    pub in_flight_until_ms: Option<u64>,
 }
 
 impl LimitResetSlot {
     /// True when the usage endpoint may be asked at `now_unix_ms`: no backoff and no
     /// remembered unavailability still running.
     pub fn may_query(&self, now_unix_ms: u64) -> bool {
-        self.next_query_after_ms.is_none_or(|t| now_unix_ms >= t)
-            && self.next_available_at_ms.is_none_or(|t| now_unix_ms >= t)
+        !self.blocked(now_unix_ms) && self.in_flight_until_ms.is_none_or(|t| now_unix_ms >= t)
+    }
+
+    /// True while an error backoff or a remembered unavailability runs at `now_unix_ms`.
+    fn blocked(&self, now_unix_ms: u64) -> bool {
+        self.next_query_after_ms.is_some_and(|t| now_unix_ms < t)
+            || self.next_available_at_ms.is_some_and(|t| now_unix_ms < t)
+    }
+
+    /// Claims the next try at `now_unix_ms` when [`LimitResetSlot::may_query`]: no other
+    /// request starts one for twice [`QUERY_TIMEOUT`] (both calls' bound) or until the try
+    /// is recorded. False when a try may not start now.
+    pub fn claim(&mut self, now_unix_ms: u64) -> bool {
+        if !self.may_query(now_unix_ms) {
+            return false;
+        }
+        self.in_flight_until_ms = Some(now_unix_ms.saturating_add(2 * ms(QUERY_TIMEOUT)));
+        true
     }
 
     /// True while the record is worth listing at `now_unix_ms`: a backoff or unavailability
     /// still running, or a reset granted within [`USED_SHOWN`].
     pub fn is_listed(&self, now_unix_ms: u64) -> bool {
-        !self.may_query(now_unix_ms)
+        self.blocked(now_unix_ms)
             || self
                 .reset_used_at_ms
                 .is_some_and(|t| now_unix_ms < t.saturating_add(ms(USED_SHOWN)))
@@ -234,6 +253,7 @@ impl LimitResetSlot {
     /// `already_used` / `not_offered` at `now_unix_ms`: no query until `next` (when it is
     /// later than now), else for [`DEFAULT_UNAVAILABLE`].
     pub fn unavailable(&mut self, why: Availability, next: Option<u64>, now_unix_ms: u64) {
+        self.in_flight_until_ms = None;
         let until = next
             .filter(|t| *t > now_unix_ms)
             .unwrap_or_else(|| now_unix_ms.saturating_add(ms(DEFAULT_UNAVAILABLE)));
@@ -247,6 +267,7 @@ impl LimitResetSlot {
     /// Any error at `now_unix_ms`: no query for [`ERROR_BACKOFF`]; `why` is kept (cut to
     /// [`MAX_ERROR_LEN`] bytes).
     pub fn failed(&mut self, why: &str, now_unix_ms: u64) {
+        self.in_flight_until_ms = None;
         self.next_query_after_ms = Some(now_unix_ms.saturating_add(ms(ERROR_BACKOFF)));
         self.last_outcome = Some(Outcome::Error);
         self.last_at_ms = Some(now_unix_ms);

@@ -178,3 +178,21 @@ fn the_record_round_trips_as_json() {
     let partial: LimitResetSlot = serde_json::from_str("{}").expect("defaults");
     assert_eq!(partial, LimitResetSlot::default());
 }
+
+#[test]
+fn a_claimed_try_blocks_a_second_one_until_recorded_or_lapsed() {
+    let mut s = LimitResetSlot::default();
+    assert!(s.claim(NOW));
+    assert!(!s.claim(NOW + 1), "one try at a time");
+    assert!(!s.is_listed(NOW + 1), "a claim alone is not listed");
+    assert!(
+        s.claim(NOW + 2 * 10_000),
+        "a lapsed claim frees the next try"
+    );
+    s.granted(NOW + 20_001);
+    assert!(s.claim(NOW + 20_002), "recorded: free again");
+    s.failed("HTTP 502", NOW + 20_003);
+    assert!(!s.claim(NOW + 20_004), "now the backoff blocks it");
+    let json = serde_json::to_string(&s).expect("json");
+    assert!(!json.contains("in_flight"), "not persisted: {json}");
+}

@@ -65,10 +65,11 @@ impl Dispatch<'_> {
             return Ok(a);
         }
         let core = self.state.core.clone();
-        if !core.limit_reset_may_query(t.cand) {
+        let left = deadline.saturating_duration_since(core.clock().now());
+        if left.is_zero() || !core.claim_limit_reset(t.cand) {
             return Ok(a);
         }
-        let tried = try_reset(self.state, t, self.req).await;
+        let tried = try_reset(self.state, t, self.req, deadline).await;
         core.record_limit_reset(t.cand, &tried);
         if tried != Tried::Granted {
             return Ok(a);
@@ -86,8 +87,20 @@ impl Dispatch<'_> {
 }
 
 /// Asks the usage endpoint and, when a reset is available, requests it.
-async fn try_reset(state: &Shared, t: &Target<'_>, req: &ClientRequest) -> Tried {
-    let budget = t.provider.timeout.min(QUERY_TIMEOUT);
+/// Each call is bounded by [`QUERY_TIMEOUT`], the provider's `timeout` and what is left of
+/// the request's execution budget (`deadline`).
+async fn try_reset(
+    state: &Shared,
+    t: &Target<'_>,
+    req: &ClientRequest,
+    deadline: Instant,
+) -> Tried {
+    let now = state.core.clock().now();
+    let budget = t
+        .provider
+        .timeout
+        .min(QUERY_TIMEOUT)
+        .min(deadline.saturating_duration_since(now));
     let usage = match call(state, t, req, Method::GET, USAGE_PATH, budget).await {
         Ok((status, body)) if (200..300).contains(&status) => parse_usage(&body),
         Ok((status, _)) => Err(format!("usage endpoint answered HTTP {status}")),
