@@ -10,6 +10,7 @@ use super::resilience::ResState;
 use super::snapshot::LimitResetView;
 use crate::clock::unix_ms;
 use crate::config::Config;
+use crate::policy::headroom::{Headroom, Window, WindowStatus};
 use crate::policy::limit_reset::{LimitResetSlot, Tried};
 use crate::policy::select::Candidate;
 use crate::store::{SettingRow, StateWrite};
@@ -80,7 +81,16 @@ impl Core {
                 return;
             };
             slot.record(tried, now_ms);
-            slot.clone()
+            let slot = slot.clone();
+            if *tried == Tried::Granted
+                && let Some(h) = r
+                    .providers
+                    .get_mut(provider)
+                    .and_then(|p| p.headroom.get_mut(connection))
+            {
+                forget_spent_window(&mut h.state);
+            }
+            slot
         };
         self.limit_reset_changed(provider, connection, &slot, now_ms);
     }
@@ -122,6 +132,18 @@ impl Core {
             })),
             Err(e) => tracing::warn!(error = %e, "could not encode the limit-reset record"),
         }
+    }
+}
+
+/// A granted reset refills the 5-hour window: its spent reading (and a `rejected` overall
+/// status) is forgotten, so quota preflight does not skip the connection before the next
+/// response reports the window afresh.
+fn forget_spent_window(h: &mut Headroom) {
+    h.connection.remove(&Window::FiveHour);
+    if let Some(u) = &mut h.unified
+        && u.status == Some(WindowStatus::Rejected)
+    {
+        u.status = None;
     }
 }
 
@@ -189,6 +211,27 @@ mod tests {
             (v.last_outcome.as_str(), v.last_error.as_str()),
             ("error", "HTTP 500")
         );
+    }
+
+    #[test]
+    fn a_granted_reset_forgets_the_spent_five_hour_window_only() {
+        let mut h = Headroom::default();
+        assert!(h.observe(
+            [
+                ("anthropic-ratelimit-unified-status", "rejected"),
+                ("anthropic-ratelimit-unified-5h-utilization", "1.0"),
+                ("anthropic-ratelimit-unified-7d-utilization", "0.4"),
+            ],
+            None,
+            NOW
+        ));
+        forget_spent_window(&mut h);
+        assert!(!h.connection.contains_key(&Window::FiveHour));
+        assert!(
+            h.connection.contains_key(&Window::SevenDay),
+            "the week is kept"
+        );
+        assert_eq!(h.unified.and_then(|u| u.status), None);
     }
 
     #[test]

@@ -65,7 +65,8 @@ fn seen(mock: &MockUpstream, method: &str, path: &str) -> usize {
 async fn an_offered_reset_is_requested_and_the_request_retried_on_the_same_connection() {
     let d = D::Anthropic;
     let mock = MockUpstream::start().await;
-    let (s, clock) = Sluice::start_manual(&reset_cfg().build(&mock), ENV).await;
+    let cfg = reset_cfg().tail("[resilience.quota_preflight]\nenabled = true\n");
+    let (s, clock) = Sluice::start_manual(&cfg.build(&mock), ENV).await;
     let reset_s = unix_ms(clock.wall()) / 1000 + 3600;
     mock.on(USAGE).reply(usage("available", None));
     mock.on(RESET)
@@ -96,6 +97,11 @@ async fn an_offered_reset_is_requested_and_the_request_retried_on_the_same_conne
         .map(|a| a.reason.clone())
         .collect();
     assert_eq!(reasons, vec!["limit_reset", "ok"]);
+
+    // The spent 5-hour reading went with the reset: preflight does not skip the connection.
+    expect_status(&d.send(&s, "claude-x", &[]).await, 200, "the next request");
+    assert_eq!(mock.requests_to(d.path()).len(), 3);
+    assert_eq!(seen(&mock, "GET", USAGE), 1, "no wall, no query");
     s.stop().await;
 }
 
