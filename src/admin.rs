@@ -560,6 +560,16 @@ pub fn cooldowns(s: &Snapshot, provider: Option<&str>) -> Value {
                 row["lane"] =
                     json!({"state": l.state, "until": l.until_unix_ms, "reason": l.reason});
             }
+            if let Some(l) = &c.limit_reset {
+                row["limitReset"] = json!({
+                    "lastOutcome": l.last_outcome,
+                    "lastAt": l.last_at_unix_ms,
+                    "nextQueryAfter": l.next_query_after_unix_ms,
+                    "nextAvailableAt": l.next_available_at_unix_ms,
+                    "resetUsedAt": l.reset_used_at_unix_ms,
+                    "lastError": l.last_error,
+                });
+            }
             if !c.headroom.is_empty() {
                 row["headroom"] = json!(c.headroom.iter().map(headroom_json).collect::<Vec<_>>());
             }

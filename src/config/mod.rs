@@ -290,6 +290,9 @@ pub struct Connection {
     pub queue: ConnectionQueue,
     /// Anthropic subscription low-priority lane (spec §2c). Default false.
     pub low_priority_mode: bool,
+    /// Anthropic subscription session-limit reset on the 5-hour wall (issue 9 §3). Default
+    /// false.
+    pub auto_limit_reset: bool,
     /// Cooldown of a rate-limited 429 without a retry hint on this connection, 1s–6h;
     /// wins over the provider's and `[resilience.connection_cooldown]`'s value. `None`
     /// (default) = inherit.

@@ -149,6 +149,7 @@ pub struct RawConnection {
     pub rate_limit_protection: Option<bool>,
     pub concurrency_fail_open: Option<bool>,
     pub low_priority_mode: Option<bool>,
+    pub auto_limit_reset: Option<bool>,
     pub egress: Option<String>,
     pub queue: Option<RawConnectionQueue>,
     pub rate_limit_cooldown: Option<String>,

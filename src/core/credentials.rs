@@ -169,7 +169,7 @@ pub(crate) fn reconcile(
 }
 
 /// A connection's credential changed (at a start or by a reload): a new key is a new
-/// account, so its saved headroom and low-priority lane are forgotten and a terminal state
+/// account, so its saved headroom, low-priority lane and session-limit reset record are forgotten and a terminal state
 /// (`banned`, `expired`, `credits_exhausted`) is cleared. Returns the store writes.
 fn forget_account(
     res: &mut super::resilience::ResState,
@@ -181,6 +181,9 @@ fn forget_account(
     let mut writes: Vec<StateWrite> = drop_headroom(res, i, j, provider, connection)
         .into_iter()
         .chain(drop_lane(res, i, j, provider, connection))
+        .chain(super::limit_reset::drop_record(
+            res, i, j, provider, connection,
+        ))
         .collect();
     if let Some(cd) = res
         .providers
@@ -354,6 +357,9 @@ mod tests {
         for slot in &mut res.providers[0].lanes {
             slot.give_up(now_ms);
         }
+        for slot in &mut res.providers[0].limit_resets {
+            slot.failed("HTTP 500", now_ms);
+        }
         let secret = install_secret(&secret_path(&cfg.store.path)).unwrap();
         let mut saved = current(&cfg, &secret).1;
         saved.insert("p/a".into(), "0".repeat(64));
@@ -380,7 +386,17 @@ mod tests {
                 _ => None,
             })
             .collect();
-        assert_eq!(deleted, vec!["headroom/p/a", "lane/p/a"]);
+        assert_eq!(deleted, vec!["headroom/p/a", "lane/p/a", "limit_reset/p/a"]);
+        assert_eq!(
+            res.providers[0].limit_resets[0],
+            Default::default(),
+            "a's limit-reset record is gone"
+        );
+        assert_ne!(
+            res.providers[0].limit_resets[1],
+            Default::default(),
+            "b's is kept"
+        );
         assert!(res.providers[0].lanes[0].lane.is_none(), "a's lane is gone");
         assert!(res.providers[0].lanes[1].lane.is_some(), "b's lane is kept");
     }
@@ -425,10 +441,16 @@ mod tests {
                 now_ms
             ));
         }
+        for slot in &mut res.providers[0].limit_resets {
+            slot.failed("HTTP 500", now_ms);
+        }
         res.relayout(&remap, &new);
         let clock = ManualClock::new();
         let tm = super::super::persist::TimeMap::new(clock.now(), now_ms);
         let writes = reconcile_reload(&mut res, &old, &new, &remap, &tm, true);
+        let lr = &res.providers[0].limit_resets;
+        assert_eq!(lr[1], Default::default(), "a's limit-reset record is gone");
+        assert_ne!(lr[2], Default::default(), "b's is kept");
         let h = &res.providers[0].headroom;
         assert!(h[0].state.is_empty(), "n is new");
         assert!(
@@ -446,7 +468,7 @@ mod tests {
                 _ => {}
             }
         }
-        assert_eq!(deleted, ["headroom/p/a"]);
+        assert_eq!(deleted, ["headroom/p/a", "limit_reset/p/a"]);
         assert_eq!(
             saved,
             Some(&want),

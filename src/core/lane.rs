@@ -84,6 +84,16 @@ impl Core {
         self.move_lane(cand, |slot, now_ms| slot.give_up(now_ms));
     }
 
+    /// Ends an active lane on connection `cand` for `reason` (a granted session-limit reset
+    /// sends the retry at full speed); no-op without an active lane.
+    pub fn lane_end(&self, cand: &Candidate, reason: &str) {
+        self.move_lane(cand, |slot, now_ms| {
+            if slot.is_active(now_ms) {
+                slot.end(now_ms, reason);
+            }
+        });
+    }
+
     /// A uniform draw in `[0, 1)` from the core's seeded RNG (the busy wait's jitter).
     pub fn lane_draw(&self) -> f64 {
         let mut r = self.res();

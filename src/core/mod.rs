@@ -14,6 +14,7 @@ pub mod lane;
 pub mod latency;
 pub mod layout;
 pub mod leases;
+pub mod limit_reset;
 pub mod persist;
 mod relayout;
 mod report;
@@ -141,6 +142,7 @@ impl Core {
                     lease_table = leases::restore(&rows.leases, &config, &tm, clock.now());
                     headroom::restore(&mut res, &config, &rows.settings, tm.wall_ms());
                     lane::restore(&mut res, &config, &rows.settings, tm.wall_ms());
+                    limit_reset::restore(&mut res, &config, &rows.settings, tm.wall_ms());
                     for w in credentials::reconcile(&mut res, &config, &rows.settings, &tm) {
                         st.write(w);
                     }

@@ -1,7 +1,7 @@
 //! [`Core::replace_config`]: a live config reload, including one that adds, removes or
 //! reorders providers and connections. Kept entries (matched by provider id, then connection
 //! id within their provider; see [`super::layout`]) move to their new positions with all
-//! their live state — breaker, §1b window, cooldown, headroom, lane, slow-start ramps, counters,
+//! their live state — breaker, §1b window, cooldown, headroom, lane, limit-reset record, slow-start ramps, counters,
 //! latency windows, gates with their permits and waiters, faults; lockouts and session pins
 //! are keyed by id and stay as they are. New entries start fresh; removed ones are dropped,
 //! with their lockouts and their store rows, so a later connection of the same id does not
@@ -109,6 +109,9 @@ fn removed_rows(
         writes.push(StateWrite::DeleteSetting {
             key: super::lane::settings_key(pid, cid),
         });
+        writes.push(StateWrite::DeleteSetting {
+            key: super::limit_reset::settings_key(pid, cid),
+        });
     }
     for p in remap.removed_providers() {
         writes.push(StateWrite::DeleteBreaker {
@@ -148,6 +151,8 @@ impl ResState {
             pr.connection_ramps = remap.connections_vec(np, ramps, |_| None);
             let lanes = std::mem::take(&mut pr.lanes);
             pr.lanes = remap.connections_vec(np, lanes, |_| Default::default());
+            let resets = std::mem::take(&mut pr.limit_resets);
+            pr.limit_resets = remap.connections_vec(np, resets, |_| Default::default());
         }
         self.providers = moved;
         let states = std::mem::take(&mut self.routing.connection_states);

@@ -259,3 +259,56 @@ fn removed_connections_leave_the_store_and_new_ones_persist_under_their_id() {
     store.flush();
     assert_eq!(rows(&store), [pair("p", "kept"), pair("r", "new")]);
 }
+
+#[test]
+fn a_limit_reset_record_moves_with_its_connection_and_leaves_with_it() {
+    use crate::policy::limit_reset::{Availability, Tried};
+    let dir = tempfile::tempdir().unwrap();
+    let load = |spec: &[(&str, &[(&str, &str)])]| {
+        let mut c = cfg(spec);
+        c.store.path = dir.path().join("state.db");
+        c
+    };
+    let old = load(&[("p", &[("gone", ""), ("kept", "")])]);
+    let store = Arc::new(crate::store::Store::open(&old.store).unwrap());
+    let clock = ManualClock::new();
+    let core = Core::new(Arc::new(old), Arc::new(clock.clone()), Some(store.clone()));
+    let used = Tried::Unavailable(Availability::AlreadyUsed, None);
+    core.record_limit_reset(&cand(0, 0, 0), &used);
+    core.record_limit_reset(&cand(0, 1, 0), &used);
+    store.flush();
+    let keys = |store: &crate::store::Store| -> Vec<String> {
+        let mut v: Vec<String> = store
+            .load_state()
+            .unwrap()
+            .settings
+            .into_iter()
+            .map(|r| r.key)
+            .filter(|k| k.starts_with(super::limit_reset::SETTINGS_PREFIX))
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(keys(&store), ["limit_reset/p/gone", "limit_reset/p/kept"]);
+
+    // "gone" leaves; "new" comes in front of "kept".
+    core.replace_config(load(&[("p", &[("new", ""), ("kept", "")])]));
+    store.flush();
+    let snap = core.snapshot();
+    let conns = &snap.providers[0].connections;
+    assert_eq!(conns[0].id, "new");
+    assert!(conns[0].limit_reset.is_none(), "new starts fresh");
+    assert_eq!(
+        conns[1]
+            .limit_reset
+            .as_ref()
+            .map(|v| v.last_outcome.as_str()),
+        Some("already_used"),
+        "kept's record moved with it"
+    );
+    assert_eq!(
+        keys(&store),
+        ["limit_reset/p/kept"],
+        "gone's row is deleted"
+    );
+}

@@ -33,6 +33,8 @@ pub(crate) struct ProviderRes {
     pub(crate) headroom: Vec<super::headroom::ConnHeadroom>,
     /// The §2c low-priority lane per connection (index-aligned with `connections`).
     pub(crate) lanes: Vec<crate::policy::lane::LaneSlot>,
+    /// The session-limit reset record per connection (index-aligned with `connections`).
+    pub(crate) limit_resets: Vec<crate::policy::limit_reset::LimitResetSlot>,
     /// When the breaker last closed after a successful probe (the start of the provider's
     /// slow-start ramp); not persisted.
     pub(crate) ramp_from: Option<Instant>,
@@ -54,6 +56,7 @@ impl ProviderRes {
             connections: vec![Cooldown::default(); p.connections.len()],
             headroom: vec![Default::default(); p.connections.len()],
             lanes: vec![Default::default(); p.connections.len()],
+            limit_resets: vec![Default::default(); p.connections.len()],
             ramp_from: None,
             connection_ramps: vec![None; p.connections.len()],
         }
@@ -642,10 +645,12 @@ impl super::Core {
                     .zip(res.headroom.iter())
                     .zip(ramps)
                     .zip(res.lanes.iter())
-                    .map(|((((c, cd), h), ramp_percent), lane)| {
+                    .zip(res.limit_resets.iter())
+                    .map(|(((((c, cd), h), ramp_percent), lane), reset)| {
                         let v = cd.view(now);
                         ConnectionView {
                             lane: super::lane::view(lane, tm.wall_ms()),
+                            limit_reset: super::limit_reset::view(reset, tm.wall_ms()),
                             ramp_percent,
                             status: v.status,
                             cooldown_until_unix_ms: v.until.map(|t| tm.wall(t)),

@@ -378,6 +378,10 @@ pub struct ConnectionView {
     /// JSON) while the connection's lane is active, paused or recently ended.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lane: Option<LaneView>,
+    /// The session-limit reset (`auto_limit_reset`): present (and in JSON) while an error
+    /// backoff or a remembered unavailability runs, or for 24 h after a granted reset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit_reset: Option<LimitResetView>,
     /// The exclusive session lease holding this connection, while one is live (absent from
     /// JSON otherwise).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -398,6 +402,24 @@ pub struct LaneView {
     /// `budget_exhausted`, `off`, `ineligible`, `extra_usage`, `new_window`,
     /// `slot_busy_timeout`, `reset_passed`).
     pub reason: String,
+}
+
+/// A connection's session-limit reset record (all instants Unix ms).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct LimitResetView {
+    /// How the last try ended: `reset`, `already_used`, `not_offered` or `error`.
+    pub last_outcome: String,
+    /// When it ended.
+    pub last_at_unix_ms: Option<u64>,
+    /// No usage query before this (absent once passed).
+    pub next_query_after_unix_ms: Option<u64>,
+    /// When the next reset becomes available, as remembered (absent once passed).
+    pub next_available_at_unix_ms: Option<u64>,
+    /// When a reset was last granted.
+    pub reset_used_at_unix_ms: Option<u64>,
+    /// The last error's short text (empty unless `error`; never a credential).
+    pub last_error: String,
 }
 
 /// A live session lease on a connection (never the owner token).

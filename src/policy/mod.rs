@@ -21,6 +21,7 @@ pub mod headroom;
 pub mod lane;
 pub mod latency;
 pub mod lease;
+pub mod limit_reset;
 pub mod lockout;
 pub mod report;
 pub mod retry_hint;

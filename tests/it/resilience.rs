@@ -14,6 +14,7 @@ mod cooldown;
 mod headroom;
 mod lane;
 mod leases;
+mod limit_reset;
 mod lockout;
 mod none_eligible;
 mod rate_rules;

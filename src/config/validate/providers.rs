@@ -218,6 +218,19 @@ impl Validator<'_, '_> {
                         "remove low_priority_mode, or set profile = \"oauth\" on an anthropic provider whose connections are subscription (OAuth) accounts",
                     );
                 }
+                if rc.auto_limit_reset == Some(true)
+                    && (profile != Profile::Oauth || dialect != Dialect::Anthropic)
+                {
+                    self.bad(
+                        format!("{ck}.auto_limit_reset"),
+                        format!(
+                            "'true' needs an Anthropic subscription provider (dialect \"anthropic\", profile \"oauth\"); provider '{id}' is dialect \"{}\", profile \"{}\"",
+                            dialect.as_str(),
+                            profile.as_str()
+                        ),
+                        "remove auto_limit_reset, or set profile = \"oauth\" on an anthropic provider whose connections are subscription (OAuth) accounts",
+                    );
+                }
                 connections.push(Connection {
                     id: cid,
                     auth,
@@ -259,6 +272,7 @@ impl Validator<'_, '_> {
                         }
                     },
                     low_priority_mode: rc.low_priority_mode.unwrap_or(false),
+                    auto_limit_reset: rc.auto_limit_reset.unwrap_or(false),
                     rate_limit_cooldown: self.rate_limit_cooldown(
                         &format!("{ck}.rate_limit_cooldown"),
                         rc.rate_limit_cooldown.as_ref(),

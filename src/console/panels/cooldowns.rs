@@ -72,15 +72,37 @@ pub fn lane_note(c: &ConnectionView, now_unix_ms: u64) -> Option<String> {
     })
 }
 
-/// The "last error" cell text: the last error kind, then the lane note; empty when neither.
+/// The session-limit reset note of a connection's "last error" cell: `reset used`,
+/// `reset already_used, next 6d 23h`, `reset not_offered, next …`, `reset error, retry 14m`;
+/// `None` without a listed record.
+pub fn limit_reset_note(c: &ConnectionView, now_unix_ms: u64) -> Option<String> {
+    let r = c.limit_reset.as_ref()?;
+    let next = |t: Option<u64>| t.and_then(|t| fmt_countdown(t, now_unix_ms));
+    Some(match r.last_outcome.as_str() {
+        "reset" => "reset used".to_owned(),
+        "error" => match next(r.next_query_after_unix_ms) {
+            Some(left) => format!("reset error, retry {left}"),
+            None => "reset error".to_owned(),
+        },
+        word => match next(r.next_available_at_unix_ms) {
+            Some(left) => format!("reset {word}, next {left}"),
+            None => format!("reset {word}"),
+        },
+    })
+}
+
+/// The "last error" cell text: the last error kind, then the limit-reset and lane notes;
+/// empty when none.
 fn last_error_text(c: &ConnectionView, now_unix_ms: u64) -> String {
-    let lane = lane_note(c, now_unix_ms);
-    match (c.last_error_kind.as_str(), lane) {
-        ("", None) => String::new(),
-        ("", Some(l)) => l,
-        (kind, None) => kind.to_owned(),
-        (kind, Some(l)) => format!("{kind} · {l}"),
-    }
+    let notes: Vec<String> = [
+        (!c.last_error_kind.is_empty()).then(|| c.last_error_kind.clone()),
+        limit_reset_note(c, now_unix_ms),
+        lane_note(c, now_unix_ms),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    notes.join(" · ")
 }
 
 /// Draws the Cooldowns panel into `area`; `focused` highlights its border and selection.
@@ -231,5 +253,37 @@ mod lane_tests {
             reason: "slot_busy_timeout".into(),
         });
         assert_eq!(last_error_text(&c, now), "rate_limited", "pause over");
+    }
+
+    #[test]
+    fn the_last_error_cell_shows_the_limit_reset() {
+        use crate::core::snapshot::LimitResetView;
+        let now = 1_700_000_000_000;
+        let mut c = ConnectionView {
+            last_error_kind: "rate_limited".into(),
+            ..ConnectionView::default()
+        };
+        c.limit_reset = Some(LimitResetView {
+            last_outcome: "already_used".into(),
+            next_available_at_unix_ms: Some(now + 7 * 86_400_000),
+            ..LimitResetView::default()
+        });
+        let text = last_error_text(&c, now);
+        assert!(
+            text.starts_with("rate_limited · reset already_used, next "),
+            "{text}"
+        );
+        c.limit_reset = Some(LimitResetView {
+            last_outcome: "error".into(),
+            next_query_after_unix_ms: Some(now + 900_000),
+            ..LimitResetView::default()
+        });
+        let text = last_error_text(&c, now);
+        assert!(text.contains("reset error, retry "), "{text}");
+        c.limit_reset = Some(LimitResetView {
+            last_outcome: "reset".into(),
+            ..LimitResetView::default()
+        });
+        assert_eq!(last_error_text(&c, now), "rate_limited · reset used");
     }
 }

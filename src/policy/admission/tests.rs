@@ -458,6 +458,7 @@ fn connection(protection: Option<bool>, fail_open: bool) -> Connection {
         concurrency_fail_open: fail_open,
         egress: "direct".into(),
         low_priority_mode: false,
+        auto_limit_reset: false,
         queue: Default::default(),
         rate_limit_cooldown: None,
     }

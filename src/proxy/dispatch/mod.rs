@@ -10,6 +10,7 @@
 mod answer;
 mod cursor;
 mod lane;
+mod limit_reset;
 mod wait;
 
 use std::time::Duration;
@@ -429,6 +430,9 @@ impl Dispatch<'_> {
                 .reopen(&t, a, prepared, deadline, label.clone())
                 .await?;
         }
+        a = self
+            .limit_reset(&t, a, prepared, deadline, label.clone())
+            .await?;
         a = self.lane(&t, a, prepared, deadline, label.clone()).await?;
         let injected = a.injected;
         let tried = self.settle(cand, ticket, permit, deadline, a, label);
