@@ -5,6 +5,7 @@
 pub mod attempt;
 pub mod body;
 pub mod commit;
+pub mod continuation;
 pub mod dialect;
 pub mod dispatch;
 pub mod forward;
