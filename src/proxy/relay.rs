@@ -280,9 +280,7 @@ impl RelayBody {
         let Poll::Ready(done) = s.fut.as_mut().poll(cx) else {
             return None;
         };
-        let Some(s) = self.continuing.take() else {
-            return None;
-        };
+        let s = self.continuing.take()?;
         match done {
             Continued::Stream {
                 resp,
