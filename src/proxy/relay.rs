@@ -547,6 +547,10 @@ impl RelayBody {
             let msg = "RATE_LIMIT_EXECUTION_TIMEOUT: the request ran longer than [resilience.queue] execution_max_wait";
             return Some(self.end_with_error(RequestOutcome::Truncated, msg, false, Verdict::None));
         }
+        if self.continuing.is_some() {
+            // No text flows while a continuation is sent: the throughput watchdog waits.
+            return None;
+        }
         let (Some(t), Some(limits)) = (self.throughput.as_mut(), self.guards.throughput) else {
             return None;
         };
