@@ -121,6 +121,7 @@ impl RequestView {
             tokens_in: r.tokens_in,
             tokens_out: r.tokens_out,
             injected: r.injected,
+            continued: r.continued,
             ..Default::default()
         }
     }
