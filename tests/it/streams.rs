@@ -570,3 +570,89 @@ async fn a_tool_use_turn_is_never_continued() {
     let snap = s.wait_requests(1).await;
     assert!(!snap.recent[0].continued);
 }
+
+fn text_delta(text: &str) -> Bytes {
+    Bytes::from(format!(
+        "event: content_block_delta\ndata: {}\n\n",
+        json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}})
+    ))
+}
+
+/// The concatenated text deltas of an Anthropic stream.
+fn text_of(stream: &[u8]) -> String {
+    String::from_utf8_lossy(stream)
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+        .filter(|v| v["delta"]["type"] == "text_delta")
+        .map(|v| v["delta"]["text"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_prefill_ending_in_whitespace_is_trimmed_and_the_space_is_not_doubled() {
+    let evs = events("anthropic-text");
+    let mut broken = evs[..3].to_vec();
+    broken.extend([text_delta("Line one."), text_delta(" Then ")]);
+    let mut cont = evs[..3].to_vec();
+    cont.extend([text_delta(" two"), text_delta(" words.")]);
+    cont.extend_from_slice(&evs[8..]);
+    let mock = MockUpstream::start().await;
+    mock.on("/v1/messages")
+        .body_contains("\"assistant\"")
+        .reply(Reply::sse_chunks(cont));
+    mock.on("/v1/messages")
+        .model("model-a")
+        .reply(Reply::sse_chunks(broken).then_abort());
+    let s = Sluice::start(&continuing(&mock, true), &[]).await;
+
+    let mut st = client::open_json(&s.url("/v1/messages"), &body("model-a"), &[AV, KEY]).await;
+    let (got, _) = st.read_to_end(READ).await;
+
+    assert_eq!(text_of(&got), "Line one. Then two words.");
+    assert_eq!(count(&got, "event: message_start"), 1);
+    assert_eq!(count(&got, "event: message_stop"), 1);
+    assert_eq!(count(&got, "event: error"), 0);
+    let sent = mock.requests_to("/v1/messages");
+    let second: Value = serde_json::from_slice(&sent[1].body).unwrap();
+    assert_eq!(
+        second["messages"][1]["content"], "Line one. Then",
+        "no trailing whitespace in the prefill"
+    );
+}
+
+#[tokio::test]
+async fn a_continuation_that_fails_ends_the_stream_with_one_error_event() {
+    let mock = MockUpstream::start().await;
+    mock.on("/v1/messages")
+        .body_contains("\"assistant\"")
+        .reply(Reply::anthropic_error(
+            529,
+            "overloaded_error",
+            "Overloaded",
+        ));
+    mock.on("/v1/messages")
+        .model("model-a")
+        .reply(broken_after_text());
+    let s = Sluice::start(&continuing(&mock, true), &[]).await;
+
+    let mut st = client::open_json(&s.url("/v1/messages"), &body("model-a"), &[AV, KEY]).await;
+    let (got, ended) = st.read_to_end(READ).await;
+
+    assert!(ended);
+    assert_eq!(count(&got, "event: message_start"), 1);
+    assert_eq!(count(&got, "event: error"), 1);
+    assert_eq!(count(&got, "event: message_stop"), 0);
+    assert_eq!(
+        text_of(&got),
+        "Sure — here",
+        "only the text before the break"
+    );
+    assert_eq!(mock.requests_to("/v1/messages").len(), 2, "continued once");
+    let snap = s.wait_requests(1).await;
+    let r = &snap.recent[0];
+    assert!(r.continued);
+    assert_eq!(r.outcome, sluice::core::snapshot::RequestOutcome::Truncated);
+    assert_eq!(r.attempt_log.len(), 2, "{:?}", r.attempt_log);
+    assert_eq!(r.attempt_log[1].status, 529);
+}
