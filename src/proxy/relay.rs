@@ -11,6 +11,13 @@
 //! shutdown deadline (`hard_stop`) ends it too. A client that goes away drops the body, which
 //! drops the upstream response (closing that connection) and records `cancelled` with no
 //! penalty.
+//!
+//! With `[resilience.stream] continue_after_break` on, an Anthropic text turn that breaks (or
+//! ends without its terminal event) after text reached the client, on an event boundary, is
+//! continued once instead ([`super::continuer`]): the broken attempt is reported as its
+//! truncation, the continuation is sent with the text as an assistant prefill, and its stream
+//! is spliced in ([`super::continuation::Splice`]); heartbeats keep the client alive while it
+//! is sent. A continuation that fails ends the stream with the usual one error event.
 
 use std::future::Future;
 use std::pin::Pin;
