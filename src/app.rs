@@ -348,6 +348,7 @@ mod history_tests {
                 outcome: "ok".into(),
                 translated: String::new(),
                 injected: false,
+                continued: false,
             });
         }
         store.flush();

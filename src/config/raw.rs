@@ -310,6 +310,7 @@ pub struct RawStream {
     pub heartbeat_interval: Option<String>,
     pub content_stall_timeout: Option<String>,
     pub recover_before_content: Option<bool>,
+    pub continue_after_break: Option<bool>,
     pub throughput_watchdog: Option<RawThroughputWatchdog>,
 }
 

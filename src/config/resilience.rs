@@ -228,6 +228,10 @@ pub struct StreamSettings {
     /// Re-open a stream that broke or ended before any content once on the same connection
     /// before trying the next target. Default true (sluice).
     pub recover_before_content: bool,
+    /// Opt-in mid-stream continuation: an Anthropic text turn whose stream breaks after text
+    /// reached the client is re-issued once with that text as an assistant prefill and the
+    /// continuation spliced into the same client stream. Default false (sluice).
+    pub continue_after_break: bool,
     /// Opt-in slow-stream watchdog.
     pub throughput_watchdog: ThroughputWatchdog,
 }

@@ -31,6 +31,7 @@ fn store_with(dir: &Path, n: u64) -> Arc<Store> {
             tokens_out: None,
             translated: String::new(),
             injected: false,
+            continued: false,
             at_unix_ms: 1_700_000_000_000 + i,
             route: "/v1/messages".into(),
             client_model: format!("m{i}"),

@@ -87,6 +87,7 @@ pub(super) fn snapshot() -> Snapshot {
                 client_format: "anthropic".into(),
                 upstream_dialect: "openai".into(),
                 injected: false,
+                continued: false,
             },
             RequestView {
                 tokens_in: None,
@@ -117,6 +118,7 @@ pub(super) fn snapshot() -> Snapshot {
                 client_format: "chat".into(),
                 upstream_dialect: "openai".into(),
                 injected: false,
+                continued: false,
             },
         ],
         providers: vec![

@@ -381,6 +381,21 @@ fn details_overlay_marks_an_attempt_answered_by_an_injected_fault() {
 }
 
 #[test]
+fn details_overlay_says_a_continued_stream_was_continued() {
+    let mut app = app();
+    let mut snap = (*app.snapshot).clone();
+    snap.recent[0].continued = true;
+    app.snapshot = Arc::new(snap);
+    app.focus = Focus::Requests;
+    app.on_key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE));
+    let t = text(&draw(&app, &Theme::default(), 200, 60));
+    assert_eq!(t.matches("continued after a break").count(), 1, "{t}");
+    app.on_key(KeyEvent::new(KeyCode::Char('j'), KeyModifiers::NONE));
+    let t = text(&draw(&app, &Theme::default(), 200, 60));
+    assert!(!t.contains("continued after a break"), "{t}");
+}
+
+#[test]
 fn details_overlay_wraps_a_long_error_under_its_label() {
     let mut app = app();
     let mut snap = (*app.snapshot).clone();

@@ -396,6 +396,7 @@ impl Core {
                 tokens_in: view.tokens_in,
                 tokens_out: view.tokens_out,
                 injected: view.injected,
+                continued: view.continued,
             });
         }
         self.stats().record_finish(now, view);

@@ -121,6 +121,7 @@ impl RequestView {
             tokens_in: r.tokens_in,
             tokens_out: r.tokens_out,
             injected: r.injected,
+            continued: r.continued,
             ..Default::default()
         }
     }
@@ -174,6 +175,12 @@ pub struct RequestView {
     /// True when an attempt met an operator-injected fault (serialised only when true).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub injected: bool,
+    /// True when the stream broke after text reached the client and a continuation was sent
+    /// once with that text as an assistant prefill (`[resilience.stream]
+    /// continue_after_break`; its own attempt shows whether it served; serialised only when
+    /// true).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub continued: bool,
 }
 
 impl WaitView {

@@ -5,6 +5,8 @@
 pub mod attempt;
 pub mod body;
 pub mod commit;
+pub mod continuation;
+pub mod continuer;
 pub mod dialect;
 pub mod dispatch;
 pub mod forward;

@@ -34,6 +34,8 @@ pub struct Streamed {
     pub permit: Option<Admitted>,
     /// The end of the execution budget, when one applies.
     pub deadline: Option<Instant>,
+    /// Continues the stream once if it breaks after text (`continue_after_break`).
+    pub continuer: Option<super::continuer::Continuer>,
 }
 
 /// How dispatch ended.
@@ -161,7 +163,8 @@ impl Pending {
             guards,
             finish,
             s.deadline,
-        );
+        )
+        .with_continuer(s.continuer);
         Some((parts, relay))
     }
 

@@ -11,6 +11,13 @@
 //! shutdown deadline (`hard_stop`) ends it too. A client that goes away drops the body, which
 //! drops the upstream response (closing that connection) and records `cancelled` with no
 //! penalty.
+//!
+//! With `[resilience.stream] continue_after_break` on, an Anthropic text turn that breaks (or
+//! ends without its terminal event) after text reached the client, on an event boundary, is
+//! continued once instead ([`super::continuer`]): the broken attempt is reported as its
+//! truncation, the continuation is sent with the text as an assistant prefill, and its stream
+//! is spliced in ([`super::continuation::Splice`]); heartbeats keep the client alive while it
+//! is sent. A continuation that fails ends the stream with the usual one error event.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -23,13 +30,15 @@ use http_body::{Body, Frame, SizeHint};
 use tokio::time::Sleep;
 use tokio_util::sync::WaitForCancellationFutureOwned;
 
+use super::continuation::{Splice, TextTurn, eligible, prefill};
+use super::continuer::{Continued, Continuer};
 use super::dialect::{SseKind, sse_error_event};
 use super::sse::guard::{Guards, Inspect, throughput_tick};
 use super::sse::hold::Held;
-use super::sse::{StreamEnd, heartbeat};
+use super::sse::{SseFramer, StreamEnd, heartbeat};
 use crate::clock::{Clock, Instant};
 use crate::core::resilience::{AttemptEnd, EndKind, Ticket, success};
-use crate::core::snapshot::{RequestOutcome, RequestView};
+use crate::core::snapshot::{AttemptView, RequestOutcome, RequestView};
 use crate::core::{AttemptGuard, Core, RequestGuard};
 use crate::policy::Classified;
 
@@ -134,6 +143,39 @@ pub struct RelayBody {
     throughput: Option<Pin<Box<Sleep>>>,
     /// The §5 execution budget's end, when one applies.
     deadline: Option<Pin<Box<Sleep>>>,
+    /// Mid-stream continuation, when `continue_after_break` is on and it was not used yet.
+    cont: Option<Watch>,
+    /// The continuation being sent (the client stream waits on an event boundary).
+    continuing: Option<Sending>,
+    /// Rewrites the continuation stream for the client once it is spliced.
+    splice: Option<Splice>,
+}
+
+/// What the client stream showed, for the continuation rule.
+struct Watch {
+    continuer: Continuer,
+    framer: SseFramer,
+    turn: TextTurn,
+}
+
+impl Watch {
+    fn feed(&mut self, d: &[u8]) {
+        if self.framer.push(d).is_err() {
+            // Unframeable: never continued.
+            self.turn = TextTurn::default();
+            return;
+        }
+        while let Some(ev) = self.framer.next_event() {
+            self.turn.observe(&ev);
+        }
+    }
+}
+
+/// A continuation attempt in flight.
+struct Sending {
+    fut: Pin<Box<dyn Future<Output = Continued> + Send>>,
+    trimmed: String,
+    broke: String,
 }
 
 impl RelayBody {
@@ -177,6 +219,110 @@ impl RelayBody {
                 .throughput
                 .map(|(_, _, w)| Box::pin(tokio::time::sleep_until(now + throughput_tick(w)))),
             deadline: deadline.map(|d| Box::pin(tokio::time::sleep_until(d))),
+            cont: None,
+            continuing: None,
+            splice: None,
+        }
+    }
+
+    /// Lets a stream that breaks after text be continued once by `continuer` (mid-stream
+    /// continuation; `None` leaves today's single error event).
+    pub fn with_continuer(mut self, continuer: Option<Continuer>) -> Self {
+        self.cont = continuer.map(|continuer| Watch {
+            continuer,
+            framer: SseFramer::new(),
+            turn: TextTurn::default(),
+        });
+        if let Some(w) = self.cont.as_mut() {
+            let first = self.pending.as_deref().or(self.holding.as_deref());
+            w.feed(first.unwrap_or_default());
+        }
+        self
+    }
+
+    /// The stream broke after its head: starts the continuation when the rule allows it,
+    /// reporting the broken attempt (as the truncation it was) first. `false`: not continued.
+    fn try_continue(&mut self, status: Option<u16>, msg: &str) -> bool {
+        let Some(w) = self.cont.as_ref() else {
+            return false;
+        };
+        let at_boundary = self.holding.is_none() && w.framer.at_boundary();
+        let ctx = w.continuer.context(false, self.clock.now(), at_boundary);
+        if !eligible(&ctx, &w.turn) {
+            return false;
+        }
+        let Some(p) = prefill(w.continuer.body(), w.turn.text()) else {
+            return false;
+        };
+        let Some(ticket) = w.continuer.admit() else {
+            return false;
+        };
+        let Some(w) = self.cont.take() else {
+            return false;
+        };
+        let v = self.verdict_truncated(status, msg);
+        if let Some(f) = self.finish.as_mut() {
+            if let (Some(t), Verdict::Failure(c)) = (f.ticket.take(), v) {
+                if let Some(a) = f.view.attempt_log.last_mut() {
+                    a.class = c.class;
+                    a.reason = c.reason.clone();
+                }
+                f.core.report(t, &c);
+            }
+            f.view.attempts += 1;
+            f.view.continued = true;
+        }
+        self.continuing = Some(Sending {
+            fut: Box::pin(w.continuer.send(ticket, p.body)),
+            trimmed: p.trimmed,
+            broke: msg.to_string(),
+        });
+        true
+    }
+
+    /// Polls the continuation in flight: splices its stream in, or ends the client stream
+    /// with one error event when it failed.
+    fn poll_continuation(&mut self, cx: &mut Context<'_>) -> Option<Next> {
+        let s = self.continuing.as_mut()?;
+        let Poll::Ready(done) = s.fut.as_mut().poll(cx) else {
+            return None;
+        };
+        let s = self.continuing.take()?;
+        match done {
+            Continued::Stream {
+                resp,
+                held,
+                guard,
+                ticket,
+                latency,
+            } => {
+                let status = resp.status().as_u16();
+                if let Some(f) = self.finish.as_mut() {
+                    f.ticket = Some(ticket);
+                    f._attempt = Some(guard);
+                    push_attempt(
+                        &mut f.view,
+                        status,
+                        &success(status),
+                        latency,
+                        "continuation",
+                    );
+                }
+                self.upstream = resp.into_body();
+                self.splice = Some(Splice::new(s.trimmed));
+                let held = held.bytes.freeze();
+                self.on_data(held).or_else(|| self.poll_upstream(cx))
+            }
+            Continued::Failed {
+                message,
+                classified,
+            } => {
+                if let (Some(f), Some((status, c, latency))) = (self.finish.as_mut(), classified) {
+                    push_attempt(&mut f.view, status, &c, latency, &c.reason);
+                }
+                let msg = format!("{}; {message}", s.broke);
+                Some(self.end_with_error(RequestOutcome::Truncated, &msg, false, Verdict::None))
+            }
         }
     }
 
@@ -250,6 +396,23 @@ impl RelayBody {
 
     /// One upstream data frame.
     fn on_data(&mut self, d: Bytes) -> Option<Next> {
+        let d = match self.splice.as_mut().map(|s| s.feed(&d)) {
+            None => d,
+            Some(Ok(out)) if out.is_empty() => return None,
+            Some(Ok(out)) => out,
+            Some(Err(e)) => {
+                let msg = e.to_string();
+                return Some(self.end_with_error(
+                    RequestOutcome::Truncated,
+                    &msg,
+                    false,
+                    Verdict::None,
+                ));
+            }
+        };
+        if let Some(w) = self.cont.as_mut() {
+            w.feed(&d);
+        }
         self.inspect.feed(self.clock.now(), &d);
         let Some(held) = self.holding.as_mut() else {
             self.sent(d.len());
@@ -334,6 +497,10 @@ impl RelayBody {
             }
             Some((StreamEnd::Truncated, _)) => {
                 let msg = "the upstream stream ended before its terminal event";
+                if self.try_continue(Some(200), msg) {
+                    self.ended = false;
+                    return Poll::Pending;
+                }
                 let v = self.verdict_truncated(Some(200), msg);
                 self.end_with_error(RequestOutcome::Truncated, msg, false, v)
             }
@@ -361,10 +528,16 @@ impl RelayBody {
                 },
                 Poll::Ready(Some(Err(e))) => {
                     let msg = format!("upstream stream broke: {e}");
+                    if self.try_continue(None, &msg) {
+                        return None;
+                    }
                     let v = self.verdict_truncated(None, &msg);
                     return Some(self.end_with_error(RequestOutcome::Truncated, &msg, false, v));
                 }
-                Poll::Ready(None) => return Some(self.on_end()),
+                Poll::Ready(None) => match self.on_end() {
+                    Poll::Pending => return None,
+                    out => return Some(out),
+                },
             }
         }
     }
@@ -380,6 +553,10 @@ impl RelayBody {
         {
             let msg = "RATE_LIMIT_EXECUTION_TIMEOUT: the request ran longer than [resilience.queue] execution_max_wait";
             return Some(self.end_with_error(RequestOutcome::Truncated, msg, false, Verdict::None));
+        }
+        if self.continuing.is_some() {
+            // No text flows while a continuation is sent: the throughput watchdog waits.
+            return None;
         }
         let (Some(t), Some(limits)) = (self.throughput.as_mut(), self.guards.throughput) else {
             return None;
@@ -400,7 +577,8 @@ impl RelayBody {
     /// The upstream is silent: readiness and stall checks, then the heartbeat.
     fn poll_guards(&mut self, cx: &mut Context<'_>) -> Option<Next> {
         let now = self.clock.now();
-        if let Some(w) = self.watchdog.as_mut()
+        if self.continuing.is_none()
+            && let Some(w) = self.watchdog.as_mut()
             && w.as_mut().poll(cx).is_ready()
         {
             if self.inspect.zombie(now, self.guards.readiness) {
@@ -447,7 +625,12 @@ impl Body for RelayBody {
         if let Some(out) = this.poll_limits(cx) {
             return out;
         }
-        if let Some(out) = this.poll_upstream(cx) {
+        if this.continuing.is_none()
+            && let Some(out) = this.poll_upstream(cx)
+        {
+            return out;
+        }
+        if let Some(out) = this.poll_continuation(cx) {
             return out;
         }
         this.poll_guards(cx).unwrap_or(Poll::Pending)
@@ -471,4 +654,22 @@ impl Drop for RelayBody {
             Verdict::None,
         );
     }
+}
+
+/// Appends one attempt to the request's log (console details).
+fn push_attempt(
+    view: &mut RequestView,
+    status: u16,
+    c: &Classified,
+    latency: std::time::Duration,
+    reason: &str,
+) {
+    view.attempt_log.push(AttemptView {
+        target: view.target.clone(),
+        status,
+        class: c.class,
+        reason: reason.to_string(),
+        latency_ms: u64::try_from(latency.as_millis()).unwrap_or(u64::MAX),
+        ..Default::default()
+    });
 }

@@ -12,6 +12,7 @@ use super::dialect::ProxyError;
 use super::headers::{self, ClientKeyHeader};
 
 /// A checked client request, ready for dispatch.
+#[derive(Clone)]
 pub struct ClientRequest {
     /// Method, URI and headers as the client sent them.
     pub parts: http::request::Parts,

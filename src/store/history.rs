@@ -67,7 +67,7 @@ pub fn read_request_log(path: &Path, q: &LogQuery) -> Result<Vec<LoggedRequest>,
 /// The SQL of `q`: a fixed statement per filter set, values bound (never spliced in).
 fn run(conn: &Connection, q: &LogQuery) -> rusqlite::Result<Vec<LoggedRequest>> {
     let mut sql = String::from(
-        "SELECT id, at_unix_ms, route, client_model, target, status, latency_ms, attempts, bytes, outcome, tokens_in, tokens_out, translated, injected
+        "SELECT id, at_unix_ms, route, client_model, target, status, latency_ms, attempts, bytes, outcome, tokens_in, tokens_out, translated, injected, continued
          FROM request_log WHERE 1 = 1",
     );
     let mut args: Vec<Value> = Vec::new();
@@ -122,6 +122,7 @@ fn run(conn: &Connection, q: &LogQuery) -> rusqlite::Result<Vec<LoggedRequest>> 
                 tokens_out: r.get::<_, Option<i64>>(11)?.map(from_sql_int),
                 translated: r.get(12)?,
                 injected: r.get::<_, i64>(13)? != 0,
+                continued: r.get::<_, i64>(14)? != 0,
             },
         })
     })?;
@@ -148,6 +149,7 @@ mod tests {
             tokens_out: None,
             translated: String::new(),
             injected: false,
+            continued: false,
             at_unix_ms: 1_700_000_000_000 + n * 1000,
             route: "/v1/messages".into(),
             client_model: model.into(),

@@ -156,6 +156,8 @@ pub struct RequestLogRow {
     pub translated: String,
     /// Whether an attempt met an operator-injected fault (`RequestView::injected`).
     pub injected: bool,
+    /// Whether the stream was continued after a break (`RequestView::continued`).
+    pub continued: bool,
 }
 
 /// Handle to the writer thread. Share it as `Arc<Store>`; every method takes `&self`.
@@ -326,7 +328,7 @@ impl Store {
     pub fn recent_requests(&self, limit: usize) -> Result<Vec<RequestLogRow>, StoreError> {
         self.with_reader(|conn| {
             let mut stmt = conn.prepare_cached(
-                "SELECT at_unix_ms, route, client_model, target, status, latency_ms, attempts, bytes, outcome, translated, tokens_in, tokens_out, injected
+                "SELECT at_unix_ms, route, client_model, target, status, latency_ms, attempts, bytes, outcome, translated, tokens_in, tokens_out, injected, continued
                  FROM request_log ORDER BY id DESC LIMIT ?1",
             )?;
             let limit = i64::try_from(limit).unwrap_or(i64::MAX);
@@ -345,6 +347,7 @@ impl Store {
                     tokens_in: r.get::<_, Option<i64>>(10)?.map(from_sql_int),
                     tokens_out: r.get::<_, Option<i64>>(11)?.map(from_sql_int),
                     injected: r.get::<_, i64>(12)? != 0,
+                    continued: r.get::<_, i64>(13)? != 0,
                 })
             })?;
             rows.collect()

@@ -205,8 +205,14 @@ CREATE TABLE session_leases (
 );
 ";
 
+/// Schema v6: `request_log.continued` (1 when the request's stream broke after text and was
+/// continued once with that text as an assistant prefill; rows written before it read 0).
+const V6: &str = "
+ALTER TABLE request_log ADD COLUMN continued INTEGER NOT NULL DEFAULT 0;
+";
+
 /// Every migration step, in order; `MIGRATIONS[i]` moves `user_version` from `i` to `i + 1`.
-pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5];
+pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6];
 
 /// Schema version this binary writes (the number of migration steps).
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;

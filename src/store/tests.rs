@@ -35,6 +35,7 @@ pub(super) fn row(at: u64, n: u32) -> RequestLogRow {
         outcome: "ok".into(),
         translated: String::new(),
         injected: n == 48,
+        continued: n == 47,
     }
 }
 

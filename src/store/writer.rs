@@ -346,8 +346,8 @@ pub(crate) fn write_batch(
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     {
         let mut stmt = tx.prepare_cached(
-            "INSERT INTO request_log (at_unix_ms, route, client_model, target, status, latency_ms, attempts, bytes, outcome, translated, tokens_in, tokens_out, injected)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+            "INSERT INTO request_log (at_unix_ms, route, client_model, target, status, latency_ms, attempts, bytes, outcome, translated, tokens_in, tokens_out, injected, continued)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
         )?;
         for r in rows {
             stmt.execute(params![
@@ -364,6 +364,7 @@ pub(crate) fn write_batch(
                 r.tokens_in.map(to_sql_int),
                 r.tokens_out.map(to_sql_int),
                 i64::from(r.injected),
+                i64::from(r.continued),
             ])?;
         }
     }

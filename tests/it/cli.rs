@@ -218,6 +218,7 @@ fn log_prints_the_request_log_filtered_as_text_or_json() {
             tokens_out: None,
             translated: String::new(),
             injected: false,
+            continued: false,
             at_unix_ms: now - ago_ms,
             route: "/v1/messages".into(),
             client_model: model.into(),

@@ -444,3 +444,215 @@ async fn a_second_break_moves_on_and_recovery_can_be_switched_off() {
         assert_eq!(a_requests, want_a_requests, "recover = {recover}");
     }
 }
+
+/// CONFIG with mid-stream continuation on or off.
+fn continuing(mock: &MockUpstream, on: bool) -> String {
+    fill(CONFIG, mock).replace(
+        "content_stall_timeout = \"600ms\"",
+        &format!("content_stall_timeout = \"600ms\"\ncontinue_after_break = {on}"),
+    )
+}
+
+/// The fixture's message_start, block start, ping and first two text deltas ("Sure",
+/// " — here"), then a broken connection: text reached the client.
+fn broken_after_text() -> Reply {
+    Reply::sse_chunks(events("anthropic-text")[..5].to_vec()).then_abort()
+}
+
+/// What a continuation of that turn streams: its own message_start, block start and ping,
+/// then the rest of the fixture's text and its end.
+fn continuation_stream() -> Reply {
+    let evs = events("anthropic-text");
+    let mut chunks = evs[..3].to_vec();
+    chunks.extend_from_slice(&evs[5..]);
+    Reply::sse_chunks(chunks)
+}
+
+#[tokio::test]
+async fn a_text_turn_that_breaks_after_text_is_continued_into_one_message() {
+    let mock = MockUpstream::start().await;
+    mock.on("/v1/messages")
+        .body_contains("\"assistant\"")
+        .reply(continuation_stream());
+    mock.on("/v1/messages")
+        .model("model-a")
+        .reply(broken_after_text());
+    let s = Sluice::start(&continuing(&mock, true), &[]).await;
+
+    let mut st = client::open_json(&s.url("/v1/messages"), &body("model-a"), &[AV, KEY]).await;
+    let (got, ended) = st.read_to_end(READ).await;
+
+    assert!(ended);
+    assert_eq!(st.status, 200);
+    assert_eq!(count(&got, "event: message_start"), 1);
+    assert_eq!(count(&got, "event: content_block_start"), 1);
+    assert_eq!(count(&got, "event: message_stop"), 1);
+    assert_eq!(count(&got, "event: error"), 0);
+    assert_eq!(
+        String::from_utf8_lossy(&got),
+        String::from_utf8_lossy(&fixture("anthropic-text")),
+        "the client sees the uninterrupted stream, byte for byte"
+    );
+    let sent = mock.requests_to("/v1/messages");
+    assert_eq!(sent.len(), 2);
+    let second: Value = serde_json::from_slice(&sent[1].body).unwrap();
+    let msgs = second["messages"].as_array().unwrap();
+    assert_eq!(
+        msgs.last().unwrap(),
+        &json!({"role": "assistant", "content": "Sure — here"}),
+        "the text so far as an assistant prefill"
+    );
+    assert_eq!(second["stream"], true);
+    let snap = s.wait_requests(1).await;
+    let r = &snap.recent[0];
+    assert!(r.continued);
+    assert_eq!(r.outcome, sluice::core::snapshot::RequestOutcome::Ok);
+    assert_eq!(r.attempts, 2);
+    let reasons: Vec<&str> = r.attempt_log.iter().map(|a| a.reason.as_str()).collect();
+    assert_eq!(reasons.len(), 2, "{reasons:?}");
+    assert_eq!(reasons[1], "continuation", "{reasons:?}");
+    assert_ne!(
+        reasons[0], "ok",
+        "the broken attempt is the truncation it was"
+    );
+}
+
+#[tokio::test]
+async fn with_continuation_off_a_break_after_text_ends_with_one_error_event() {
+    let mock = MockUpstream::start().await;
+    mock.on("/v1/messages")
+        .body_contains("\"assistant\"")
+        .reply(continuation_stream());
+    mock.on("/v1/messages")
+        .model("model-a")
+        .reply(broken_after_text());
+    let s = Sluice::start(&continuing(&mock, false), &[]).await;
+
+    let mut st = client::open_json(&s.url("/v1/messages"), &body("model-a"), &[AV, KEY]).await;
+    let (got, _) = st.read_to_end(READ).await;
+
+    assert_eq!(count(&got, "event: error"), 1);
+    assert_eq!(count(&got, "event: message_stop"), 0);
+    assert_eq!(mock.requests_to("/v1/messages").len(), 1);
+    let snap = s.wait_requests(1).await;
+    assert!(!snap.recent[0].continued);
+    assert_eq!(
+        snap.recent[0].outcome,
+        sluice::core::snapshot::RequestOutcome::Truncated
+    );
+}
+
+#[tokio::test]
+async fn a_tool_use_turn_is_never_continued() {
+    let mock = MockUpstream::start().await;
+    mock.on("/v1/messages")
+        .body_contains("\"assistant\"")
+        .reply(continuation_stream());
+    let tool = vec![
+        events("anthropic-text")[0].clone(),
+        ev(
+            "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"tool_use\",\"id\":\"toolu_1\",\"name\":\"grep\",\"input\":{}}}\n\n",
+        ),
+        ev(
+            "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{\\\"q\\\":\"}}\n\n",
+        ),
+    ];
+    mock.on("/v1/messages")
+        .model("model-a")
+        .reply(Reply::sse_chunks(tool).then_abort());
+    let s = Sluice::start(&continuing(&mock, true), &[]).await;
+
+    let mut st = client::open_json(&s.url("/v1/messages"), &body("model-a"), &[AV, KEY]).await;
+    let (got, _) = st.read_to_end(READ).await;
+
+    assert_eq!(count(&got, "event: error"), 1);
+    assert_eq!(mock.requests_to("/v1/messages").len(), 1, "never re-issued");
+    let snap = s.wait_requests(1).await;
+    assert!(!snap.recent[0].continued);
+}
+
+fn text_delta(text: &str) -> Bytes {
+    Bytes::from(format!(
+        "event: content_block_delta\ndata: {}\n\n",
+        json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}})
+    ))
+}
+
+/// The concatenated text deltas of an Anthropic stream.
+fn text_of(stream: &[u8]) -> String {
+    String::from_utf8_lossy(stream)
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+        .filter(|v| v["delta"]["type"] == "text_delta")
+        .map(|v| v["delta"]["text"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_prefill_ending_in_whitespace_is_trimmed_and_the_space_is_not_doubled() {
+    let evs = events("anthropic-text");
+    let mut broken = evs[..3].to_vec();
+    broken.extend([text_delta("Line one."), text_delta(" Then ")]);
+    let mut cont = evs[..3].to_vec();
+    cont.extend([text_delta(" two"), text_delta(" words.")]);
+    cont.extend_from_slice(&evs[8..]);
+    let mock = MockUpstream::start().await;
+    mock.on("/v1/messages")
+        .body_contains("\"assistant\"")
+        .reply(Reply::sse_chunks(cont));
+    mock.on("/v1/messages")
+        .model("model-a")
+        .reply(Reply::sse_chunks(broken).then_abort());
+    let s = Sluice::start(&continuing(&mock, true), &[]).await;
+
+    let mut st = client::open_json(&s.url("/v1/messages"), &body("model-a"), &[AV, KEY]).await;
+    let (got, _) = st.read_to_end(READ).await;
+
+    assert_eq!(text_of(&got), "Line one. Then two words.");
+    assert_eq!(count(&got, "event: message_start"), 1);
+    assert_eq!(count(&got, "event: message_stop"), 1);
+    assert_eq!(count(&got, "event: error"), 0);
+    let sent = mock.requests_to("/v1/messages");
+    let second: Value = serde_json::from_slice(&sent[1].body).unwrap();
+    assert_eq!(
+        second["messages"][1]["content"], "Line one. Then",
+        "no trailing whitespace in the prefill"
+    );
+}
+
+#[tokio::test]
+async fn a_continuation_that_fails_ends_the_stream_with_one_error_event() {
+    let mock = MockUpstream::start().await;
+    mock.on("/v1/messages")
+        .body_contains("\"assistant\"")
+        .reply(Reply::anthropic_error(
+            529,
+            "overloaded_error",
+            "Overloaded",
+        ));
+    mock.on("/v1/messages")
+        .model("model-a")
+        .reply(broken_after_text());
+    let s = Sluice::start(&continuing(&mock, true), &[]).await;
+
+    let mut st = client::open_json(&s.url("/v1/messages"), &body("model-a"), &[AV, KEY]).await;
+    let (got, ended) = st.read_to_end(READ).await;
+
+    assert!(ended);
+    assert_eq!(count(&got, "event: message_start"), 1);
+    assert_eq!(count(&got, "event: error"), 1);
+    assert_eq!(count(&got, "event: message_stop"), 0);
+    assert_eq!(
+        text_of(&got),
+        "Sure — here",
+        "only the text before the break"
+    );
+    assert_eq!(mock.requests_to("/v1/messages").len(), 2, "continued once");
+    let snap = s.wait_requests(1).await;
+    let r = &snap.recent[0];
+    assert!(r.continued);
+    assert_eq!(r.outcome, sluice::core::snapshot::RequestOutcome::Truncated);
+    assert_eq!(r.attempt_log.len(), 2, "{:?}", r.attempt_log);
+    assert_eq!(r.attempt_log[1].status, 529);
+}

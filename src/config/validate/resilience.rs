@@ -439,6 +439,7 @@ impl Validator<'_, '_> {
                 DEFAULT_CONTENT_STALL_TIMEOUT,
             ),
             recover_before_content: rs.recover_before_content.unwrap_or(true),
+            continue_after_break: rs.continue_after_break.unwrap_or(false),
             throughput_watchdog: self.watchdog(rs.throughput_watchdog.as_ref()),
         };
         self.nonzero(

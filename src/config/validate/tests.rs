@@ -172,6 +172,22 @@ fn durations_are_bounded_at_validation() {
 }
 
 #[test]
+fn continue_after_break_is_off_by_default_and_must_be_a_bool() {
+    let base = "[[providers]]\nid = \"p\"\ndialect = \"anthropic\"\nbase_url = \"http://127.0.0.1:1\"\n  [[providers.connections]]\n  id = \"c\"\n  auth = \"passthrough\"\n";
+    let env = LoadEnv::fixed(&[], "/tmp");
+    let cfg = from_str(base, Path::new("t.toml"), &env).unwrap();
+    assert!(!cfg.resilience.stream.continue_after_break);
+    let on = format!("{base}[resilience.stream]\ncontinue_after_break = true\n");
+    let cfg = from_str(&on, Path::new("t.toml"), &env).unwrap();
+    assert!(cfg.resilience.stream.continue_after_break);
+    let bad = format!("{base}[resilience.stream]\ncontinue_after_break = \"yes\"\n");
+    let err = from_str(&bad, Path::new("t.toml"), &env)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("continue_after_break"), "{err}");
+}
+
+#[test]
 fn quota_preflight_is_off_by_default_and_its_thresholds_are_checked() {
     let base = "[[providers]]\nid = \"p\"\ndialect = \"anthropic\"\nbase_url = \"http://127.0.0.1:1\"\n  [[providers.connections]]\n  id = \"c\"\n  auth = \"passthrough\"\n";
     let env = LoadEnv::fixed(&[], "/tmp");

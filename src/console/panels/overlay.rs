@@ -302,5 +302,13 @@ fn attempt_lines<'a>(r: &RequestView, theme: &Theme) -> Vec<Line<'a>> {
             theme.style(Role::Cooling),
         )));
     }
+    if r.continued {
+        // `[resilience.stream] continue_after_break`: the stream broke after text and was
+        // re-issued once with that text as an assistant prefill.
+        lines.push(Line::from(Span::styled(
+            " continued after a break",
+            theme.style(Role::Cooling),
+        )));
+    }
     lines
 }

@@ -493,6 +493,15 @@ impl Dispatch<'_> {
         let ok = |resp_status: u16| success(resp_status);
         match a.result {
             AttemptResult::Stream { resp, held } => {
+                let continuer = super::continuer::Continuer::new(
+                    self.state,
+                    &self.cfg,
+                    cand,
+                    self.req,
+                    self.route,
+                    !translated.is_empty(),
+                    deadline,
+                );
                 self.served(
                     cand,
                     resp.status().as_u16(),
@@ -507,6 +516,7 @@ impl Dispatch<'_> {
                     ticket,
                     permit,
                     deadline: Some(deadline),
+                    continuer,
                 })))
             }
             AttemptResult::Complete(resp) => {
