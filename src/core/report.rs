@@ -84,10 +84,7 @@ impl Core {
                 egress_bucketed: p.egress_bucketed,
                 connection: ticket.connection,
                 connections: &facts,
-                rule_base_cooldown: c
-                    .error_rule
-                    .and_then(|i| r.rules.error_rules.get(i.get()))
-                    .and_then(|rule| rule.base_cooldown),
+                rule_base_cooldown: c.error_rule.and_then(|rule| rule.base_cooldown()),
             });
             apply_lockouts(r, p, &ticket, c, &step, now, &mut effect, &mut writes);
             apply_breaker(

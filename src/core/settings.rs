@@ -204,7 +204,8 @@ impl SettingsPatch {
 
 /// The `[[error_rules]]` and `[[restatement]]` in force: the operator's saved lists where
 /// set, else the config file's. `error_rules` ends with the built-in rules
-/// (`config::builtin_error_rules`), so classification and the report index one list.
+/// (`config::builtin_error_rules`); a match carries its rule's `base_cooldown` to the report,
+/// so an edit in between cannot change it.
 #[derive(Debug, Clone, Default)]
 pub struct LiveRules {
     /// Provider error rules, the built-in ones last.

@@ -176,7 +176,9 @@ pub fn classify(input: &Input<'_>, rules: &Rules<'_>, now_wall: SystemTime) -> C
         .unwrap_or_else(|| by_table(status, &body, hint, rules.cooldown));
     Classified {
         restated,
-        error_rule: rule.and_then(|(i, _)| super::RuleIndex::new(i)),
+        error_rule: rule.and_then(|(i, r)| {
+            super::RuleIndex::new(i).map(|x| x.with_base_cooldown(r.base_cooldown))
+        }),
         ..out(class, Some(status), reason, scope)
     }
 }

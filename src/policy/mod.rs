@@ -164,21 +164,45 @@ pub struct Classified {
     pub error_rule: Option<RuleIndex>,
 }
 
-/// Position of an `[[error_rules]]` rule in `Config::error_rules`, kept in two bytes so a
-/// [`Classified`] stays small (rules past the 65535th are never referenced).
+/// The `[[error_rules]]` rule that classified an outcome: its position in the rules in
+/// force when it matched (rules past the 65535th are never referenced) and its
+/// `base_cooldown`, kept here so a live edit of the rules between classification and the
+/// report cannot apply another rule's duration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct RuleIndex(std::num::NonZeroU16);
+pub struct RuleIndex {
+    pos: std::num::NonZeroU16,
+    /// Whole milliseconds (saturating at about 49 days), to keep [`Classified`] small.
+    base_cooldown_ms: Option<u32>,
+}
 
 impl RuleIndex {
-    /// The index `i`, or `None` past the representable range.
+    /// The rule at index `i` (no `base_cooldown`), or `None` past the representable range.
     pub fn new(i: usize) -> Option<Self> {
         let n = u16::try_from(i.checked_add(1)?).ok()?;
-        std::num::NonZeroU16::new(n).map(Self)
+        std::num::NonZeroU16::new(n).map(|pos| Self {
+            pos,
+            base_cooldown_ms: None,
+        })
     }
 
-    /// The position in `Config::error_rules`.
+    /// The same rule with its `base_cooldown`.
+    pub fn with_base_cooldown(self, base_cooldown: Option<std::time::Duration>) -> Self {
+        Self {
+            base_cooldown_ms: base_cooldown
+                .map(|d| u32::try_from(d.as_millis()).unwrap_or(u32::MAX)),
+            ..self
+        }
+    }
+
+    /// The position in the rules in force when it matched.
     pub fn get(self) -> usize {
-        usize::from(self.0.get()) - 1
+        usize::from(self.pos.get()) - 1
+    }
+
+    /// The rule's `base_cooldown`, as it was when it matched.
+    pub fn base_cooldown(self) -> Option<std::time::Duration> {
+        self.base_cooldown_ms
+            .map(|ms| std::time::Duration::from_millis(u64::from(ms)))
     }
 }
 

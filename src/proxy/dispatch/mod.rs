@@ -126,6 +126,9 @@ pub async fn run_candidates(
             break;
         };
         d.wait(w).await;
+        // A connection may have been leased (or this request's lease lapsed) meanwhile.
+        let candidates = std::mem::take(&mut d.candidates);
+        d.candidates = super::leases::gate(state, req, candidates, d.view)?;
     }
     let exclusions: Vec<Exclusion> = d.excluded.drain(..).map(|e| e.exclusion).collect();
     log_skipped(d.view, exclusions.iter().chain(&mismatched));
