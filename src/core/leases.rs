@@ -19,8 +19,8 @@ use crate::store::{LeaseRow, StateWrite};
 /// A lease just acquired. `token` is the owner token, shown to the client once.
 #[derive(Debug, Clone)]
 pub struct Acquired {
-    /// `vlo_…`: the only copy sluice ever hands out.
-    pub token: String,
+    /// `vlo_…`: the only copy sluice ever hands out (masked in `Debug`).
+    pub token: crate::config::Secret,
     /// The lease (owner hash, generation, expiry).
     pub lease: Lease,
     /// The leased connection.
@@ -113,7 +113,11 @@ impl Core {
         drop(t);
         self.log_lease("acquired", &cfg, conn, &lease);
         self.mark_dirty();
-        Ok(Acquired { token, lease, conn })
+        Ok(Acquired {
+            token: crate::config::Secret::new(token),
+            lease,
+            conn,
+        })
     }
 
     /// Extends `owner`'s live lease of `generation` to `ttl` from now.

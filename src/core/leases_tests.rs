@@ -78,7 +78,7 @@ fn acquire_skips_a_cooling_connection_then_a_leased_one_then_refuses() {
     assert_eq!(fp, Some(a.lease.owner.fingerprint()));
     assert_ne!(
         fp.as_deref(),
-        Some(&a.token[..8]),
+        Some(&a.token.expose()[..8]),
         "a fingerprint of the hash, not the token"
     );
 }
@@ -89,7 +89,7 @@ fn the_gate_fences_leased_requests_and_skips_leased_connections() {
     let a = core
         .lease_acquire(&both(), Duration::from_secs(600))
         .unwrap();
-    let owner = OwnerHash::of_token(&a.token).unwrap();
+    let owner = OwnerHash::of_token(a.token.expose()).unwrap();
     let LeaseGate::Dispatch { candidates, leased } = core.lease_gate(both(), None) else {
         panic!("an unleased request may use the free connection");
     };

@@ -87,6 +87,25 @@ pub enum AttemptResult {
     OutOfTime,
 }
 
+impl AttemptResult {
+    /// For an upstream error answer: its status, headers and classification (`None` for
+    /// anything else — a success, a transport failure, a broken stream).
+    pub fn upstream_failure(&self) -> Option<(u16, &HeaderMap, &Classified)> {
+        let AttemptResult::Failed {
+            status,
+            classified,
+            last,
+        } = self
+        else {
+            return None;
+        };
+        match &**last {
+            LastFailure::Upstream { headers, .. } => Some((*status, headers, classified)),
+            LastFailure::Transport(_) => None,
+        }
+    }
+}
+
 /// One admitted candidate, resolved against the config.
 pub struct Target<'a> {
     /// The candidate.

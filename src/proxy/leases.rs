@@ -34,8 +34,8 @@ pub const OWNER_HEADER: &str = "x-sluice-lease-owner";
 /// The header carrying the lease generation.
 pub const GENERATION_HEADER: &str = "x-sluice-lease-generation";
 
-/// The JSON body of a lease call.
-#[derive(Debug, Deserialize)]
+/// The JSON body of a lease call (no `Debug`: `owner` is a token).
+#[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct LeaseCall {
     action: String,
@@ -174,7 +174,7 @@ fn acquire(
         Ok(a) => {
             let mut v = lease_json(state, &state.core.config(), a.conn, &a.lease);
             if let Some(o) = v.as_object_mut() {
-                o.insert("owner".into(), json!(a.token));
+                o.insert("owner".into(), json!(a.token.expose()));
             }
             Ok(v)
         }

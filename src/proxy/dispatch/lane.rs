@@ -9,7 +9,7 @@ use std::time::Duration;
 use super::{Dispatch, log_attempt, wait};
 use crate::core::snapshot::WaitView;
 use crate::policy::lane::{self, Verdict};
-use crate::proxy::attempt::{AttemptResult, Attempted, LastFailure, Target, send_attempt};
+use crate::proxy::attempt::{Attempted, Target, send_attempt};
 use crate::proxy::dialect::ProxyError;
 use crate::proxy::translated::Prepared;
 
@@ -36,19 +36,10 @@ impl Dispatch<'_> {
         let core = self.state.core.clone();
         let (mut accepted, mut waited) = (false, Duration::ZERO);
         loop {
-            let AttemptResult::Failed {
-                status,
-                classified,
-                last,
-                ..
-            } = &a.result
-            else {
+            let Some((status, headers, classified)) = a.result.upstream_failure() else {
                 return Ok(a);
             };
-            let LastFailure::Upstream { headers, .. } = &**last else {
-                return Ok(a);
-            };
-            let verdict = core.observe_lane(t.cand, *status, headers, accepted);
+            let verdict = core.observe_lane(t.cand, status, headers, accepted);
             let (delay, word) = match verdict {
                 Verdict::Report => return Ok(a),
                 Verdict::Accepted => {
@@ -74,7 +65,7 @@ impl Dispatch<'_> {
             };
             let mut logged = classified.clone();
             logged.reason = word.into();
-            log_attempt(self.view, *status, &logged, a.latency, translated.clone());
+            log_attempt(self.view, status, &logged, a.latency, translated.clone());
             drop(a);
             if !delay.is_zero() {
                 self.lane_wait(t, delay).await;

@@ -22,9 +22,7 @@ use crate::policy::limit_reset::{
     self, QUERY_TIMEOUT, RESET_PATH, Step, Tried, USAGE_PATH, parse_usage,
 };
 use crate::proxy::Shared;
-use crate::proxy::attempt::{
-    AttemptResult, Attempted, LastFailure, Target, describe, read_error_body, send_attempt,
-};
+use crate::proxy::attempt::{Attempted, Target, describe, read_error_body, send_attempt};
 use crate::proxy::dialect::ProxyError;
 use crate::proxy::headers::upstream_request;
 use crate::proxy::request::ClientRequest;
@@ -50,18 +48,10 @@ impl Dispatch<'_> {
         if !t.conn.auto_limit_reset {
             return Ok(a);
         }
-        let AttemptResult::Failed {
-            status,
-            classified,
-            last,
-        } = &a.result
-        else {
+        let Some((status, headers, classified)) = a.result.upstream_failure() else {
             return Ok(a);
         };
-        let LastFailure::Upstream { headers, .. } = &**last else {
-            return Ok(a);
-        };
-        if !limit_reset::is_five_hour_wall(*status, header_pairs(headers)) {
+        if !limit_reset::is_five_hour_wall(status, header_pairs(headers)) {
             return Ok(a);
         }
         let core = self.state.core.clone();
@@ -78,7 +68,7 @@ impl Dispatch<'_> {
         core.lane_end(t.cand, "limit_reset");
         let mut logged = classified.clone();
         logged.reason = "limit_reset".into();
-        log_attempt(self.view, *status, &logged, a.latency, translated);
+        log_attempt(self.view, status, &logged, a.latency, translated);
         drop(a);
         self.view.attempts += 1;
         let body = prepared.body.clone();
