@@ -571,13 +571,7 @@ impl<'e, 'a> Validator<'e, 'a> {
         let mut client_keys = Vec::new();
         if let Some(var) = &raw.client_keys_env {
             if let Some(s) = self.env_secret("server.client_keys_env", var) {
-                client_keys = s
-                    .expose()
-                    .split(',')
-                    .map(str::trim)
-                    .filter(|k| !k.is_empty())
-                    .map(Secret::new)
-                    .collect();
+                client_keys = key_list(&s);
                 if client_keys.is_empty() && !s.expose().is_empty() {
                     self.bad(
                         "server.client_keys_env",
@@ -738,6 +732,16 @@ pub fn rule_lists(
     } else {
         Err(v.problems)
     }
+}
+
+/// The comma-separated keys in `s` (blanks dropped), each kept secret.
+pub(super) fn key_list(s: &Secret) -> Vec<Secret> {
+    s.expose()
+        .split(',')
+        .map(str::trim)
+        .filter(|k| !k.is_empty())
+        .map(Secret::new)
+        .collect()
 }
 
 /// Parses a profile name.

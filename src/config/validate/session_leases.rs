@@ -70,13 +70,7 @@ impl Validator<'_, '_> {
                 );
             }
             if let Some(s) = self.env_secret("session_leases.client_keys_env", var) {
-                client_keys = s
-                    .expose()
-                    .split(',')
-                    .map(str::trim)
-                    .filter(|k| !k.is_empty())
-                    .map(Secret::new)
-                    .collect();
+                client_keys = super::key_list(&s);
             }
         }
         SessionLeases {
