@@ -7,6 +7,8 @@
 //! set from a fresh snapshot at scrape time. Labels are provider, connection and model ids and
 //! outcome words only — no request ids, no keys.
 
+use std::collections::HashMap;
+use std::sync::RwLock;
 use std::sync::atomic::AtomicU64;
 
 use prometheus_client::encoding::text::encode;
@@ -19,6 +21,11 @@ use prometheus_client::registry::Registry;
 use crate::core::snapshot::{BreakerState, ConnectionStatus, Snapshot};
 
 type Labels = Vec<(String, String)>;
+
+/// Counter handles by two label values (route → outcome, provider → connection), so the
+/// per-request path looks a counter up by `&str` without building a label set; a miss (the
+/// first request of a pair) registers it once in its family.
+type CounterCache<V> = RwLock<HashMap<String, HashMap<String, V>>>;
 
 /// The metric families of one sluice.
 pub struct Metrics {
@@ -39,6 +46,8 @@ pub struct Metrics {
     headroom_reset: Family<Labels, Gauge<f64, AtomicU64>>,
     uptime: Gauge<f64, AtomicU64>,
     injected: Family<Labels, Counter>,
+    request_counters: CounterCache<Counter>,
+    attempt_counters: CounterCache<(Counter, Counter)>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -175,23 +184,34 @@ impl Metrics {
             headroom_reset,
             uptime,
             injected,
+            request_counters: RwLock::default(),
+            attempt_counters: RwLock::default(),
         }
     }
 
     /// Counts a finished request (`route` path, `outcome` word) that took `latency_ms`.
     pub fn observe_request(&self, route: &str, outcome: &str, latency_ms: u64) {
-        self.requests
-            .get_or_create(&labels(&[("route", route), ("outcome", outcome)]))
-            .inc();
+        cached(&self.request_counters, route, outcome, || {
+            self.requests
+                .get_or_create(&labels(&[("route", route), ("outcome", outcome)]))
+                .clone()
+        })
+        .inc();
         self.duration.observe(latency_ms as f64 / 1000.0);
     }
 
     /// Counts an upstream attempt and, when `failed`, its failure.
     pub fn observe_attempt(&self, provider: &str, connection: &str, failed: bool) {
-        let l = labels(&[("provider", provider), ("connection", connection)]);
-        self.attempts.get_or_create(&l).inc();
+        let (attempts, failures) = cached(&self.attempt_counters, provider, connection, || {
+            let l = labels(&[("provider", provider), ("connection", connection)]);
+            (
+                self.attempts.get_or_create(&l).clone(),
+                self.failures.get_or_create(&l).clone(),
+            )
+        });
+        attempts.inc();
         if failed {
-            self.failures.get_or_create(&l).inc();
+            failures.inc();
         }
     }
 
@@ -267,6 +287,26 @@ impl Metrics {
     }
 }
 
+/// The handle cached under (`a`, `b`), made by `make` (and kept) on the first call for the pair.
+/// A poisoned lock is used as is: the map only ever holds complete entries.
+fn cached<V: Clone>(cache: &CounterCache<V>, a: &str, b: &str, make: impl FnOnce() -> V) -> V {
+    let hit = cache
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(a)
+        .and_then(|m| m.get(b))
+        .cloned();
+    if let Some(v) = hit {
+        return v;
+    }
+    let mut map = cache.write().unwrap_or_else(|e| e.into_inner());
+    map.entry(a.to_string())
+        .or_default()
+        .entry(b.to_string())
+        .or_insert_with(make)
+        .clone()
+}
+
 /// The share a connection gets now, in percent: the lower of its provider's and its own
 /// slow-start ramp (`None` = not ramping), 100 when neither ramps.
 pub fn effective_ramp(provider: Option<u8>, connection: Option<u8>) -> u8 {
@@ -305,6 +345,28 @@ impl Metrics {
 mod tests {
     use super::*;
     use crate::core::snapshot::{BreakerView, ConnectionView, ProviderView, Totals};
+
+    #[test]
+    fn cached_counters_keep_each_label_pair_apart() {
+        let m = Metrics::new();
+        m.observe_request("/v1/messages", "ok", 1);
+        m.observe_request("/v1/messages", "error", 1);
+        m.observe_request("/v1/messages", "ok", 1);
+        m.observe_request("/v1/chat/completions", "ok", 1);
+        m.observe_attempt("p", "a", true);
+        m.observe_attempt("p", "b", false);
+        let text = m.render(&Snapshot::default());
+        for line in [
+            "sluice_requests_total{route=\"/v1/messages\",outcome=\"ok\"} 2",
+            "sluice_requests_total{route=\"/v1/messages\",outcome=\"error\"} 1",
+            "sluice_requests_total{route=\"/v1/chat/completions\",outcome=\"ok\"} 1",
+            "sluice_upstream_failures_total{provider=\"p\",connection=\"a\"} 1",
+            "sluice_upstream_failures_total{provider=\"p\",connection=\"b\"} 0",
+            "sluice_upstream_attempts_total{provider=\"p\",connection=\"b\"} 1",
+        ] {
+            assert!(text.contains(line), "missing {line} in {text}");
+        }
+    }
 
     #[test]
     fn renders_counters_histogram_and_state_gauges() {
