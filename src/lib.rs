@@ -11,7 +11,8 @@
 //! - **remote**: the console attached to a running sluice over the admin API, reading the
 //!   SSE snapshot stream ([`snapshot_stream`]): [`remote`].
 //! - **translate**: pure dialect translation (requests, responses, streams, errors): [`translate`].
-//! - support: [`config`], [`clock`], [`telemetry`], [`app`] (wires everything together).
+//! - support: [`config`], [`clock`], [`telemetry`], [`sched`] (background threads' scheduling
+//!   class), [`app`] (wires everything together).
 
 pub mod admin;
 pub mod app;
@@ -27,6 +28,7 @@ pub mod metrics;
 pub mod policy;
 pub mod proxy;
 pub mod remote;
+pub mod sched;
 pub mod snapshot_stream;
 pub mod status;
 pub mod store;

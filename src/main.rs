@@ -38,12 +38,19 @@ use sluice::store::{self, Store};
 #[global_allocator]
 static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
-/// Turns on jemalloc's background purge thread (a no-op where jemalloc is not used).
+/// Turns on one jemalloc background purge thread, in the background scheduling class so its
+/// wake-ups never preempt a request (a no-op where jemalloc is not used). One thread serves
+/// every arena; jemalloc's default of one per CPU only adds wake-ups and stacks.
 fn return_freed_memory() {
     #[cfg(not(target_env = "msvc"))]
-    if let Err(e) = tikv_jemalloc_ctl::background_thread::write(true) {
-        tracing::debug!(error = %e, "jemalloc background purge not available");
-    }
+    sluice::sched::spawning_background(|| {
+        if let Err(e) = tikv_jemalloc_ctl::max_background_threads::write(1) {
+            tracing::debug!(error = %e, "jemalloc background thread count not settable");
+        }
+        if let Err(e) = tikv_jemalloc_ctl::background_thread::write(true) {
+            tracing::debug!(error = %e, "jemalloc background purge not available");
+        }
+    });
 }
 
 fn main() -> ExitCode {
@@ -73,7 +80,11 @@ fn main() -> ExitCode {
     };
     let use_console =
         !cli.headless() && std::io::stdout().is_terminal() && std::io::stdin().is_terminal();
-    let _log = match sluice::telemetry::init(&cfg.log.dir, &cfg.log.level, !use_console) {
+    // The log writer thread starts here; it is background work.
+    let log = sluice::sched::spawning_background(|| {
+        sluice::telemetry::init(&cfg.log.dir, &cfg.log.level, !use_console)
+    });
+    let _log = match log {
         Ok(g) => g,
         Err(e) => return fail(&e.to_string(), 2),
     };
@@ -164,6 +175,8 @@ fn main() -> ExitCode {
             std::thread::Builder::new()
                 .name("sluice-console".into())
                 .spawn(move || {
+                    // Rendering must never delay a request; a frame a millisecond late is not seen.
+                    sluice::sched::background_thread();
                     let opts = console::ConsoleOptions {
                         theme,
                         tick,

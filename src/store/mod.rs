@@ -225,7 +225,10 @@ impl Store {
         );
         let thread = std::thread::Builder::new()
             .name("sluice-store".into())
-            .spawn(move || w.run())
+            .spawn(move || {
+                crate::sched::background_thread();
+                w.run()
+            })
             .map_err(|e| StoreError::Open {
                 path: path.clone(),
                 message: format!(

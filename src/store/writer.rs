@@ -98,11 +98,14 @@ pub(crate) fn prune(
     Ok(by_rows + by_age)
 }
 
-/// Deletes rows beyond the newest `max_rows` (by id); returns how many. Runs inside every
-/// batch's own transaction, so `request_log` never holds more than `max_rows` committed rows.
+/// Deletes rows whose id is `max_rows` or more below the newest id; returns how many. Runs
+/// inside every batch's own transaction, so `request_log` never holds more than `max_rows`
+/// committed rows. Ids are assigned in insert order, so this keeps exactly the newest
+/// `max_rows` rows (fewer only where age retention already left a gap). Finding the bound
+/// is one index lookup; the former `OFFSET max_rows` walk cost ~0.5 ms per batch at 100k rows.
 fn prune_rows(conn: &Connection, max_rows: u64) -> rusqlite::Result<usize> {
     conn.prepare_cached(
-        "DELETE FROM request_log WHERE id <= (SELECT id FROM request_log ORDER BY id DESC LIMIT 1 OFFSET ?1)",
+        "DELETE FROM request_log WHERE id <= (SELECT MAX(id) FROM request_log) - ?1",
     )?
     .execute(params![to_sql_int(max_rows)])
 }
@@ -337,6 +340,21 @@ impl Writer {
 /// Inserts the batch's rows, deletes the rows now beyond the newest `max_rows`, and applies
 /// its state writes (in order), all in one `IMMEDIATE` transaction: a reader never sees more
 /// than `max_rows` rows, even during a burst.
+/// Rows inserted between two offers of the CPU (see [`yield_between_rows`]): ~32 × 3 µs, so a
+/// request that becomes ready while a batch is written waits at most ~0.1 ms.
+const ROWS_PER_YIELD: usize = 32;
+
+/// Before every [`ROWS_PER_YIELD`]th row after the first, offers the CPU to any runnable
+/// thread. A thread that just woke from a long sleep (the writer, after its linger) usually
+/// keeps the CPU against a request thread that wakes after it; without this a 350-row batch
+/// held a CPU it shared with the runtime worker for ~1.2 ms. Nothing the request path needs
+/// is held meanwhile (the transaction locks only the database file).
+fn yield_between_rows(i: usize) {
+    if i > 0 && i % ROWS_PER_YIELD == 0 {
+        std::thread::yield_now();
+    }
+}
+
 pub(crate) fn write_batch(
     conn: &mut Connection,
     batch: &Batch,
@@ -349,7 +367,8 @@ pub(crate) fn write_batch(
             "INSERT INTO request_log (at_unix_ms, route, client_model, target, status, latency_ms, attempts, bytes, outcome, translated, tokens_in, tokens_out, injected, continued)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
         )?;
-        for r in rows {
+        for (i, r) in rows.iter().enumerate() {
+            yield_between_rows(i);
             stmt.execute(params![
                 to_sql_int(r.at_unix_ms),
                 r.route,
