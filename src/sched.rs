@@ -9,9 +9,10 @@
 //! ~27 ms preempted the worker for a 1.6 ms transaction, stalling about one request in 350.
 //! On other OSes these are no-ops.
 
-/// Puts the calling thread in the background class (Linux `SCHED_BATCH`, nice unchanged).
-/// Threads it starts afterwards inherit the class. Returns whether the thread is now in that class; a
-/// refusal by the OS (or another OS) leaves the thread as it was, which is only slower.
+/// Puts the calling thread in the background class (Linux `SCHED_BATCH`; nice is set to 0
+/// where the OS allows, and a nice the operator raised is kept). Threads it starts
+/// afterwards inherit the class. Returns whether the thread is now in that class; a refusal
+/// by the OS (or another OS) leaves the thread as it was, which is only slower.
 pub fn background_thread() -> bool {
     set_class(Class::Background)
 }

@@ -337,9 +337,6 @@ impl Writer {
     }
 }
 
-/// Inserts the batch's rows, deletes the rows now beyond the newest `max_rows`, and applies
-/// its state writes (in order), all in one `IMMEDIATE` transaction: a reader never sees more
-/// than `max_rows` rows, even during a burst.
 /// Rows inserted between two offers of the CPU (see [`yield_between_rows`]): ~32 × 3 µs, so a
 /// request that becomes ready while a batch is written waits at most ~0.1 ms.
 const ROWS_PER_YIELD: usize = 32;
@@ -355,6 +352,9 @@ fn yield_between_rows(i: usize) {
     }
 }
 
+/// Inserts the batch's rows, deletes the rows now beyond the newest `max_rows`, and applies
+/// its state writes (in order), all in one `IMMEDIATE` transaction: a reader never sees more
+/// than `max_rows` rows, even during a burst.
 pub(crate) fn write_batch(
     conn: &mut Connection,
     batch: &Batch,
