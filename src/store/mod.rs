@@ -247,7 +247,7 @@ impl Store {
     /// Queues a `request_log` row; never blocks. When the queue is full or the store is closed
     /// the row is dropped and counted in [`Store::dropped`].
     pub fn record_request(&self, row: RequestLogRow) {
-        match self.tx.try_send(Msg::Row(row)) {
+        match self.tx.try_send(Msg::Row(Box::new(row))) {
             Ok(()) => {}
             Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
                 self.dropped.rows.fetch_add(1, Ordering::Relaxed);
@@ -259,7 +259,7 @@ impl Store {
     /// write is dropped and counted in [`Store::dropped_state`]. Writes are applied in queue
     /// order, so send each key's writes in the order its state changed (the last one wins).
     pub fn write(&self, w: StateWrite) {
-        match self.tx.try_send(Msg::State(w)) {
+        match self.tx.try_send(Msg::State(Box::new(w))) {
             Ok(()) => {}
             Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
                 self.dropped.state.fetch_add(1, Ordering::Relaxed);

@@ -25,10 +25,11 @@ pub(crate) const WRITE_LINGER: std::time::Duration = std::time::Duration::from_m
 
 /// A message to the writer thread.
 pub(crate) enum Msg {
-    /// Append one `request_log` row.
-    Row(RequestLogRow),
+    /// Append one `request_log` row (boxed, like `State`, so a queue slot is a few words: the
+    /// queue preallocates and touches every slot at startup).
+    Row(Box<RequestLogRow>),
     /// Apply one state change (UPSERT or delete).
-    State(StateWrite),
+    State(Box<StateWrite>),
     /// Ack once everything queued before this message is committed.
     Flush(SyncSender<()>),
     /// Enforce retention now, measuring age against `now_unix_ms` (wall clock, ms), and prune
@@ -240,13 +241,13 @@ impl Writer {
                         self.carry = Some(Msg::Row(row));
                         break;
                     }
-                    Some(_) => batch.rows.push(row),
+                    Some(_) => batch.rows.push(*row),
                     None => {
                         span_end = Some(row.at_unix_ms.saturating_add(BATCH_SPAN_MS));
-                        batch.rows.push(row);
+                        batch.rows.push(*row);
                     }
                 },
-                Msg::State(w) => batch.state.push(w),
+                Msg::State(w) => batch.state.push(*w),
                 other => {
                     self.carry = Some(other);
                     break;
