@@ -20,6 +20,7 @@ pub mod request;
 pub mod response;
 pub mod routes;
 pub mod server;
+pub mod sniff;
 pub mod sse;
 pub mod translated;
 pub mod upstream;

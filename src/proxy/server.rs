@@ -1,5 +1,5 @@
 //! Accept loop shared by the inference and admin listeners: `TCP_NODELAY` on every accepted
-//! socket, HTTP/1.1 and HTTP/2 (prior knowledge) via hyper-util's auto builder, and graceful
+//! socket, HTTP/1.1 and HTTP/2 (prior knowledge, told apart by [`sniff`]), and graceful
 //! connection shutdown when `shutdown` is cancelled. At most `[server] max_connections`
 //! connections are served at once per listener: the loop stops accepting while all are busy,
 //! so further clients wait in the OS backlog instead of exhausting file descriptors.
@@ -11,15 +11,19 @@ use std::time::Duration;
 
 use http::{Request, Response};
 use hyper::body::Incoming;
+use hyper::server::conn::{http1, http2};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use hyper_util::server::conn::auto;
-use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
+use hyper_util::server::graceful::GracefulConnection;
+use std::net::SocketAddr;
+
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use super::Shared;
 use super::routes;
+use super::sniff::{self, Protocol};
 use crate::config::validate::DEFAULT_HEADER_READ_TIMEOUT;
 
 /// Largest request head (request line plus headers) a client may send, in bytes; a larger
@@ -112,37 +116,93 @@ pub async fn serve_http<F, Fut, B>(
         if let Err(e) = stream.set_nodelay(true) {
             tracing::debug!(%peer, error = %e, "set_nodelay failed");
         }
-        let handler = handler.clone();
-        let shutdown = shutdown.clone();
-        tokio::spawn(async move {
-            let _slot = slot;
-            let svc = service_fn(move |req| {
-                let h = handler.clone();
-                async move { Ok::<_, Infallible>(h(req).await) }
-            });
-            let mut builder = auto::Builder::new(TokioExecutor::new());
-            builder
-                .http1()
-                .timer(TokioTimer::new())
-                .max_buf_size(MAX_REQUEST_HEAD)
-                .header_read_timeout(limits.header_read_timeout);
-            builder
-                .http2()
-                .max_header_list_size(u32::try_from(MAX_REQUEST_HEAD).unwrap_or(u32::MAX));
-            let conn = builder.serve_connection(TokioIo::new(stream), svc);
-            tokio::pin!(conn);
-            tokio::select! {
-                r = conn.as_mut() => {
-                    if let Err(e) = r {
-                        tracing::debug!(listener = what, %peer, error = %e, "connection ended with an error");
-                    }
-                }
-                () = shutdown.cancelled() => {
-                    conn.as_mut().graceful_shutdown();
-                    let _ = conn.await;
-                }
-            }
-        });
+        let conn = Connection {
+            stream,
+            peer,
+            what,
+            limits,
+        };
+        tokio::spawn(conn.serve(handler.clone(), shutdown.clone(), slot));
     }
     tracing::info!(listener = what, "stopped accepting connections");
+}
+
+/// One accepted client connection.
+struct Connection {
+    stream: TcpStream,
+    peer: SocketAddr,
+    what: &'static str,
+    limits: Limits,
+}
+
+impl Connection {
+    /// Serves every request of the connection with `handler`, holding its `slot` of
+    /// `max_connections` until the client leaves; on `shutdown` in-flight requests finish
+    /// and the connection closes.
+    async fn serve<F, Fut, B>(
+        self,
+        handler: F,
+        shutdown: CancellationToken,
+        slot: OwnedSemaphorePermit,
+    ) where
+        F: Fn(Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
+        Fut: Future<Output = Response<B>> + Send + 'static,
+        B: hyper::body::Body<Data = bytes::Bytes> + Send + 'static,
+        B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        let _slot = slot;
+        let sniffed = tokio::select! {
+            p = sniff::protocol(&self.stream, self.limits.header_read_timeout) => p,
+            () = shutdown.cancelled() => None,
+        };
+        let Some(protocol) = sniffed else {
+            return;
+        };
+        let svc = service_fn(move |req| {
+            let h = handler.clone();
+            async move { Ok::<_, Infallible>(h(req).await) }
+        });
+        let io = TokioIo::new(self.stream);
+        let ended = match protocol {
+            Protocol::Http1 => drive(http1(self.limits).serve_connection(io, svc), &shutdown).await,
+            Protocol::Http2 => drive(http2().serve_connection(io, svc), &shutdown).await,
+        };
+        if let Err(e) = ended {
+            tracing::debug!(listener = self.what, peer = %self.peer, error = %e, "connection ended with an error");
+        }
+    }
+}
+
+/// Runs `conn` to its end; once `shutdown` is cancelled, lets its in-flight requests finish
+/// and closes it.
+async fn drive<C>(conn: C, shutdown: &CancellationToken) -> Result<(), hyper::Error>
+where
+    C: GracefulConnection<Error = hyper::Error>,
+{
+    tokio::pin!(conn);
+    tokio::select! {
+        r = conn.as_mut() => r,
+        () = shutdown.cancelled() => {
+            conn.as_mut().graceful_shutdown();
+            conn.await
+        }
+    }
+}
+
+/// The HTTP/1 connection settings: a request head (request line and headers) of at most
+/// [`MAX_REQUEST_HEAD`] bytes (else 431), complete within `limits.header_read_timeout`.
+fn http1(limits: Limits) -> http1::Builder {
+    let mut b = http1::Builder::new();
+    b.timer(TokioTimer::new())
+        .max_buf_size(MAX_REQUEST_HEAD)
+        .max_header_size(MAX_REQUEST_HEAD)
+        .header_read_timeout(limits.header_read_timeout);
+    b
+}
+
+/// The HTTP/2 connection settings: a header list of at most [`MAX_REQUEST_HEAD`] bytes.
+fn http2() -> http2::Builder<TokioExecutor> {
+    let mut b = http2::Builder::new(TokioExecutor::new());
+    b.max_header_list_size(u32::try_from(MAX_REQUEST_HEAD).unwrap_or(u32::MAX));
+    b
 }
