@@ -33,8 +33,11 @@ pub async fn handle(state: Shared, req: Request<Incoming>, route: Route) -> Resp
     pending.view.client_model = req.probe.model.clone();
     pending.view.stream = req.probe.stream;
     let streaming = req.probe.stream && route.kind != RouteKind::CountTokens;
+    // `serve` is boxed on both paths: its future (about 7.5 KiB) then lives only until the
+    // answer is ready, instead of enlarging this one, which hyper keeps for the connection's
+    // whole life (through a whole stream, and between keep-alive requests).
     if !streaming {
-        let (result, pending) = serve(state.clone(), req, route, pending).await;
+        let (result, pending) = Box::pin(serve(state.clone(), req, route, pending)).await;
         return respond(route, result, pending);
     }
     let mut serving: Serving = Box::pin(serve(state.clone(), req, route, pending));

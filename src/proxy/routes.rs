@@ -107,7 +107,8 @@ pub async fn handle(state: Shared, req: Request<Incoming>) -> Response<ProxyBody
     }
     if path == "/v1/models" {
         if req.method() == Method::GET || req.method() == Method::HEAD {
-            return models(&state, req).await.map(Either::Left);
+            // Boxed: its future is as large as an inference request's, and this route is rare.
+            return Box::pin(models(&state, req)).await.map(Either::Left);
         }
         return error(
             ProxyError::MethodNotAllowed {
