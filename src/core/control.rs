@@ -586,7 +586,7 @@ impl Control {
     /// The effective settings and the overrides in force.
     pub fn settings(&self) -> (Resilience, SettingsPatch) {
         let r = self.core.res();
-        (r.settings.clone(), r.overrides.clone())
+        ((*r.settings).clone(), r.overrides.clone())
     }
 
     fn write(&self, writes: Vec<StateWrite>) {

@@ -170,7 +170,7 @@ fn a_permit_held_across_a_reload_is_released_onto_the_same_gate() {
     let clock = ManualClock::new();
     let old = cfg(&[("p", &[("a", ""), ("capped", "max_concurrent = 1")])]);
     let core = Core::new(Arc::new(old), Arc::new(clock.clone()), None);
-    let queue = core.settings_snapshot().queue;
+    let queue = core.settings_snapshot().queue.clone();
     let held = core
         .gates()
         .try_acquire_for(&cand(0, 1, 0), &queue)

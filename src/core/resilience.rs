@@ -9,6 +9,7 @@
 //! [`Ticket`] carries the probe permit and the dispatch instant (for the §2 anti-herd rule).
 //! Changes are written behind to the store as wall-clock rows.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::routing::Routing;
@@ -106,8 +107,10 @@ fn ramp_percent(share: Option<f64>) -> Option<u8> {
 
 /// All live resilience state (guarded by one mutex in the core).
 pub(crate) struct ResState {
-    /// Effective settings: the config file's, with operator overrides applied.
-    pub(crate) settings: Resilience,
+    /// Effective settings: the config file's, with operator overrides applied. Shared, so a
+    /// request's [`settings_snapshot`](super::Core::settings_snapshot) is a reference count,
+    /// not a deep copy of every profile's maps (several per request).
+    pub(crate) settings: Arc<Resilience>,
     pub(crate) builtins: Vec<Restatement>,
     pub(crate) providers: Vec<ProviderRes>,
     pub(crate) lockouts: Lockouts,
@@ -122,7 +125,7 @@ pub(crate) struct ResState {
 
 impl ResState {
     pub(crate) fn new(cfg: &Config) -> Self {
-        let settings = cfg.resilience.clone();
+        let settings = Arc::new(cfg.resilience.clone());
         let providers = cfg
             .providers
             .iter()
@@ -151,7 +154,7 @@ impl ResState {
     ) -> Result<Resilience, super::control::ControlError> {
         let settings = super::control::apply_patch(&cfg.resilience, &overrides)?;
         self.rules = super::settings::live_rules(cfg, &overrides)?;
-        self.settings = settings.clone();
+        self.settings = Arc::new(settings.clone());
         self.overrides = overrides;
         self.apply_settings(cfg);
         Ok(settings)
@@ -721,8 +724,9 @@ pub fn success(status: u16) -> Classified {
 }
 
 impl super::Core {
-    /// The effective resilience settings (file + operator overrides).
-    pub fn settings_snapshot(&self) -> Resilience {
-        self.res().settings.clone()
+    /// The effective resilience settings (file + operator overrides), shared: a later edit
+    /// installs new settings and leaves this snapshot as it was.
+    pub fn settings_snapshot(&self) -> Arc<Resilience> {
+        Arc::clone(&self.res().settings)
     }
 }

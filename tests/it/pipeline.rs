@@ -67,7 +67,7 @@ async fn zombie_first_target_falls_back_when_heartbeat_is_shorter_than_readiness
     // and pings, then the second target's stream.
     let mock = MockUpstream::start().await;
     let defaults = Sluice::start(&fill(TWO_CONNECTIONS, &mock), &[("K1", "a"), ("K2", "b")]).await;
-    let d = defaults.core().settings_snapshot().stream;
+    let d = defaults.core().settings_snapshot().stream.clone();
     assert!(
         d.heartbeat_interval < d.readiness_timeout,
         "the default ratio this test scales"
@@ -538,7 +538,7 @@ async fn zombie_first_target_falls_back_with_the_default_timers() {
         "",
     );
     let s = Sluice::start(&cfg, &[]).await;
-    let st_cfg = s.core().settings_snapshot().stream;
+    let st_cfg = s.core().settings_snapshot().stream.clone();
     assert_eq!(
         (st_cfg.heartbeat_interval, st_cfg.readiness_timeout),
         (Duration::from_secs(15), Duration::from_secs(30))

@@ -87,7 +87,7 @@ impl Dispatch<'_> {
         let Some(client) = wait::client_timeout(&self.req.parts.headers) else {
             return left;
         };
-        let queue = core.settings_snapshot().queue;
+        let queue = core.settings_snapshot().queue.clone();
         let budget = core.gates().execution_budget(t.provider.timeout, &queue);
         let elapsed = budget.saturating_sub(left);
         left.min(client.saturating_sub(elapsed))

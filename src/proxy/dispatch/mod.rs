@@ -228,7 +228,7 @@ impl Dispatch<'_> {
         self.ramped.clear();
         let mut cursor = Cursor::new(self.candidates.len());
         let core = &self.state.core;
-        let (gates, queue) = (core.gates().clone(), core.settings_snapshot().queue);
+        let (gates, queue) = (core.gates().clone(), core.settings_snapshot().queue.clone());
         loop {
             // Once every candidate was offered, the ones skipped for slow start go anyway
             // (before queueing on a saturated one), so a ramp never fails or delays a
