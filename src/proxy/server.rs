@@ -75,21 +75,47 @@ pub async fn serve(
     .await;
 }
 
+/// What a listener serves: called once per request, shared by every connection. Any
+/// `Fn(Request) -> impl Future<Output = Response<B>>` is one.
+pub trait Handler: Clone + Send + Sync + 'static {
+    /// The response body: bytes, sent as it is produced.
+    type Body: hyper::body::Body<Data = bytes::Bytes, Error: Into<BoxError>> + Send + 'static;
+
+    /// The answer to one request, owning what it needs.
+    type Answer: Future<Output = Response<Self::Body>> + Send + 'static;
+
+    /// Answers one request.
+    fn call(&self, req: Request<Incoming>) -> Self::Answer;
+}
+
+/// An error of any kind, as hyper takes a body's errors.
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+impl<F, Fut, B> Handler for F
+where
+    F: Fn(Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
+    Fut: Future<Output = Response<B>> + Send + 'static,
+    B: hyper::body::Body<Data = bytes::Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
+    type Body = B;
+    type Answer = Fut;
+
+    fn call(&self, req: Request<Incoming>) -> Fut {
+        self(req)
+    }
+}
+
 /// Generic accept loop: spawns one task per connection running `handler` per request, at
-/// most `limits.max_connections` (at least 1) at once. `B` is the response body type (the
-/// inference listener's [`routes::ProxyBody`], the admin listener's own).
-pub async fn serve_http<F, Fut, B>(
+/// most `limits.max_connections` (at least 1) at once. The handler's body type is the
+/// inference listener's [`routes::ProxyBody`] or the admin listener's own.
+pub async fn serve_http<H: Handler>(
     listener: TcpListener,
     shutdown: CancellationToken,
     what: &'static str,
     limits: Limits,
-    handler: F,
-) where
-    F: Fn(Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
-    Fut: Future<Output = Response<B>> + Send + 'static,
-    B: hyper::body::Body<Data = bytes::Bytes> + Send + 'static,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-{
+    handler: H,
+) {
     let slots = Arc::new(Semaphore::new(
         usize::try_from(limits.max_connections.max(1)).unwrap_or(usize::MAX),
     ));
@@ -139,17 +165,12 @@ impl Connection {
     /// Serves every request of the connection with `handler`, holding its `slot` of
     /// `max_connections` until the client leaves; on `shutdown` in-flight requests finish
     /// and the connection closes.
-    async fn serve<F, Fut, B>(
+    async fn serve<H: Handler>(
         self,
-        handler: F,
+        handler: H,
         shutdown: CancellationToken,
         slot: OwnedSemaphorePermit,
-    ) where
-        F: Fn(Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
-        Fut: Future<Output = Response<B>> + Send + 'static,
-        B: hyper::body::Body<Data = bytes::Bytes> + Send + 'static,
-        B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-    {
+    ) {
         let _slot = slot;
         let sniffed = tokio::select! {
             p = sniff::protocol(&self.stream, self.limits.header_read_timeout) => p,
@@ -159,8 +180,8 @@ impl Connection {
             return;
         };
         let svc = service_fn(move |req| {
-            let h = handler.clone();
-            async move { Ok::<_, Infallible>(h(req).await) }
+            let answer = handler.call(req);
+            async move { Ok::<_, Infallible>(answer.await) }
         });
         let io = TokioIo::new(self.stream);
         let ended = match protocol {
