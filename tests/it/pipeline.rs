@@ -448,6 +448,29 @@ async fn a_connection_that_never_finishes_its_head_is_closed_after_header_read_t
 }
 
 #[tokio::test]
+async fn a_connection_that_sends_nothing_is_closed_after_header_read_timeout() {
+    // Before the first bytes arrive sluice cannot tell HTTP/1 from HTTP/2, so the timeout has
+    // to cover that wait too (hyper's own header timer starts only once it serves HTTP/1).
+    let mock = MockUpstream::start().await;
+    let cfg = fill(SINGLE, &mock).replace(
+        "[routing]",
+        "[server]\nheader_read_timeout = \"200ms\"\n\n[routing]",
+    );
+    let s = Sluice::start(&cfg, &[]).await;
+    let mut sock = tokio::net::TcpStream::connect(s.listen()).await.unwrap();
+
+    let mut buf = [0u8; 16];
+    let read = tokio::time::timeout(Duration::from_secs(5), sock.read(&mut buf)).await;
+
+    assert!(
+        matches!(read, Ok(Ok(0)) | Ok(Err(_))),
+        "connection still open: {read:?}"
+    );
+    let r = client::post_json(&s.url("/v1/messages"), &body("m", false), &[AV, KEY]).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+}
+
+#[tokio::test]
 async fn early_head_with_no_target_left_ends_with_one_error_event() {
     // The only target is a zombie: the head went out early (heartbeats), so the failure is one
     // well-formed error event, not an HTTP error and not a hang.
