@@ -261,13 +261,16 @@ async fn judge(
     let status = resp.status();
     state.core.observe_headroom(t.cand, resp.headers());
     if !status.is_success() {
-        return upstream_error(state, t, resp).await;
+        return Box::pin(upstream_error(state, t, resp)).await;
     }
     // A served answer can still end (or keep) the low-priority lane; an error's meaning
-    // for the lane is dispatch's (it may retry on the same connection).
-    state
-        .core
-        .observe_lane(t.cand, status.as_u16(), resp.headers(), false);
+    // for the lane is dispatch's (it may retry on the same connection). Only
+    // `low_priority_mode` connections have a lane.
+    if t.conn.low_priority_mode {
+        state
+            .core
+            .observe_lane(t.cand, status.as_u16(), resp.headers(), false);
+    }
     if !headers::is_event_stream(resp.headers()) {
         return read_complete(state, t, resp, deadline, body_deadline).await;
     }
@@ -275,7 +278,12 @@ async fn judge(
     let mut resp = resp.map(|b| UpstreamBody::new(b, translator));
     let guards = Guards::from_settings(&state.core.settings_snapshot().stream);
     let clock = state.core.clock().clone();
-    let hold = pre_commit_hold(clock.as_ref(), route.sse_kind(), guards, resp.body_mut());
+    let hold = Box::pin(pre_commit_hold(
+        clock.as_ref(),
+        route.sse_kind(),
+        guards,
+        resp.body_mut(),
+    ));
     match tokio::time::timeout_at(deadline, hold).await {
         Err(_) => AttemptResult::OutOfTime,
         Ok(HoldEnd::Held(held)) => AttemptResult::Stream { resp, held },

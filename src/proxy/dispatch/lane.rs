@@ -68,12 +68,15 @@ impl Dispatch<'_> {
             log_attempt(self.view, status, &logged, a.latency, translated.clone());
             drop(a);
             if !delay.is_zero() {
-                self.lane_wait(t, delay).await;
+                Box::pin(self.lane_wait(t, delay)).await;
                 waited += delay;
             }
             self.view.attempts += 1;
             let body = prepared.body.clone();
-            a = send_attempt(self.state, t, self.req, self.route, body, deadline).await?;
+            a = Box::pin(send_attempt(
+                self.state, t, self.req, self.route, body, deadline,
+            ))
+            .await?;
         }
     }
 

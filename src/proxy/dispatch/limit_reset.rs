@@ -59,7 +59,7 @@ impl Dispatch<'_> {
         if left.is_zero() || !core.claim_limit_reset(t.cand) {
             return Ok(a);
         }
-        let tried = try_reset(self.state, t, self.req, deadline).await;
+        let tried = Box::pin(try_reset(self.state, t, self.req, deadline)).await;
         core.record_limit_reset(t.cand, &tried);
         if tried != Tried::Granted {
             return Ok(a);
@@ -72,7 +72,10 @@ impl Dispatch<'_> {
         drop(a);
         self.view.attempts += 1;
         let body = prepared.body.clone();
-        send_attempt(self.state, t, self.req, self.route, body, deadline).await
+        Box::pin(send_attempt(
+            self.state, t, self.req, self.route, body, deadline,
+        ))
+        .await
     }
 }
 

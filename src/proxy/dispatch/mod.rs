@@ -4,6 +4,11 @@
 //! outcome through the core's one choke point (`Core::report`), waits out short cooldowns
 //! (§4), and answers from the last failure when no candidate served.
 //!
+//! The rarely taken branches (re-open, session-limit reset, low-priority lane) box the
+//! attempt they send: an async fn's future is as large as its largest await point, and each
+//! enclosing level copies its child's future when it creates it, so an unboxed 3 KiB branch
+//! would cost every request that copy at every level.
+//!
 //! The §5 execution budget (`[resilience.queue] execution_max_wait`, never shorter than the
 //! provider's `timeout`) starts at the first dispatch; time spent queued is not counted.
 
@@ -479,7 +484,10 @@ impl Dispatch<'_> {
         drop(broken);
         self.view.attempts += 1;
         let body = prepared.body.clone();
-        send_attempt(self.state, t, self.req, self.route, body, deadline).await
+        Box::pin(send_attempt(
+            self.state, t, self.req, self.route, body, deadline,
+        ))
+        .await
     }
 
     /// Reports an attempt's result through the one choke point and decides what is next.
