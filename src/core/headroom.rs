@@ -165,6 +165,11 @@ impl Core {
     ) {
         let model = cand.model.as_str();
         let now_ms = unix_ms(self.clock().wall());
+        // Read outside the lock; most answers carry no rate-limit headers and stop here.
+        let observation = parse::parse(parse::header_pairs(headers), now_ms);
+        if observation.is_empty() {
+            return;
+        }
         let save = {
             let mut r = self.res();
             let cfg = self.config();
@@ -180,12 +185,7 @@ impl Core {
             else {
                 return;
             };
-            if !h
-                .state
-                .observe(parse::header_pairs(headers), Some(model), now_ms)
-            {
-                return;
-            }
+            h.state.merge(observation, Some(model));
             h.state.prune(now_ms);
             let due = self.store().is_some() && save_due(h.saved_at_ms, now_ms);
             if due {

@@ -14,11 +14,16 @@ use crate::policy::latency::{Rolling, Summary};
 /// newest sample is dropped first, so a client cycling model names cannot grow the state.
 pub const MAX_MODEL_WINDOWS: usize = 1024;
 
-/// The windows, keyed by (provider, connection) indices and by those plus the upstream model.
+/// The windows, keyed by (provider, connection) indices and, within a connection, by the
+/// upstream model (looked up by `&str`: recording an attempt allocates nothing once its
+/// windows exist).
 #[derive(Debug, Default)]
 pub(crate) struct LatencyStats {
     connections: HashMap<(usize, usize), Rolling>,
-    models: HashMap<(usize, usize, String), Rolling>,
+    models: HashMap<(usize, usize), HashMap<String, Rolling>>,
+    /// Connection + model windows held, across every connection (at most
+    /// [`MAX_MODEL_WINDOWS`]).
+    model_windows: usize,
 }
 
 impl LatencyStats {
@@ -30,11 +35,9 @@ impl LatencyStats {
             .collect();
         self.models = std::mem::take(&mut self.models)
             .into_iter()
-            .filter_map(|((p, c, m), w)| {
-                let (p, c) = remap.connection(p, c)?;
-                Some(((p, c, m), w))
-            })
+            .filter_map(|((p, c), w)| Some((remap.connection(p, c)?, w)))
             .collect();
+        self.model_windows = self.models.values().map(HashMap::len).sum();
     }
 
     /// Records one attempt on (`p`, `c`) for `model` at `at`.
@@ -51,25 +54,49 @@ impl LatencyStats {
             .entry((p, c))
             .or_default()
             .record(at, ttfb, ok);
-        let key = (p, c, model.to_owned());
-        if !self.models.contains_key(&key) && self.models.len() >= MAX_MODEL_WINDOWS {
-            let oldest = self
-                .models
-                .iter()
-                .min_by_key(|(_, r)| r.newest())
-                .map(|(k, _)| k.clone());
-            if let Some(k) = oldest {
-                self.models.remove(&k);
+        if let Some(w) = self.models.get_mut(&(p, c)).and_then(|m| m.get_mut(model)) {
+            w.record(at, ttfb, ok);
+            return;
+        }
+        if self.model_windows >= MAX_MODEL_WINDOWS {
+            self.drop_oldest_model_window();
+        }
+        let mut w = Rolling::default();
+        w.record(at, ttfb, ok);
+        self.models
+            .entry((p, c))
+            .or_default()
+            .insert(model.to_owned(), w);
+        self.model_windows += 1;
+    }
+
+    /// Drops the connection + model window whose newest sample is oldest.
+    fn drop_oldest_model_window(&mut self) {
+        let oldest = self
+            .models
+            .iter()
+            .flat_map(|(pc, m)| m.iter().map(move |(model, r)| (*pc, model, r.newest())))
+            .min_by_key(|(_, _, newest)| *newest)
+            .map(|(pc, model, _)| (pc, model.clone()));
+        let Some((pc, model)) = oldest else {
+            return;
+        };
+        if let Some(m) = self.models.get_mut(&pc) {
+            if m.remove(&model).is_some() {
+                self.model_windows -= 1;
+            }
+            if m.is_empty() {
+                self.models.remove(&pc);
             }
         }
-        self.models.entry(key).or_default().record(at, ttfb, ok);
     }
 
     /// The summary `p2c` weighs for (`p`, `c`, `model`) at `now`: the connection + model
     /// window when it has enough samples, else the connection's.
     pub(crate) fn health(&self, p: usize, c: usize, model: &str, now: Instant) -> Option<Summary> {
         self.models
-            .get(&(p, c, model.to_owned()))
+            .get(&(p, c))
+            .and_then(|m| m.get(model))
             .and_then(|r| r.summary(now))
             .or_else(|| self.connections.get(&(p, c)).and_then(|r| r.summary(now)))
     }
@@ -120,6 +147,13 @@ mod tests {
         for i in 0..MAX_MODEL_WINDOWS + 10 {
             s.record(0, 1, &format!("m{i}"), now, Duration::from_millis(1), true);
         }
-        assert!(s.models.len() <= MAX_MODEL_WINDOWS);
+        let held: usize = s.models.values().map(HashMap::len).sum();
+        assert!(held <= MAX_MODEL_WINDOWS);
+        assert_eq!(held, s.model_windows);
+        let newest = format!("m{}", MAX_MODEL_WINDOWS + 9);
+        assert!(
+            s.models[&(0, 1)].contains_key(&newest),
+            "the newest window is kept"
+        );
     }
 }

@@ -10,7 +10,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
-use http::HeaderMap;
+use http::{HeaderMap, HeaderName};
 
 use super::cooldown::{deadline_after, truncate_chars};
 use crate::clock::Instant;
@@ -19,11 +19,11 @@ use crate::clock::Instant;
 mod tests;
 
 /// Session key headers, in precedence order (§2a). Never forwarded upstream.
-pub const SESSION_HEADERS: [&str; 4] = [
-    "x-session-id",
-    "x-claude-code-session-id",
-    "x-codex-session-id",
-    "x-sluice-session",
+pub static SESSION_HEADERS: [HeaderName; 4] = [
+    HeaderName::from_static("x-session-id"),
+    HeaderName::from_static("x-claude-code-session-id"),
+    HeaderName::from_static("x-codex-session-id"),
+    HeaderName::from_static("x-sluice-session"),
 ];
 
 /// Longest session key kept verbatim, in bytes. A longer value is shortened to its first
@@ -41,7 +41,7 @@ pub const MAX_PINS: usize = 10_000;
 /// Non-UTF-8 bytes are replaced (lossy). `None` when no header names a session.
 pub fn session_key(headers: &HeaderMap) -> Option<String> {
     SESSION_HEADERS.iter().find_map(|name| {
-        headers.get_all(*name).iter().find_map(|v| {
+        headers.get_all(name).iter().find_map(|v| {
             let raw = String::from_utf8_lossy(v.as_bytes());
             let trimmed = raw.trim();
             (!trimmed.is_empty()).then(|| bound_key(trimmed))

@@ -398,6 +398,10 @@ impl Lockouts {
     /// a group never covers the group's other models). When the model is its own group, the
     /// one key covers it whatever the scope.
     fn covering_keys(&self, at: LockTarget<'_>) -> Vec<Key> {
+        // The common case (nothing locked) builds no keys.
+        if self.locks.is_empty() {
+            return Vec::new();
+        }
         let group = quota_group(at.model, at.quota_groups);
         let key = |name: &str| {
             (

@@ -151,9 +151,19 @@ fn build_table(
 /// The upstream URI for provider `p` and a client `path_and_query` such as
 /// `/v1/messages?beta=true`.
 pub fn uri(p: &Provider, path_and_query: &str) -> Result<http::Uri, String> {
-    join(&prefix(p), path_and_query)
-        .parse::<http::Uri>()
-        .map_err(|e| e.to_string())
+    let u = &p.base_url;
+    let scheme = u.scheme_str().unwrap_or("https");
+    let auth = u.authority().map(|a| a.as_str()).unwrap_or("");
+    let base = u.path().trim_end_matches('/');
+    // One buffer, handed to the parser without another copy (this runs once per attempt).
+    let mut s =
+        String::with_capacity(scheme.len() + 3 + auth.len() + base.len() + path_and_query.len());
+    s.push_str(scheme);
+    s.push_str("://");
+    s.push_str(auth);
+    s.push_str(base);
+    s.push_str(route_after(&s, path_and_query));
+    http::Uri::try_from(s).map_err(|e| e.to_string())
 }
 
 /// [`build_client`], counted in `built`.
@@ -184,21 +194,13 @@ fn build_client(p: &Provider) -> Result<UpstreamClient, String> {
         .build(https))
 }
 
-/// `scheme://authority/base-path` without a trailing slash.
-fn prefix(p: &Provider) -> String {
-    let u = &p.base_url;
-    let scheme = u.scheme_str().unwrap_or("https");
-    let auth = u.authority().map(|a| a.as_str()).unwrap_or("");
-    let path = u.path().trim_end_matches('/');
-    format!("{scheme}://{auth}{path}")
-}
-
-/// Joins a base prefix and a route; a base already ending in `/v1` is not doubled.
-fn join(prefix: &str, path_and_query: &str) -> String {
-    if prefix.ends_with("/v1") && path_and_query.starts_with("/v1/") {
-        format!("{}{}", prefix, &path_and_query[3..])
-    } else {
-        format!("{prefix}{path_and_query}")
+/// What of the route `path_and_query` follows the base `prefix`
+/// (`scheme://authority/base-path`): all of it, or without its `/v1` when the base already
+/// ends in `/v1`, so it is not doubled.
+fn route_after<'a>(prefix: &str, path_and_query: &'a str) -> &'a str {
+    match path_and_query.strip_prefix("/v1") {
+        Some(rest) if prefix.ends_with("/v1") && rest.starts_with('/') => rest,
+        _ => path_and_query,
     }
 }
 
@@ -264,6 +266,10 @@ mod tests {
         );
     }
 
+    fn join(prefix: &str, path_and_query: &str) -> String {
+        format!("{prefix}{}", route_after(prefix, path_and_query))
+    }
+
     #[test]
     fn joins_base_paths_without_doubling_v1() {
         assert_eq!(
@@ -277,6 +283,14 @@ mod tests {
         assert_eq!(
             join("http://127.0.0.1:11434/v1", "/v1/chat/completions"),
             "http://127.0.0.1:11434/v1/chat/completions"
+        );
+        assert_eq!(join("http://h/v1", "/v1?x=1"), "http://h/v1/v1?x=1");
+        let c = cfg(&[("v", "http://127.0.0.1:11434/v1/")], 0);
+        assert_eq!(
+            uri(&c.providers[0], "/v1/chat/completions?x=1")
+                .unwrap()
+                .to_string(),
+            "http://127.0.0.1:11434/v1/chat/completions?x=1"
         );
     }
 }

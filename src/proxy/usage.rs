@@ -8,6 +8,9 @@
 //! Responses `usage.input_tokens` / `output_tokens` (`response.completed`). A later count
 //! replaces an earlier one (stream counts are cumulative). Pure: no I/O, no clock.
 
+use std::sync::LazyLock;
+
+use memchr::memmem::FinderRev;
 use serde::Deserialize;
 
 /// Tokens in (prompt) and out (completion) seen so far; `None` while the upstream said none.
@@ -29,6 +32,10 @@ struct RawUsage {
 
 /// The key searched for, quotes included.
 const KEY: &[u8] = b"\"usage\"";
+
+/// A backward searcher for [`KEY`], built once (every reply and usage-bearing event is
+/// scanned).
+static LAST_KEY: LazyLock<FinderRev<'static>> = LazyLock::new(|| FinderRev::new(KEY));
 
 impl Usage {
     /// The usage of a whole JSON reply body (none when it has no `usage` object).
@@ -60,7 +67,7 @@ impl Usage {
 
 /// The object after the last `"usage":` key in `json`, if it parses as a usage object.
 fn last_usage(json: &[u8]) -> Option<RawUsage> {
-    let at = json.windows(KEY.len()).rposition(|w| w == KEY)?;
+    let at = LAST_KEY.rfind(json)?;
     let rest = json.get(at + KEY.len()..)?;
     let colon = rest.iter().position(|b| !b.is_ascii_whitespace())?;
     if rest.get(colon) != Some(&b':') {

@@ -111,7 +111,7 @@ where
 {
     let mut acc = Acc::default();
     for (name, value) in headers {
-        let name = name.trim().to_ascii_lowercase();
+        let name = lowercase(name);
         if let Some(rest) = name.strip_prefix("anthropic-ratelimit-unified-") {
             unified_header(&mut acc, rest, value);
         } else if let Some(rest) = name.strip_prefix("anthropic-ratelimit-") {
@@ -121,6 +121,17 @@ where
         }
     }
     finish(acc, now_unix_ms)
+}
+
+/// `name` trimmed and lowercased, borrowed when it already is (an `http::HeaderMap`'s names
+/// always are: this runs for every header of every response).
+fn lowercase(name: &str) -> std::borrow::Cow<'_, str> {
+    let name = name.trim();
+    if name.bytes().any(|b| b.is_ascii_uppercase()) {
+        std::borrow::Cow::Owned(name.to_ascii_lowercase())
+    } else {
+        std::borrow::Cow::Borrowed(name)
+    }
 }
 
 fn finish(acc: Acc, now_unix_ms: u64) -> Observation {
