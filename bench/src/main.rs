@@ -48,6 +48,14 @@ struct Cli {
     /// Seconds to wait before reading recovered RSS (S8).
     #[arg(long, global = true, default_value_t = 60.0)]
     recover_secs: f64,
+    /// S2's concurrency levels, comma-separated (default: the sweep 1,2,4,…,1024).
+    #[arg(
+        long,
+        global = true,
+        value_delimiter = ',',
+        default_value = "1,2,4,8,16,32,64,128,256,512,1024"
+    )]
+    conc: Vec<usize>,
     /// Where JSON and Markdown results go.
     #[arg(long, global = true, default_value = "bench/results")]
     out: PathBuf,
@@ -152,6 +160,7 @@ fn drive(cli: &Cli, cmd: Cmd) -> ExitCode {
         recover_secs: cli.recover_secs,
         work: work.clone(),
         inject_delay_us: cli.inject_delay_us,
+        conc: cli.conc.clone(),
     };
     if cmd == Cmd::Guard {
         o.rounds = o.rounds.min(3);
@@ -233,7 +242,7 @@ async fn run(cmd: Cmd, o: &Opts) -> std::io::Result<Value> {
     }
     if all || cmd == Cmd::S2 {
         eprintln!("S2 …");
-        res["s2"] = scenarios::s2(&rig, o, &[1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]).await;
+        res["s2"] = scenarios::s2(&rig, o, &o.conc).await;
     }
     if all || cmd == Cmd::S4 {
         eprintln!("S4 …");

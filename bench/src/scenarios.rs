@@ -30,6 +30,8 @@ pub struct Opts {
     pub work: PathBuf,
     /// Guard self-test: put a shim adding this many µs in front of sluice.
     pub inject_delay_us: u64,
+    /// S2's concurrency levels.
+    pub conc: Vec<usize>,
 }
 
 impl Opts {
