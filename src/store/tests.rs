@@ -327,6 +327,61 @@ fn a_batch_larger_than_max_rows_commits_at_most_max_rows() {
 }
 
 #[test]
+fn rows_written_in_multi_row_chunks_and_a_tail_keep_their_order_and_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db_in(&dir);
+    Store::open(&cfg(&path)).unwrap().close();
+    let mut conn = raw(&path);
+    // Two full chunks of 32 and a tail of 6.
+    let rows: Vec<RequestLogRow> = (0..70)
+        .map(|n| RequestLogRow {
+            tokens_in: (n % 2 == 0).then_some(u64::from(n) * 10),
+            tokens_out: (n % 3 == 0).then_some(u64::from(n)),
+            translated: if n % 5 == 0 {
+                "anthropic→openai".into()
+            } else {
+                String::new()
+            },
+            status: 200 + u16::try_from(n).unwrap(),
+            ..row(T0 + u64::from(n), n)
+        })
+        .collect();
+    let batch = writer::Batch {
+        rows: rows.clone(),
+        state: Vec::new(),
+    };
+    writer::write_batch(&mut conn, &batch, 1_000).unwrap();
+    let mut stmt = conn
+        .prepare(
+            "SELECT at_unix_ms, route, client_model, target, status, latency_ms, attempts, bytes, outcome, translated, tokens_in, tokens_out, injected, continued FROM request_log ORDER BY id",
+        )
+        .unwrap();
+    let back: Vec<RequestLogRow> = stmt
+        .query_map([], |r| {
+            Ok(RequestLogRow {
+                at_unix_ms: r.get::<_, i64>(0)?.try_into().unwrap(),
+                route: r.get(1)?,
+                client_model: r.get(2)?,
+                target: r.get(3)?,
+                status: r.get(4)?,
+                latency_ms: r.get::<_, i64>(5)?.try_into().unwrap(),
+                attempts: r.get(6)?,
+                bytes: r.get::<_, i64>(7)?.try_into().unwrap(),
+                outcome: r.get(8)?,
+                translated: r.get(9)?,
+                tokens_in: r.get::<_, Option<i64>>(10)?.map(|v| v.try_into().unwrap()),
+                tokens_out: r.get::<_, Option<i64>>(11)?.map(|v| v.try_into().unwrap()),
+                injected: r.get::<_, i64>(12)? != 0,
+                continued: r.get::<_, i64>(13)? != 0,
+            })
+        })
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(back, rows, "every row, in order, with every value");
+}
+
+#[test]
 fn a_burst_never_shows_more_than_max_rows_to_a_reader() {
     let dir = tempfile::tempdir().unwrap();
     let path = db_in(&dir);
