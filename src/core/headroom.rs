@@ -39,10 +39,10 @@ impl ConnHeadroom {
 
     /// The preflight verdict for `model` under `settings` at `now_ms`; logs a warning when
     /// the connection's state changes to `warn` or `cut_off` (and an info line back to
-    /// `ok`). `target` names the connection in the log.
+    /// `ok`). `target` names the connection in the log (called only for a log line).
     pub(crate) fn preflight(
         &mut self,
-        target: &str,
+        target: &dyn Fn() -> String,
         model: &str,
         settings: &QuotaPreflightSettings,
         now_ms: u64,
@@ -50,7 +50,7 @@ impl ConnHeadroom {
         let v = preflight::decide(&self.state, Some(model), &policy_settings(settings), now_ms);
         let state = v.as_str();
         if state != self.logged {
-            log_change(target, &v, self.logged, now_ms);
+            log_change(&target(), &v, self.logged, now_ms);
             self.logged = state;
         }
         v

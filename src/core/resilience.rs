@@ -382,9 +382,10 @@ impl super::Core {
                 retry_after: None,
             });
         };
-        let target = format!("{}:{}/{}", p.id, c.id, cand.model);
+        // Named only when an exclusion or a log line needs it: most admissions need neither.
+        let target = || format!("{}:{}/{}", p.id, c.id, cand.model);
         let excl = |reason, until: Option<Instant>| Exclusion {
-            target: target.clone(),
+            target: target(),
             reason,
             retry_after: until.map(|u| u.saturating_duration_since(now)),
         };
@@ -437,7 +438,7 @@ impl super::Core {
         }
         match admit {
             Admit::Rejected { retry_after } => Err(Exclusion {
-                target,
+                target: target(),
                 reason: ExclusionReason::CircuitOpen,
                 retry_after: Some(retry_after),
             }),
@@ -461,7 +462,7 @@ impl super::Core {
         r: &mut ResState,
         (provider, connection): (usize, usize),
         model: &str,
-        target: &str,
+        target: &dyn Fn() -> String,
     ) -> Option<Exclusion> {
         let settings = r.settings.quota_preflight;
         if !settings.enabled {
@@ -476,7 +477,7 @@ impl super::Core {
         match h.preflight(target, model, &settings, now_ms) {
             crate::policy::headroom::preflight::Verdict::CutOff { reset_at_ms, .. } => {
                 Some(Exclusion {
-                    target: target.to_owned(),
+                    target: target(),
                     reason: ExclusionReason::QuotaPreflight,
                     retry_after: reset_at_ms
                         .map(|t| Duration::from_millis(t.saturating_sub(now_ms))),

@@ -120,13 +120,8 @@ pub const CLIENT_MARGIN: Duration = Duration::from_secs(5);
 /// Anthropic and OpenAI SDKs and the tools built on them send). Malformed, negative or absurd
 /// values (over a day) are ignored.
 pub fn client_timeout(headers: &http::HeaderMap) -> Option<Duration> {
-    let secs: f64 = headers
-        .get("x-stainless-timeout")?
-        .to_str()
-        .ok()?
-        .trim()
-        .parse()
-        .ok()?;
+    static NAME: http::HeaderName = http::HeaderName::from_static("x-stainless-timeout");
+    let secs: f64 = headers.get(&NAME)?.to_str().ok()?.trim().parse().ok()?;
     (secs.is_finite() && secs > 0.0 && secs <= 86_400.0).then(|| Duration::from_secs_f64(secs))
 }
 
