@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use super::app::{App, Focus};
 use super::panels::{circuits, header, providers, requests};
+
 use super::test_support::*;
 use super::theme::Theme;
 use super::*;
@@ -168,4 +169,37 @@ fn the_providers_error_column_is_headed_err() {
     });
     let head = line_with(&buf, "provider");
     assert!(head.contains(" err ") && !head.contains("fail"), "{head}");
+}
+
+#[test]
+fn the_requests_panel_scrolled_far_down_shows_the_selected_row_last_and_highlighted() {
+    let mut snap = snapshot();
+    let template = snap.recent.first().cloned().unwrap_or_default();
+    snap.recent = (0..500)
+        .map(|i| crate::core::snapshot::RequestView {
+            client_model: format!("model-{i:03}"),
+            ..template.clone()
+        })
+        .collect();
+    let mut a = App::new(Arc::new(snap));
+    a.request_selected = 300;
+    let theme = Theme::default();
+    let buf = paint(120, 12, |f| requests::render(f, f.area(), &a, &theme, true));
+    let shown = text(&buf);
+    // 12 lines: borders, a header and 9 rows, scrolled so that row 300 is the last one.
+    assert!(shown.contains("model-300"), "{shown}");
+    assert!(shown.contains("model-292"), "{shown}");
+    assert!(
+        !shown.contains("model-291") && !shown.contains("model-301"),
+        "{shown}"
+    );
+    let row = line_with(&buf, "model-300");
+    let y = lines(&buf).iter().position(|l| *l == row).unwrap();
+    let x = row.find("model-300").unwrap();
+    let cell = &buf[(u16::try_from(x).unwrap(), u16::try_from(y).unwrap())];
+    assert_eq!(
+        cell.style().bg,
+        theme.style(crate::console::theme::Role::Selection).bg,
+        "the selected row is highlighted"
+    );
 }

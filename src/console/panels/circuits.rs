@@ -8,7 +8,7 @@ use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::style::Style;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Cell, Row};
+use ratatui::widgets::Cell;
 
 use super::selectable_table;
 use super::{Col, fit, fmt_ago, fmt_countdown, frame, name_width, pick};
@@ -59,17 +59,13 @@ pub fn render(
         Col::fill("last transition", 16, 3),
     ];
     let keep = fit(&cols, inner.width);
-    let rows: Vec<Row> = snap
-        .providers
-        .iter()
-        .map(|p| pick(cells(p, theme, now_unix_ms), &keep))
-        .collect();
+    let row = |p: &ProviderView| pick(cells(p, theme, now_unix_ms), &keep);
     selectable_table(
         f,
         inner,
         &cols,
         &keep,
-        rows,
+        (&snap.providers, row),
         focused,
         theme,
         app.circuit_selected,

@@ -9,7 +9,7 @@ use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::style::Style;
 use ratatui::text::Span;
-use ratatui::widgets::{Cell, Row};
+use ratatui::widgets::Cell;
 
 use super::selectable_table;
 use super::{Col, fit, fmt_countdown, frame, name_width, pick};
@@ -148,18 +148,17 @@ pub fn render(
         Col::fixed("locks", 5, 5),
     ];
     let keep = fit(&cols, inner.width);
-    let rows: Vec<Row> = connection_rows(snap)
-        .map(|(p, c)| {
-            let marked = app.marked.contains(&c.id);
-            pick(cells(p, c, marked, theme, now_unix_ms), &keep)
-        })
-        .collect();
+    let pairs: Vec<_> = connection_rows(snap).collect();
+    let row = |&(p, c): &(&ProviderView, &ConnectionView)| {
+        let marked = app.marked.contains(&c.id);
+        pick(cells(p, c, marked, theme, now_unix_ms), &keep)
+    };
     selectable_table(
         f,
         inner,
         &cols,
         &keep,
-        rows,
+        (&pairs, row),
         focused,
         theme,
         app.cooldown_selected,

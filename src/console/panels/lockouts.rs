@@ -4,7 +4,7 @@
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::Span;
-use ratatui::widgets::{Cell, Row};
+use ratatui::widgets::Cell;
 
 use super::selectable_table;
 use super::{Col, fit, fmt_countdown, frame, name_width, pick};
@@ -64,16 +64,13 @@ pub fn render(
         Col::fixed("expires in", 10, 0),
     ];
     let keep = fit(&cols, inner.width);
-    let rows: Vec<Row> = locks
-        .iter()
-        .map(|l| pick(cells(l, theme, now_unix_ms), &keep))
-        .collect();
+    let row = |l: &_| pick(cells(l, theme, now_unix_ms), &keep);
     selectable_table(
         f,
         inner,
         &cols,
         &keep,
-        rows,
+        (locks, row),
         focused,
         theme,
         app.lockout_selected,

@@ -50,12 +50,12 @@ pub fn block<'a>(title: &'a str, focused: bool, theme: &Theme) -> Block<'a> {
     clippy::too_many_arguments,
     reason = "the panels' shared table call; each argument is a plain input"
 )]
-pub fn selectable_table(
+pub fn selectable_table<'a, T>(
     f: &mut ratatui::Frame,
     area: Rect,
     cols: &[Col],
     keep: &[usize],
-    rows: Vec<Row<'_>>,
+    (items, row): (&[T], impl Fn(&T) -> Row<'a>),
     focused: bool,
     theme: &Theme,
     selected: usize,
@@ -66,12 +66,26 @@ pub fn selectable_table(
     } else {
         Style::default()
     };
+    let shown = visible_rows(items.len(), selected, area.height);
+    let selected = selected.saturating_sub(shown.start);
+    let rows = items.get(shown).unwrap_or_default().iter().map(row);
     let table = ratatui::widgets::Table::new(rows, widths)
         .flex(ratatui::layout::Flex::Start)
         .header(header)
         .row_highlight_style(highlight);
     let mut state = ratatui::widgets::TableState::default().with_selected(Some(selected));
     f.render_stateful_widget(table, area, &mut state);
+}
+
+/// The rows a table of `len` one-line rows under a one-line header shows in `height` lines
+/// with row `selected` in view, scrolled as ratatui's table scrolls a fresh state (from the
+/// top, just far enough). Panels build only these rows, so a frame costs the same with 20
+/// rows or 10,000.
+pub fn visible_rows(len: usize, selected: usize, height: u16) -> std::ops::Range<usize> {
+    let lines = usize::from(height.saturating_sub(1)).max(1);
+    let selected = selected.min(len.saturating_sub(1));
+    let start = (selected + 1).saturating_sub(lines);
+    start..start.saturating_add(lines).min(len)
 }
 
 /// Draws a panel's bordered block and returns the inner area to fill, or `None` when there is
@@ -308,6 +322,27 @@ pub fn centered(area: Rect, width: u16, height: u16) -> Rect {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn visible_rows_scroll_only_as_far_as_the_selection_needs() {
+        // 21 lines: a header and 20 rows.
+        assert_eq!(visible_rows(0, 0, 21), 0..0);
+        assert_eq!(visible_rows(5, 3, 21), 0..5);
+        assert_eq!(visible_rows(500, 0, 21), 0..20);
+        assert_eq!(visible_rows(500, 19, 21), 0..20);
+        assert_eq!(visible_rows(500, 20, 21), 1..21);
+        assert_eq!(visible_rows(500, 499, 21), 480..500);
+        assert_eq!(
+            visible_rows(500, 9_999, 21),
+            480..500,
+            "a stale selection clamps"
+        );
+        assert_eq!(
+            visible_rows(500, 7, 1),
+            7..8,
+            "a header-only area still shows a row"
+        );
+    }
 
     #[test]
     fn formats() {

@@ -7,7 +7,7 @@ use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::style::Style;
 use ratatui::text::Span;
-use ratatui::widgets::{Cell, Row};
+use ratatui::widgets::Cell;
 
 use super::selectable_table;
 use super::{Col, fit, fmt_ms, frame, name_width, pick};
@@ -77,17 +77,14 @@ pub fn render(f: &mut Frame, area: Rect, app: &App, theme: &Theme, focused: bool
         Col::fixed("rejected", 8, 3),
     ];
     let keep = fit(&cols, inner.width);
-    let rows: Vec<Row> = gates
-        .iter()
-        .zip(labels)
-        .map(|(g, label)| pick(cells(g, label, theme), &keep))
-        .collect();
+    let items: Vec<(&GateView, String)> = gates.iter().zip(labels).collect();
+    let row = |(g, label): &(&GateView, String)| pick(cells(g, label.clone(), theme), &keep);
     selectable_table(
         f,
         inner,
         &cols,
         &keep,
-        rows,
+        (&items, row),
         focused,
         theme,
         app.queue_selected,

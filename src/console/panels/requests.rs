@@ -7,7 +7,7 @@ use ratatui::widgets::{Cell, Table, TableState};
 
 use super::{
     Col, ellipsize, fill_width, fit, fmt_clock_utc, fmt_ms, fmt_status, frame, pick, status_style,
-    table_frame,
+    table_frame, visible_rows,
 };
 use crate::console::app::{App, Focus};
 use crate::console::theme::{Role, Theme};
@@ -36,8 +36,12 @@ pub fn render(f: &mut Frame, area: Rect, app: &App, theme: &Theme, focused: bool
     let keep = fit(&COLS, inner.width);
     let route_w = fill_width(&COLS, &keep, inner.width);
     let (header, widths) = table_frame(&COLS, &keep, muted);
+    let shown = visible_rows(snap.recent.len(), app.request_selected, inner.height);
+    let selected = app.request_selected.saturating_sub(shown.start);
     let rows = snap
         .recent
+        .get(shown)
+        .unwrap_or_default()
         .iter()
         .map(|r| pick(cells(r, theme, route_w), &keep));
     let table = Table::new(rows, widths)
@@ -47,7 +51,7 @@ pub fn render(f: &mut Frame, area: Rect, app: &App, theme: &Theme, focused: bool
         } else {
             Default::default()
         });
-    let mut state = TableState::default().with_selected(Some(app.request_selected));
+    let mut state = TableState::default().with_selected(Some(selected));
     f.render_stateful_widget(table, inner, &mut state);
 }
 
