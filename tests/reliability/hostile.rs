@@ -577,18 +577,27 @@ async fn invalid_utf8_body_is_a_dialect_400() {
     );
 }
 
-/// 200 connections trickling headers do not delay a normal request, and an idle header read
+/// 200 connections trickling headers do not hold up normal requests, and an idle header read
 /// is cut by `[server] header_read_timeout`: the connection is closed (hyper closes it without
 /// writing a 408; a 408 would be accepted too).
+///
+/// "Not held up" is judged against the header read timeout, not a latency window: slowloris
+/// connections that blocked the accept loop or took every connection slot would hold the
+/// normal requests until the timeout cut them (6 s), while a debug build sharing two cores with
+/// the rest of the suite can take a second for them (CI saw 1.04 s).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slowloris_does_not_delay_others_and_is_cut_at_the_header_read_timeout() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(6);
     let mock = MockUpstream::start().await;
     let home = Home::new(&format!("{}\n", config(&mock)).replace(
         "max_body = \"2MiB\"",
-        "max_body = \"2MiB\"\nheader_read_timeout = \"2s\"",
+        "max_body = \"2MiB\"\nheader_read_timeout = \"6s\"",
     ));
     let mut p = Proc::start(&home, &[]);
+    let t = crate::now();
+    still_serving(&p).await;
+    let alone = t.elapsed();
     let mut conns = Vec::new();
     for _ in 0..200 {
         let mut s = tokio::net::TcpStream::connect(p.listen).await.unwrap();
@@ -600,14 +609,17 @@ async fn slowloris_does_not_delay_others_and_is_cut_at_the_header_read_timeout()
     let t = crate::now();
     still_serving(&p).await;
     let took = t.elapsed();
+    println!(
+        "slowloris: 3 normal requests took {alone:?} alone, {took:?} beside 200 slowloris connections"
+    );
     assert!(
-        took < Duration::from_millis(1000),
-        "3 normal requests took {took:?} beside 200 slowloris connections"
+        took < HEADER_READ_TIMEOUT / 2,
+        "3 normal requests took {took:?} beside 200 slowloris connections ({alone:?} alone)"
     );
     let mut cut = 0;
     for mut s in conns {
         let mut buf = Vec::new();
-        let r = tokio::time::timeout(Duration::from_secs(6), s.read_to_end(&mut buf)).await;
+        let r = tokio::time::timeout(HEADER_READ_TIMEOUT * 2, s.read_to_end(&mut buf)).await;
         if r.is_ok()
             && (buf.is_empty() || String::from_utf8_lossy(&buf).starts_with("HTTP/1.1 408"))
         {
