@@ -16,6 +16,9 @@ use std::sync::Arc;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use sluice::clock::{Clock, SystemClock, unix_ms};
+
+#[path = "support/timing.rs"]
+mod timing;
 use sluice::console::app::App;
 use sluice::console::theme::Theme;
 use sluice::core::Core;
@@ -73,23 +76,6 @@ fn request(i: usize) -> RequestView {
     }
 }
 
-/// (median, p99) microseconds of `f` over `n` runs, after `n / 10` warm-up runs.
-fn timed(n: usize, mut f: impl FnMut()) -> (f64, f64) {
-    let clock = SystemClock;
-    for _ in 0..n / 10 {
-        f();
-    }
-    let mut v: Vec<f64> = (0..n)
-        .map(|_| {
-            let t0 = clock.now();
-            f();
-            clock.now().duration_since(t0).as_secs_f64() * 1e6
-        })
-        .collect();
-    v.sort_by(f64::total_cmp);
-    (v[v.len() / 2], v[v.len() * 99 / 100])
-}
-
 fn main() {
     let n: usize = std::env::args()
         .nth(1)
@@ -104,14 +90,14 @@ fn main() {
         let guard = core.begin_request();
         core.finish_request(&guard, request(i));
     }
-    let (snap_p50, snap_p99) = timed(n, || {
+    let snap = timing::timed(n, || {
         std::hint::black_box(core.snapshot());
     });
     let app = App::new(Arc::new(core.snapshot()));
     let theme = Theme::default();
     let now = unix_ms(SystemClock.wall());
     let mut terminal = Terminal::new(TestBackend::new(200, 60)).unwrap();
-    let (draw_p50, draw_p99) = timed(n, || {
+    let draw = timing::timed(n, || {
         terminal
             .draw(|f| sluice::console::render(f, &app, &theme, now))
             .unwrap();
@@ -119,6 +105,12 @@ fn main() {
     println!(
         "S9 console frame, {PROVIDERS} providers x 2 connections, {REQUESTS} recent requests, {n} frames"
     );
-    println!("snapshot build   median {snap_p50:8.1} us   p99 {snap_p99:8.1} us");
-    println!("render 200x60    median {draw_p50:8.1} us   p99 {draw_p99:8.1} us");
+    println!(
+        "snapshot build   median {:8.1} us   p99 {:8.1} us",
+        snap.median, snap.p99
+    );
+    println!(
+        "render 200x60    median {:8.1} us   p99 {:8.1} us",
+        draw.median, draw.p99
+    );
 }

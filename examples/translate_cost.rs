@@ -7,12 +7,14 @@
 #![allow(clippy::print_stdout, clippy::unwrap_used, missing_docs)]
 
 use serde_json::{Value, json};
-use sluice::clock::{Clock, SystemClock};
 use sluice::config::Dialect;
 use sluice::translate::{
     ClientFormat, ResponseContext, StreamTranslator, TargetOptions, translate_request,
     translate_response,
 };
+
+#[path = "support/timing.rs"]
+mod timing;
 
 fn claude_code_request() -> Vec<u8> {
     let tools: Vec<Value> = (0..20)
@@ -35,23 +37,6 @@ fn claude_code_request() -> Vec<u8> {
     .unwrap()
 }
 
-/// Median microseconds of `f` over `n` runs (after `n / 10` warm-up runs).
-fn median_us(n: usize, mut f: impl FnMut()) -> f64 {
-    let clock = SystemClock;
-    for _ in 0..n / 10 {
-        f();
-    }
-    let mut v: Vec<f64> = (0..n)
-        .map(|_| {
-            let t0 = clock.now();
-            f();
-            clock.now().duration_since(t0).as_secs_f64() * 1e6
-        })
-        .collect();
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
 fn stream_case(file: &str, upstream: Dialect, client: ClientFormat, n: usize) {
     let dir = concat!(
         env!("CARGO_MANIFEST_DIR"),
@@ -66,14 +51,15 @@ fn stream_case(file: &str, upstream: Dialect, client: ClientFormat, n: usize) {
         include_usage: true,
         ..Default::default()
     };
-    let us = median_us(n, || {
+    let us = timing::timed(n, || {
         let mut t = StreamTranslator::new(upstream, &ctx).unwrap();
         // Feed in 64-byte chunks, as a network read might split it.
         for c in input.chunks(64) {
             std::hint::black_box(t.feed(c));
         }
         std::hint::black_box(t.finish());
-    });
+    })
+    .median;
     println!(
         "stream  {file:<40} → {:<9} {frames:>3} frames  {:>6.2} us/frame",
         client.as_str(),
@@ -91,7 +77,7 @@ fn main() {
         ..Default::default()
     };
     let req = claude_code_request();
-    let us = median_us(n, || {
+    let us = timing::timed(n, || {
         std::hint::black_box(
             translate_request(
                 ClientFormat::Anthropic,
@@ -102,7 +88,8 @@ fn main() {
             )
             .unwrap(),
         );
-    });
+    })
+    .median;
     println!(
         "request anthropic → chat      {:>6} KB  {us:>8.1} us",
         req.len() / 1024
@@ -116,7 +103,7 @@ fn main() {
     )
     .unwrap()
     .body;
-    let us = median_us(n, || {
+    let us = timing::timed(n, || {
         std::hint::black_box(
             translate_request(
                 ClientFormat::Chat,
@@ -127,20 +114,23 @@ fn main() {
             )
             .unwrap(),
         );
-    });
+    })
+    .median;
     println!(
         "request chat → anthropic      {:>6} KB  {us:>8.1} us",
         chat.len() / 1024
     );
-    let us = median_us(n, || {
+    let us = timing::timed(n, || {
         std::hint::black_box(serde_json::from_slice::<Value>(&req).unwrap());
-    });
+    })
+    .median;
     println!("  (baseline: parse the same request into a JSON value: {us:.1} us)");
     // What every native Anthropic request now pays: the scan for thinking blocks a
     // translated turn left behind (none here, so no parse).
-    let us = median_us(n, || {
+    let us = timing::timed(n, || {
         std::hint::black_box(sluice::translate::strip_unsigned_thinking(&req));
-    });
+    })
+    .median;
     println!(
         "native anthropic scan (no translation) {:>3} KB  {us:>8.1} us",
         req.len() / 1024
@@ -152,9 +142,10 @@ fn main() {
             client_model: "m".into(),
             ..Default::default()
         };
-        let us = median_us(n, || {
+        let us = timing::timed(n, || {
             std::hint::black_box(translate_response(Dialect::OpenAi, reply, &ctx).unwrap());
-        });
+        })
+        .median;
         println!(
             "response chat → {:<10}               {us:>8.1} us",
             client.as_str()
