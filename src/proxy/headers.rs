@@ -4,6 +4,7 @@
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 
 use crate::config::{Auth, Dialect, KeyScheme, Secret};
+use crate::policy::affinity::SESSION_HEADERS;
 
 /// Hop-by-hop headers (RFC 9110 §7.6.1) plus the non-standard ones proxies also drop.
 const HOP_BY_HOP: [&str; 9] = [
@@ -16,14 +17,6 @@ const HOP_BY_HOP: [&str; 9] = [
     "trailer",
     "transfer-encoding",
     "upgrade",
-];
-
-/// Session and lease headers sluice consumes and never forwards (spec §2a, §2b).
-const SESSION: [&str; 4] = [
-    "x-session-id",
-    "x-claude-code-session-id",
-    "x-codex-session-id",
-    "x-sluice-session",
 ];
 
 fn is_hop_by_hop(name: &HeaderName, listed: &[String]) -> bool {
@@ -103,7 +96,8 @@ pub fn upstream_request(
             || n == "host"
             || n == "content-length"
             || n == "accept-encoding"
-            || SESSION.contains(&n)
+            // Session headers name the session for affinity and leases; never forwarded.
+            || SESSION_HEADERS.contains(name)
             || n.starts_with("x-sluice-")
         {
             continue;
