@@ -535,6 +535,50 @@ pub struct Config {
     pub layout: u64,
     /// `[session_leases]`
     pub session_leases: SessionLeases,
+    /// Name lookups built once at load, so finding a combo or provider costs the same with
+    /// one or ten thousand of them.
+    index: Index,
+}
+
+/// Positions in [`Config::combos`] by name and [`Config::providers`] by id. A lookup checks
+/// the entry it lands on and falls back to a scan when the lists changed since the index was
+/// built (code that edits a loaded config in place, such as tests).
+#[derive(Debug, Clone, Default)]
+struct Index {
+    combos: std::collections::HashMap<String, usize>,
+    providers: std::collections::HashMap<String, usize>,
+}
+
+impl Index {
+    fn build(providers: &[Provider], combos: &[Combo]) -> Self {
+        Self {
+            combos: combos
+                .iter()
+                .enumerate()
+                .map(|(i, c)| (c.name.clone(), i))
+                .collect(),
+            providers: providers
+                .iter()
+                .enumerate()
+                .map(|(i, p)| (p.id.clone(), i))
+                .collect(),
+        }
+    }
+}
+
+/// The position of the item named `name` in `items` (`key` gives an item's name), through
+/// `index` when it still describes `items`.
+fn position<T>(
+    index: &std::collections::HashMap<String, usize>,
+    items: &[T],
+    name: &str,
+    key: impl Fn(&T) -> &str,
+) -> Option<usize> {
+    match index.get(name) {
+        Some(&i) if items.get(i).is_some_and(|t| key(t) == name) => Some(i),
+        None if index.len() == items.len() => None,
+        _ => items.iter().position(|t| key(t) == name),
+    }
 }
 
 /// `[session_leases]`: exclusive session leases (one owner per connection). Off by default.
@@ -569,11 +613,17 @@ impl Default for SessionLeases {
 impl Config {
     /// The provider with this id.
     pub fn provider(&self, id: &str) -> Option<&Provider> {
-        self.providers.iter().find(|p| p.id == id)
+        self.provider_position(id)
+            .and_then(|i| self.providers.get(i))
     }
-    /// The combo with this client-facing name.
+    /// The index into [`Config::providers`] of the provider with this id (a hash lookup).
+    pub fn provider_position(&self, id: &str) -> Option<usize> {
+        position(&self.index.providers, &self.providers, id, |p| &p.id)
+    }
+    /// The combo with this client-facing name (a hash lookup).
     pub fn combo(&self, name: &str) -> Option<&Combo> {
-        self.combos.iter().find(|c| c.name == name)
+        position(&self.index.combos, &self.combos, name, |c| &c.name)
+            .and_then(|i| self.combos.get(i))
     }
 }
 

@@ -534,6 +534,7 @@ impl<'e, 'a> Validator<'e, 'a> {
         let restatement = self.restatements(raw.restatement, &providers);
         let error_rules = self.error_rules(raw.error_rules, &providers);
         let session_leases = self.session_leases(&raw.session_leases, &server);
+        let index = super::Index::build(&providers, &combos);
         Config {
             file: path.to_path_buf(),
             server,
@@ -549,6 +550,7 @@ impl<'e, 'a> Validator<'e, 'a> {
             error_rules,
             layout: 0,
             session_leases,
+            index,
         }
     }
 

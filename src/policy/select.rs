@@ -54,10 +54,8 @@ pub fn plan(cfg: &Config, dialect: Dialect, model: &str) -> Plan {
         out.combo = Some(combo.name.clone());
         for (ti, t) in combo.targets.iter().enumerate() {
             let Some((pi, p)) = cfg
-                .providers
-                .iter()
-                .enumerate()
-                .find(|(_, p)| p.id == t.provider)
+                .provider_position(&t.provider)
+                .and_then(|pi| Some((pi, cfg.providers.get(pi)?)))
             else {
                 continue;
             };
@@ -80,7 +78,10 @@ pub fn plan(cfg: &Config, dialect: Dialect, model: &str) -> Plan {
     let defaults: Vec<(usize, &crate::config::Provider)> = cfg
         .default_providers
         .iter()
-        .filter_map(|id| cfg.providers.iter().enumerate().find(|(_, p)| &p.id == id))
+        .filter_map(|id| {
+            let pi = cfg.provider_position(id)?;
+            Some((pi, cfg.providers.get(pi)?))
+        })
         .collect();
     // The first default provider of the route's dialect, else the first one (translated).
     let pick = defaults
