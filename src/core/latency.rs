@@ -10,9 +10,15 @@ use super::Core;
 use crate::clock::Instant;
 use crate::policy::latency::{Rolling, Summary};
 
-/// At most this many connection + model windows are kept (1024); the one with the oldest
-/// newest sample is dropped first, so a client cycling model names cannot grow the state.
+/// At most this many connection + model windows are kept (1024); when they are all taken,
+/// the [`EVICT_BATCH`] whose newest samples are oldest are dropped, so a client cycling model
+/// names cannot grow the state.
 pub const MAX_MODEL_WINDOWS: usize = 1024;
+
+/// How many windows one eviction drops (a quarter of [`MAX_MODEL_WINDOWS`]): the scan that
+/// finds them visits every window, so it runs once per this many new windows instead of on
+/// every request once more models than the bound are in use.
+pub const EVICT_BATCH: usize = MAX_MODEL_WINDOWS / 4;
 
 /// The windows, keyed by (provider, connection) indices and, within a connection, by the
 /// upstream model (looked up by `&str`: recording an attempt allocates nothing once its
@@ -59,7 +65,7 @@ impl LatencyStats {
             return;
         }
         if self.model_windows >= MAX_MODEL_WINDOWS {
-            self.drop_oldest_model_window();
+            self.drop_oldest_model_windows(EVICT_BATCH);
         }
         let mut w = Rolling::default();
         w.record(at, ttfb, ok);
@@ -70,23 +76,35 @@ impl LatencyStats {
         self.model_windows += 1;
     }
 
-    /// Drops the connection + model window whose newest sample is oldest.
-    fn drop_oldest_model_window(&mut self) {
-        let oldest = self
+    /// Drops the `n` connection + model windows whose newest samples are oldest.
+    fn drop_oldest_model_windows(&mut self, n: usize) {
+        let mut by_age: Vec<(Option<Instant>, (usize, usize), &str)> = self
             .models
             .iter()
-            .flat_map(|(pc, m)| m.iter().map(move |(model, r)| (*pc, model, r.newest())))
-            .min_by_key(|(_, _, newest)| *newest)
-            .map(|(pc, model, _)| (pc, model.clone()));
-        let Some((pc, model)) = oldest else {
+            .flat_map(|(pc, m)| {
+                m.iter()
+                    .map(move |(model, r)| (r.newest(), *pc, model.as_str()))
+            })
+            .collect();
+        let n = n.min(by_age.len());
+        if n == 0 {
             return;
-        };
-        if let Some(m) = self.models.get_mut(&pc) {
-            if m.remove(&model).is_some() {
-                self.model_windows -= 1;
-            }
-            if m.is_empty() {
-                self.models.remove(&pc);
+        }
+        if n < by_age.len() {
+            by_age.select_nth_unstable_by_key(n - 1, |(newest, _, _)| *newest);
+        }
+        let victims: Vec<((usize, usize), String)> = by_age[..n]
+            .iter()
+            .map(|(_, pc, model)| (*pc, (*model).to_owned()))
+            .collect();
+        for (pc, model) in victims {
+            if let Some(m) = self.models.get_mut(&pc) {
+                if m.remove(&model).is_some() {
+                    self.model_windows -= 1;
+                }
+                if m.is_empty() {
+                    self.models.remove(&pc);
+                }
             }
         }
     }
@@ -155,5 +173,33 @@ mod tests {
             s.models[&(0, 1)].contains_key(&newest),
             "the newest window is kept"
         );
+    }
+
+    #[test]
+    fn a_full_set_drops_its_oldest_quarter_at_once() {
+        let clock = ManualClock::new();
+        let mut s = LatencyStats::default();
+        for i in 0..MAX_MODEL_WINDOWS {
+            clock.advance(Duration::from_millis(1));
+            s.record(
+                0,
+                0,
+                &format!("m{i}"),
+                clock.now(),
+                Duration::from_millis(1),
+                true,
+            );
+        }
+        // Touch the oldest window so it is no longer among the oldest.
+        clock.advance(Duration::from_millis(1));
+        s.record(0, 0, "m0", clock.now(), Duration::from_millis(1), true);
+        assert_eq!(s.model_windows, MAX_MODEL_WINDOWS);
+        clock.advance(Duration::from_millis(1));
+        s.record(0, 0, "new", clock.now(), Duration::from_millis(1), true);
+        assert_eq!(s.model_windows, MAX_MODEL_WINDOWS - EVICT_BATCH + 1);
+        let m = &s.models[&(0, 0)];
+        assert!(m.contains_key("m0") && m.contains_key("new"));
+        assert!(!m.contains_key("m1") && !m.contains_key(&format!("m{EVICT_BATCH}")));
+        assert!(m.contains_key(&format!("m{}", EVICT_BATCH + 1)));
     }
 }
