@@ -38,12 +38,16 @@ pub async fn read_limited(
 }
 
 /// What sluice needs from an inference body.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Probe {
     /// Top-level `model`.
     pub model: String,
     /// Top-level `stream` (false when absent).
     pub stream: bool,
+    /// Byte range of the `model` value (a JSON string, quotes included) in the probed body,
+    /// so a combo target's model can be spliced in without parsing the body again
+    /// ([`splice_model`]). `None` for a request built without a body.
+    pub model_at: Option<std::ops::Range<usize>>,
 }
 
 #[derive(serde::Deserialize)]
@@ -103,7 +107,35 @@ pub fn probe(body: &[u8]) -> Result<Probe, ProxyError> {
         }
     };
     let stream = matches!(raw.stream, Some(serde_json::Value::Bool(true)));
-    Ok(Probe { model, stream })
+    let model_at = raw.model.and_then(|v| span_in(body, v.get()));
+    Ok(Probe {
+        model,
+        stream,
+        model_at,
+    })
+}
+
+/// Where `part`, a slice borrowed from `body`, lies in it.
+fn span_in(body: &[u8], part: &str) -> Option<std::ops::Range<usize>> {
+    let start = (part.as_ptr() as usize).checked_sub(body.as_ptr() as usize)?;
+    let range = start..start.checked_add(part.len())?;
+    (body.get(range.clone()) == Some(part.as_bytes())).then_some(range)
+}
+
+/// `body` with the JSON string at `at` (the `model` value [`probe`] found in this same body)
+/// replaced by `model`; every other byte is kept, and nothing is parsed again. `None` when
+/// `at` does not hold a JSON string of `body` (then use [`rewrite_model`]).
+pub fn splice_model(body: &[u8], at: std::ops::Range<usize>, model: &str) -> Option<Bytes> {
+    let old = body.get(at.clone())?;
+    if old.len() < 2 || old.first() != Some(&b'"') || old.last() != Some(&b'"') {
+        return None;
+    }
+    let new_model = serde_json::to_string(model).ok()?;
+    let mut out = Vec::with_capacity(body.len() - old.len() + new_model.len());
+    out.extend_from_slice(body.get(..at.start)?);
+    out.extend_from_slice(new_model.as_bytes());
+    out.extend_from_slice(body.get(at.end..)?);
+    Some(Bytes::from(out))
 }
 
 /// Rough local token estimate for `count_tokens` when no upstream can count (A23): about
@@ -191,7 +223,8 @@ mod tests {
             p,
             Probe {
                 model: "claude-x".into(),
-                stream: true
+                stream: true,
+                model_at: Some(9..19),
             }
         );
         let p =
@@ -200,9 +233,21 @@ mod tests {
             p,
             Probe {
                 model: "mé".into(),
-                stream: false
+                stream: false,
+                model_at: Some(54..63),
             }
         );
+    }
+
+    #[test]
+    fn splice_replaces_only_the_model_string_and_refuses_a_wrong_span() {
+        let body = br#"{ "model" : "a\"b",  "x":[1, 2] }"#;
+        let at = probe(body).unwrap().model_at.unwrap();
+        assert_eq!(&body[at.clone()], br#""a\"b""#);
+        let out = splice_model(body, at, "glm/5 \"q\"").unwrap();
+        assert_eq!(&out[..], br#"{ "model" : "glm/5 \"q\"",  "x":[1, 2] }"#);
+        assert_eq!(splice_model(body, 0..3, "m"), None, "not a string");
+        assert_eq!(splice_model(body, 30..90, "m"), None, "out of the body");
     }
 
     #[test]

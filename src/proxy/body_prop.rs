@@ -5,7 +5,7 @@
 use proptest::prelude::*;
 use serde_json::{Map, Value};
 
-use super::{ProxyError, probe, rewrite_model};
+use super::{ProxyError, probe, rewrite_model, splice_model};
 
 /// Cases per property: 128, or 4096 with `SLUICE_RELIABILITY=long`.
 fn config() -> ProptestConfig {
@@ -90,6 +90,23 @@ proptest! {
         let mut expected = obj;
         expected.insert("model".into(), Value::String(new));
         prop_assert_eq!(out, Value::Object(expected));
+    }
+
+    /// Splicing at the probed span gives the same object as the full rewrite, and keeps every
+    /// byte outside the model's value.
+    #[test]
+    fn splice_at_the_probed_span_equals_the_rewrite(mut obj in members(), old in ".{1,20}", new in ".{0,40}", pretty in any::<bool>()) {
+        prop_assume!(!old.trim().is_empty());
+        obj.insert("model".into(), Value::String(old));
+        let v = Value::Object(obj);
+        let body = if pretty { serde_json::to_vec_pretty(&v) } else { serde_json::to_vec(&v) }.unwrap();
+        let at = probe(&body).unwrap().model_at.unwrap();
+        let out = splice_model(&body, at.clone(), &new).unwrap();
+        let spliced: Value = serde_json::from_slice(&out).unwrap();
+        let rewritten: Value = serde_json::from_slice(&rewrite_model(&body, &new).unwrap()).unwrap();
+        prop_assert_eq!(spliced, rewritten);
+        prop_assert_eq!(&out[..at.start], &body[..at.start]);
+        prop_assert_eq!(&out[out.len() - (body.len() - at.end)..], &body[at.end..]);
     }
 
     /// Deep nesting (arrays or objects, beside or inside `model`) is refused or probed, never

@@ -243,10 +243,7 @@ async fn upstream_models(
     let req = ClientRequest {
         parts,
         body: Bytes::new(),
-        probe: Probe {
-            model: String::new(),
-            stream: false,
-        },
+        probe: Probe::default(),
         client_key,
     };
     let candidates = (0..provider.connections.len())

@@ -16,7 +16,7 @@ use http::{HeaderMap, HeaderName, HeaderValue, header};
 use http_body::{Body, Frame};
 use hyper::body::Incoming;
 
-use super::body::rewrite_model;
+use super::body::{rewrite_model, splice_model};
 use super::dialect::ProxyError;
 use super::routes::{Route, RouteKind};
 use crate::config::{Dialect, Provider};
@@ -156,8 +156,9 @@ pub struct Prepared {
 }
 
 /// The body for `model` on `p`: the client's body (its `model` rewritten when `rewrite`), or
-/// its translation when `p` speaks another format. `created` is the wall clock in Unix
-/// seconds (for OpenAI replies' `created`).
+/// its translation when `p` speaks another format. `model_at` is where the probe found the
+/// client's `model` value in `body` (the rewrite then splices instead of parsing again).
+/// `created` is the wall clock in Unix seconds (for OpenAI replies' `created`).
 ///
 /// # Errors
 /// [`ProxyError::Untranslatable`] naming the field; [`ProxyError::BadRequest`] for a body
@@ -168,10 +169,11 @@ pub fn prepare(
     body: &Bytes,
     model: &str,
     rewrite: bool,
+    model_at: Option<std::ops::Range<usize>>,
     created: u64,
 ) -> Result<Prepared, ProxyError> {
     let Some(upstream) = upstream_dialect(client, p) else {
-        return native(client, p, body, model, rewrite);
+        return native(client, p, body, model, rewrite.then_some(model_at));
     };
     let t = translate::translate_request(client, upstream, body, model, &target_options(p))
         .map_err(ProxyError::Untranslatable)?;
@@ -189,22 +191,28 @@ pub fn prepare(
 /// The client's body for a provider of its own format: `model` rewritten when `rewrite`,
 /// and — for an Anthropic provider — without thinking blocks an earlier translated turn
 /// produced (their empty signature would be rejected).
+///
+/// `rewrite` is `None` to keep the model, or `Some(model_at)` to rewrite it (spliced at
+/// `model_at` when the body is still the probed one).
 fn native(
     client: ClientFormat,
     p: &Provider,
     body: &Bytes,
     model: &str,
-    rewrite: bool,
+    rewrite: Option<Option<std::ops::Range<usize>>>,
 ) -> Result<Prepared, ProxyError> {
     let stripped = match (client, p.dialect) {
         (ClientFormat::Anthropic, Dialect::Anthropic) => translate::strip_unsigned_thinking(body),
         _ => None,
     };
-    let body = stripped.as_ref().unwrap_or(body);
-    let body = if rewrite {
-        rewrite_model(body, model)?
-    } else {
-        body.clone()
+    let body = match (rewrite, stripped) {
+        (None, None) => body.clone(),
+        (None, Some(s)) => s,
+        (Some(at), None) => match at.and_then(|at| splice_model(body, at, model)) {
+            Some(b) => b,
+            None => rewrite_model(body, model)?,
+        },
+        (Some(_), Some(s)) => rewrite_model(&s, model)?,
     };
     Ok(Prepared { body, seam: None })
 }

@@ -348,6 +348,7 @@ impl Dispatch<'_> {
             &self.req.body,
             &cand.model,
             cand.rewrite,
+            self.req.probe.model_at.clone(),
             created,
         )?;
         self.prepared = Some((cand.provider, cand.model.clone(), b.clone()));
