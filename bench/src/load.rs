@@ -3,6 +3,7 @@
 //! Every loop is bounded by a deadline and a request cap.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -19,6 +20,12 @@ pub struct Req {
     pub path: &'static str,
     /// JSON body.
     pub body: Bytes,
+    /// Other bodies (other models) of the same route: when non-empty, each request takes one
+    /// of `body` and these at random (S5's "requested model chosen at random").
+    pub more: Arc<[Bytes]>,
+    /// Take `more` in order (each loop starts at its own offset) instead of at random: a pass
+    /// that must reach every model once, such as S5's lockout setup.
+    pub in_order: bool,
     /// Status the rig counts as expected (200, or the fast-fail status for S7).
     pub expect_ok: bool,
 }
@@ -33,6 +40,8 @@ impl Req {
         Self {
             path: "/v1/messages",
             body: Bytes::from(body),
+            more: Arc::from([]),
+            in_order: false,
             expect_ok: true,
         }
     }
@@ -45,8 +54,48 @@ impl Req {
         Self {
             path: "/v1/chat/completions",
             body: Bytes::from(body),
+            more: Arc::from([]),
+            in_order: false,
             expect_ok: true,
         }
+    }
+
+    /// Anthropic requests for each of `models` (at least one), one chosen at random per
+    /// request.
+    pub fn anthropic_any(models: &[String], knobs: &str) -> Self {
+        let bodies: Vec<Bytes> = models
+            .iter()
+            .map(|m| Self::anthropic(m, knobs, false).body)
+            .collect();
+        let mut r = Self::anthropic(models.first().map_or("claude-bench", |m| m), knobs, false);
+        r.more = Arc::from(bodies);
+        r
+    }
+
+    /// The body of a loop's next request: `body`, the next of `more` when `in_order`
+    /// (`seed` counts), else a pseudo-random one (xorshift on `seed`, so every loop walks its
+    /// own order and the rig costs nothing).
+    fn body_for(&self, seed: &mut u64) -> Bytes {
+        if self.more.is_empty() {
+            return self.body.clone();
+        }
+        if self.in_order {
+            let i = (*seed % self.more.len() as u64) as usize;
+            *seed = seed.wrapping_add(1);
+            return self
+                .more
+                .get(i)
+                .cloned()
+                .unwrap_or_else(|| self.body.clone());
+        }
+        *seed ^= *seed << 13;
+        *seed ^= *seed >> 7;
+        *seed ^= *seed << 17;
+        let i = (*seed % self.more.len() as u64) as usize;
+        self.more
+            .get(i)
+            .cloned()
+            .unwrap_or_else(|| self.body.clone())
     }
 }
 
@@ -93,8 +142,8 @@ async fn connect(addr: SocketAddr) -> Option<SendRequest<Full<Bytes>>> {
     Some(send)
 }
 
-fn request(addr: SocketAddr, req: &Req) -> hyper::Request<Full<Bytes>> {
-    let mut r = hyper::Request::new(Full::new(req.body.clone()));
+fn request(addr: SocketAddr, req: &Req, body: Bytes) -> hyper::Request<Full<Bytes>> {
+    let mut r = hyper::Request::new(Full::new(body));
     *r.method_mut() = hyper::Method::POST;
     *r.uri_mut() = req.path.parse().unwrap_or_default();
     let h = r.headers_mut();
@@ -132,10 +181,10 @@ pub async fn closed_loop(
     let deadline = start + dur;
     let per_conn = cap / conns.max(1) as u64 + 1;
     let mut tasks = Vec::with_capacity(conns);
-    for _ in 0..conns {
+    for i in 0..conns {
         let req = req.clone();
         tasks.push(tokio::spawn(async move {
-            one_loop(addr, &req, deadline, per_conn).await
+            one_loop(addr, &req, deadline, per_conn, i as u64).await
         }));
     }
     let mut total = LoadResult {
@@ -157,7 +206,18 @@ pub async fn closed_loop(
     total
 }
 
-async fn one_loop(addr: SocketAddr, req: &Req, deadline: Instant, cap: u64) -> LoadResult {
+async fn one_loop(
+    addr: SocketAddr,
+    req: &Req,
+    deadline: Instant,
+    cap: u64,
+    loop_id: u64,
+) -> LoadResult {
+    let mut seed = if req.in_order {
+        loop_id * cap
+    } else {
+        0x9E37_79B9_7F4A_7C15 ^ (loop_id.wrapping_add(1) << 20)
+    };
     let mut r = LoadResult {
         latency: hist(),
         ok: 0,
@@ -180,7 +240,10 @@ async fn one_loop(addr: SocketAddr, req: &Req, deadline: Instant, cap: u64) -> L
         n += 1;
         let t0 = Instant::now();
         let res = async {
-            let resp = s.send_request(request(addr, req)).await.ok()?;
+            let resp = s
+                .send_request(request(addr, req, req.body_for(&mut seed)))
+                .await
+                .ok()?;
             let good = resp.status().is_success() == req.expect_ok;
             let _ = resp.into_body().collect().await.ok()?;
             Some(good)
@@ -323,7 +386,10 @@ async fn one_stream(
     r: &mut SseResult,
 ) -> Option<()> {
     let t0 = Instant::now();
-    let resp = s.send_request(request(addr, req)).await.ok()?;
+    let resp = s
+        .send_request(request(addr, req, req.body.clone()))
+        .await
+        .ok()?;
     if !resp.status().is_success() {
         let _ = resp.into_body().collect().await;
         return None;
@@ -369,4 +435,32 @@ async fn one_stream(
     }
     r.streams += 1;
     Some(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn in_order_loops_cover_every_body_once_and_random_ones_spread() {
+        let models: Vec<String> = (0..10).map(|i| format!("m{i}")).collect();
+        let mut req = Req::anthropic_any(&models, "s=1");
+        req.in_order = true;
+        let (conns, cap) = (3u64, 10 / 3 + 1);
+        let mut seen = std::collections::HashSet::new();
+        for loop_id in 0..conns {
+            let mut seed = loop_id * cap;
+            for _ in 0..cap {
+                seen.insert(req.body_for(&mut seed));
+            }
+        }
+        assert_eq!(seen.len(), 10, "the three loops reach all ten models");
+        req.in_order = false;
+        let mut seed = 0x9E37_79B9_7F4A_7C15;
+        let picked: std::collections::HashSet<Bytes> =
+            (0..200).map(|_| req.body_for(&mut seed)).collect();
+        assert_eq!(picked.len(), 10);
+        let plain = Req::anthropic("claude-bench", "s=1", false);
+        assert_eq!(plain.body_for(&mut seed), plain.body);
+    }
 }

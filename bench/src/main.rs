@@ -10,10 +10,12 @@
 )]
 
 mod floor;
+mod ladder;
 mod load;
 mod mock;
 mod procfs;
 mod report;
+mod scaling;
 mod scenarios;
 mod targets;
 
@@ -85,7 +87,8 @@ enum Cmd {
         #[arg(long, default_value_t = 0)]
         delay_us: u64,
     },
-    /// Every scenario: S1, S2, S4, saturation-then-c=1, S7, S8.
+    /// Every scenario: S1, S2, S4, S5, S6 (with S9's console A/B), saturation-then-c=1, S7,
+    /// S8.
     All,
     /// S1: c=1 added latency.
     S1,
@@ -93,6 +96,10 @@ enum Cmd {
     S2,
     /// S4: SSE unpaced and paced.
     S4,
+    /// S5: state scaling (1×1 … 50 providers × 200 models, up to 10,000 lockouts).
+    S5,
+    /// S6: the feature ladder, ending with the console drawn in a pty (S9's A/B).
+    S6,
     /// Saturation then c=1.
     Sat,
     /// S7: breaker fast-fail.
@@ -182,6 +189,8 @@ fn drive(cli: &Cli, cmd: Cmd) -> ExitCode {
         Cmd::S1 => "s1",
         Cmd::S2 => "s2",
         Cmd::S4 => "s4",
+        Cmd::S5 => "s5",
+        Cmd::S6 => "s6",
         Cmd::Sat => "sat",
         Cmd::S7 => "s7",
         Cmd::S8 => "s8",
@@ -247,6 +256,14 @@ async fn run(cmd: Cmd, o: &Opts) -> std::io::Result<Value> {
     if all || cmd == Cmd::S4 {
         eprintln!("S4 …");
         res["s4"] = scenarios::s4(&rig, o, &[1, 16], &[1, 64, 256, 1024]).await;
+    }
+    if all || cmd == Cmd::S5 {
+        eprintln!("S5 …");
+        res["s5"] = scaling::s5(&rig, o).await?;
+    }
+    if all || cmd == Cmd::S6 {
+        eprintln!("S6 …");
+        res["s6"] = ladder::s6(&rig, o).await?;
     }
     if all || cmd == Cmd::S7 {
         eprintln!("S7 …");

@@ -6,7 +6,7 @@
 //! - `s`: non-streaming JSON size in bytes (default 500);
 //! - `f`: SSE content frames (default 64), `i`: ms between frames (default 0), `t`: ms before
 //!   the first frame (TTFT, default 0);
-//! - `x`: fault — `429` (with `retry-after: 1`), `500`, `529`, `reset` (connection dropped
+//! - `x`: fault — `403`, `429` (with `retry-after: 1`), `500`, `529`, `reset` (connection dropped
 //!   before the head), `stall` (no answer for 30 s).
 //!
 //! `GET /stats` answers `{"requests":N}`: POSTs served since start (to prove a fast-fail never
@@ -134,6 +134,7 @@ fn error_reply(openai: bool, status: StatusCode) -> Response<Body> {
         )
     } else {
         let kind = match status.as_u16() {
+            403 => "permission_error",
             429 => "rate_limit_error",
             529 => "overloaded_error",
             _ => "api_error",
@@ -188,6 +189,7 @@ async fn handle(
     let k = knobs(&body);
     match k.fault.as_str() {
         "429" => return Ok(error_reply(openai, StatusCode::TOO_MANY_REQUESTS)),
+        "403" => return Ok(error_reply(openai, StatusCode::FORBIDDEN)),
         "500" => return Ok(error_reply(openai, StatusCode::INTERNAL_SERVER_ERROR)),
         "529" => {
             let s = StatusCode::from_u16(529).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);

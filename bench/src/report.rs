@@ -202,6 +202,12 @@ pub fn markdown(res: &Value) -> String {
             n(s, "p999_ratio")
         );
     }
+    if let Some(s5) = res.get("s5") {
+        s5_tables(&mut o, s5);
+    }
+    if let Some(s6) = res.get("s6") {
+        s6_tables(&mut o, s6);
+    }
     if let Some(s7) = res.get("s7") {
         let _ = writeln!(o, "## S7 — fast-fail with the breaker open\n");
         let _ = writeln!(
@@ -270,4 +276,85 @@ pub fn markdown(res: &Value) -> String {
         );
     }
     o
+}
+
+fn s5_tables(o: &mut String, s5: &Value) {
+    let _ = writeln!(
+        o,
+        "## S5 — state scaling (one combo per model, requested model chosen at random; CPU ratio to 1×1)\n"
+    );
+    table(
+        o,
+        &arr(&s5["rows"]),
+        &[
+            ("target", "state"),
+            ("models", "models"),
+            ("lockouts", "lockouts held"),
+            ("c1_p50_us", "c=1 p50"),
+            ("c1_p99_us", "c=1 p99"),
+            ("c1_cpu_us_per_req", "c=1 CPU µs/req"),
+            ("c1_cpu_ratio", "c=1 CPU ratio"),
+            ("c32_rps", "c=32 req/s"),
+            ("c32_cpu_us_per_req", "c=32 CPU µs/req"),
+            ("c32_cpu_ratio", "c=32 CPU ratio"),
+            ("rss_mib", "RSS MiB"),
+            ("start_ms", "start ms"),
+            ("snapshot_ms", "snapshot ms"),
+            ("snapshot_kib", "snapshot KiB"),
+            ("errors", "errors"),
+        ],
+    );
+    let f = &s5["lockout_fast_fail"];
+    if !f.is_null() {
+        let _ = writeln!(
+            o,
+            "Lockout fast-fail (requests for locked models, 10,000 lockouts held): p50 {} µs, p99 {} µs, goal (direct p50 + 50) {} µs, {} requests, {} reached the upstream\n",
+            n(f, "fast_fail_p50_us"),
+            n(f, "fast_fail_p99_us"),
+            n(f, "goal_us"),
+            n(f, "requests"),
+            n(f, "upstream_requests_during")
+        );
+    }
+}
+
+fn s6_tables(o: &mut String, s6: &Value) {
+    let _ = writeln!(
+        o,
+        "## S6 — feature ladder (Δ = change from the row above; CPU ratio to the floor)\n"
+    );
+    table(
+        o,
+        &arr(&s6["rows"]),
+        &[
+            ("target", "step"),
+            ("c1_cpu_us_per_req", "c=1 CPU µs/req"),
+            ("delta_c1_cpu_us_per_req", "Δ"),
+            ("c32_cpu_us_per_req", "c=32 CPU µs/req"),
+            ("delta_c32_cpu_us_per_req", "Δ"),
+            ("c32_cpu_ratio", "c=32 CPU ratio"),
+            ("c1_p99_us", "c=1 p99"),
+            ("delta_c1_p99_us", "Δ"),
+            ("c1_p999_us", "c=1 p99.9"),
+            ("delta_c1_p999_us", "Δ"),
+            ("c32_rps", "c=32 req/s"),
+            ("errors", "errors"),
+        ],
+    );
+    let c = &s6["console_ab"];
+    if !c.is_null() {
+        let _ = writeln!(
+            o,
+            "S9 console A/B (last two rows): c=1 p99.9 {} → {} µs (Δ {}), c=1 p99 {} → {} µs, c=32 {} → {} req/s, CPU {} → {} µs/req\n",
+            n(c, "off_c1_p999_us"),
+            n(c, "on_c1_p999_us"),
+            n(c, "delta_c1_p999_us"),
+            n(c, "off_c1_p99_us"),
+            n(c, "on_c1_p99_us"),
+            n(c, "off_c32_rps"),
+            n(c, "on_c32_rps"),
+            n(c, "off_c32_cpu_us_per_req"),
+            n(c, "on_c32_cpu_us_per_req")
+        );
+    }
 }

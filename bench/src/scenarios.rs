@@ -35,7 +35,7 @@ pub struct Opts {
 }
 
 impl Opts {
-    fn dur(&self) -> Duration {
+    pub(crate) fn dur(&self) -> Duration {
         Duration::from_secs_f64(self.secs)
     }
 }
@@ -120,15 +120,15 @@ impl Rig {
     }
 }
 
-fn mib(kib: u64) -> f64 {
+pub(crate) fn mib(kib: u64) -> f64 {
     (kib as f64 / 1024.0 * 10.0).round() / 10.0
 }
 
-fn r1(x: f64) -> f64 {
+pub(crate) fn r1(x: f64) -> f64 {
     (x * 10.0).round() / 10.0
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
+pub(crate) fn median(mut v: Vec<f64>) -> f64 {
     if v.is_empty() {
         return 0.0;
     }
@@ -137,7 +137,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 /// One closed-loop window on `t` with samples of its process around it.
-async fn window(rig: &Rig, t: Target, req: &Req, c: usize, dur: Duration) -> Value {
+pub(crate) async fn window(rig: &Rig, t: Target, req: &Req, c: usize, dur: Duration) -> Value {
     let before = procfs::sample(t.pid);
     let steal0 = (procfs::steal_ticks(), procfs::total_ticks());
     let r = load::closed_loop(t.addr, req, c, dur, 5_000_000).await;
@@ -155,8 +155,62 @@ async fn window(rig: &Rig, t: Target, req: &Req, c: usize, dur: Duration) -> Val
     })
 }
 
-fn f(v: &Value, k: &str) -> f64 {
+pub(crate) fn f(v: &Value, k: &str) -> f64 {
     v.get(k).and_then(Value::as_f64).unwrap_or(0.0)
+}
+
+/// One arm of an interleaved comparison: a target and the requests it is sent.
+pub struct Arm {
+    /// Where the traffic goes and whose CPU counts.
+    pub target: Target,
+    /// What each request asks for.
+    pub req: Req,
+}
+
+/// `rounds` rounds over `arms` in order, each arm a c=1 window then a c=32 window; per arm
+/// the median of its rounds, and its CPU per request as a ratio to the first arm's.
+pub(crate) async fn compare(rig: &Rig, o: &Opts, arms: &[Arm], rounds: usize) -> Vec<Value> {
+    for a in arms {
+        let _ =
+            load::closed_loop(a.target.addr, &a.req, 4, Duration::from_millis(500), 20_000).await;
+    }
+    let mut got: Vec<Vec<(Value, Value)>> = arms.iter().map(|_| Vec::new()).collect();
+    for _ in 0..rounds.max(1) {
+        for (a, out) in arms.iter().zip(got.iter_mut()) {
+            let one = window(rig, a.target, &a.req, 1, o.dur()).await;
+            let many = window(rig, a.target, &a.req, 32, o.dur()).await;
+            out.push((one, many));
+        }
+    }
+    let med = |rs: &[(Value, Value)], many: bool, k: &str| {
+        median(
+            rs.iter()
+                .map(|(a, b)| f(if many { b } else { a }, k))
+                .collect(),
+        )
+    };
+    let base = got
+        .first()
+        .map_or(1.0, |rs| med(rs, false, "cpu_us_per_req").max(0.1));
+    let base32 = got
+        .first()
+        .map_or(1.0, |rs| med(rs, true, "cpu_us_per_req").max(0.1));
+    arms.iter()
+        .zip(&got)
+        .map(|(a, rs)| {
+            let errors: f64 = rs.iter().map(|(x, y)| f(x, "errors") + f(y, "errors")).sum();
+            json!({
+                "target": a.target.name, "rounds": rs.len(), "errors": errors,
+                "c1_p50_us": r1(med(rs, false, "p50_us")), "c1_p99_us": r1(med(rs, false, "p99_us")),
+                "c1_p999_us": r1(med(rs, false, "p999_us")), "c1_cpu_us_per_req": r1(med(rs, false, "cpu_us_per_req")),
+                "c32_rps": r1(med(rs, true, "rps")), "c32_p99_us": r1(med(rs, true, "p99_us")),
+                "c32_cpu_us_per_req": r1(med(rs, true, "cpu_us_per_req")),
+                "c1_cpu_ratio": (med(rs, false, "cpu_us_per_req") / base * 100.0).round() / 100.0,
+                "c32_cpu_ratio": (med(rs, true, "cpu_us_per_req") / base32 * 100.0).round() / 100.0,
+                "rss_mib": med(rs, true, "rss_mib"),
+            })
+        })
+        .collect()
 }
 
 /// S1: c=1 non-streaming, 0.5 KB and 10 KB replies; medians of `rounds` round values.
@@ -319,7 +373,7 @@ pub async fn saturation(rig: &mut Rig, o: &Opts) -> std::io::Result<Value> {
     }))
 }
 
-async fn get_json(addr: SocketAddr, path: &str) -> Value {
+pub(crate) async fn get_json(addr: SocketAddr, path: &str) -> Value {
     let Ok(mut s) = tokio::net::TcpStream::connect(addr).await else {
         return Value::Null;
     };

@@ -4,7 +4,7 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// How processes are placed on CPUs.
@@ -23,17 +23,28 @@ pub struct Proc {
     /// Admin address (sluice only).
     pub admin: Option<SocketAddr>,
     child: Child,
+    /// The measured process when `child` is only a wrapper (`script` holding the console's
+    /// pty): sluice itself, whose CPU and RSS the scenarios sample.
+    inner: Option<u32>,
+    /// The wrapper's stdin, held open so `script` never sees end of input.
+    _stdin: Option<ChildStdin>,
 }
 
 impl Proc {
-    /// Its process id.
+    /// The measured process's id.
     pub fn pid(&self) -> u32 {
-        self.child.id()
+        self.inner.unwrap_or_else(|| self.child.id())
     }
 }
 
 impl Drop for Proc {
     fn drop(&mut self) {
+        if let Some(pid) = self.inner {
+            let _ = Command::new("kill")
+                .arg(pid.to_string())
+                .stderr(Stdio::null())
+                .status();
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -110,9 +121,60 @@ async fn spawn(
         .stdout(Stdio::null())
         .stderr(Stdio::null());
     let child = cmd.spawn()?;
-    let p = Proc { addr, admin, child };
-    wait_tcp(admin.unwrap_or(addr), Duration::from_secs(20)).await?;
+    let p = Proc {
+        addr,
+        admin,
+        child,
+        inner: None,
+        _stdin: None,
+    };
+    wait_tcp(admin.unwrap_or(addr), Duration::from_secs(60)).await?;
     wait_tcp(addr, Duration::from_secs(5)).await?;
+    Ok(p)
+}
+
+/// Spawns sluice under `script`, so its console draws into a 200×60 pseudo-terminal whose
+/// output goes nowhere; the returned process samples sluice itself, not the wrapper.
+async fn spawn_in_pty(
+    sluice: &Path,
+    args: &str,
+    cpu: Option<&str>,
+    env: &[(String, String)],
+    addr: SocketAddr,
+    admin: SocketAddr,
+) -> std::io::Result<Proc> {
+    let script = Path::new("/usr/bin/script");
+    let mut cmd = command(script, cpu);
+    let inner = format!(
+        "stty cols 200 rows 60 && exec '{}' {args}",
+        sluice.display()
+    );
+    cmd.args(["-q", "-f", "-e", "-c", &inner, "/dev/null"])
+        .env("TERM", "xterm-256color")
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let mut child = cmd.spawn()?;
+    let stdin = child.stdin.take();
+    let wrapper = child.id();
+    let mut p = Proc {
+        addr,
+        admin: Some(admin),
+        child,
+        inner: None,
+        _stdin: stdin,
+    };
+    wait_tcp(admin, Duration::from_secs(60)).await?;
+    wait_tcp(addr, Duration::from_secs(5)).await?;
+    let children = std::fs::read_to_string(format!("/proc/{wrapper}/task/{wrapper}/children"))?;
+    p.inner = children
+        .split_whitespace()
+        .next()
+        .and_then(|s| s.parse().ok());
+    if p.inner.is_none() {
+        return Err(std::io::Error::other("script started no child"));
+    }
     Ok(p)
 }
 
@@ -143,14 +205,8 @@ pub fn build_sluice() -> std::io::Result<()> {
     }
 }
 
-/// The generated config: providers `mock-a` (anthropic) and `mock-o` (openai) on `upstream`,
-/// plus `bad` (anthropic, local profile) behind the combo `broken` for the fast-fail scenario.
-pub fn sluice_config(
-    dir: &Path,
-    listen: SocketAddr,
-    admin: SocketAddr,
-    upstream: SocketAddr,
-) -> String {
+/// The `[server]`, `[admin]`, `[store]` and `[log]` sections every sluice under test shares.
+fn common_sections(dir: &Path, listen: SocketAddr, admin: SocketAddr) -> String {
     let d = dir.display();
     format!(
         r#"[server]
@@ -162,7 +218,14 @@ path = "{d}/state.db"
 [log]
 dir = "{d}/logs"
 level = "warn"
-[routing]
+"#
+    )
+}
+
+/// The default routing, providers and combos: `mock-a` (anthropic) and `mock-o` (openai) on
+/// the mock, plus `bad` (anthropic, local profile) behind the combo `broken` for the fast-fail
+/// scenario. `{upstream}` stands for the mock's address.
+pub const DEFAULT_BODY: &str = r#"[routing]
 default_provider = ["mock-a", "mock-o"]
 
 [[providers]]
@@ -193,22 +256,60 @@ profile = "local"
 [[combos]]
 name = "broken"
 targets = ["bad/claude-broken"]
-"#
-    )
+"#;
+
+/// What a sluice under test runs with.
+#[derive(Debug, Clone)]
+pub struct Spec {
+    /// Everything after the common sections (routing, providers, combos, resilience,
+    /// console), with `{upstream}` standing for the mock's address.
+    pub body: String,
+    /// Extra environment of the process.
+    pub env: Vec<(String, String)>,
+    /// Run with the console drawing into a 200×60 pseudo-terminal instead of `--no-console`.
+    pub console: bool,
 }
 
-/// Starts sluice headless on a fresh config and state directory under `work`.
+impl Default for Spec {
+    fn default() -> Self {
+        Self {
+            body: DEFAULT_BODY.to_string(),
+            env: Vec::new(),
+            console: false,
+        }
+    }
+}
+
+/// Starts sluice headless on the default config and a fresh state directory under `work`.
 pub async fn sluice(place: Placement, upstream: SocketAddr, work: &Path) -> std::io::Result<Proc> {
+    sluice_with(place, upstream, work, &Spec::default()).await
+}
+
+/// Starts sluice on `spec` with a fresh state directory under `work`.
+pub async fn sluice_with(
+    place: Placement,
+    upstream: SocketAddr,
+    work: &Path,
+    spec: &Spec,
+) -> std::io::Result<Proc> {
     let dir = work.join(format!("sluice-{}", free_addr()?.port()));
     std::fs::create_dir_all(&dir)?;
     let (listen, admin) = (free_addr()?, free_addr()?);
     let cfg = dir.join("config.toml");
-    std::fs::write(&cfg, sluice_config(&dir, listen, admin, upstream))?;
-    let mut cmd = command(&sluice_bin(), (place == Placement::Pinned).then_some("1"));
-    cmd.arg("--config").arg(&cfg).arg("--no-console");
+    let body = spec.body.replace("{upstream}", &upstream.to_string());
+    std::fs::write(&cfg, common_sections(&dir, listen, admin) + &body)?;
+    let cpu = (place == Placement::Pinned).then_some("1");
+    let mut env = spec.env.clone();
     if place == Placement::Pinned {
-        cmd.env("TOKIO_WORKER_THREADS", "1");
+        env.push(("TOKIO_WORKER_THREADS".into(), "1".into()));
     }
+    if spec.console {
+        let args = format!("--config '{}'", cfg.display());
+        return spawn_in_pty(&sluice_bin(), &args, cpu, &env, listen, admin).await;
+    }
+    let mut cmd = command(&sluice_bin(), cpu);
+    cmd.arg("--config").arg(&cfg).arg("--no-console");
+    cmd.envs(env);
     spawn(cmd, listen, Some(admin)).await
 }
 
