@@ -328,6 +328,33 @@ impl Lockouts {
             .collect()
     }
 
+    /// One page of [`Lockouts::list`]: the live locks at `now` among the next `max` entries
+    /// (live or remembered) after `after` — a (provider, connection, model) key, exclusive;
+    /// from the first entry when `None` — and the key to pass for the next page (`None`
+    /// when no entries remain). A caller that releases its lock between pages holds it for
+    /// `max` entries at a time however many are held (a snapshot of 10,000 lockouts does);
+    /// entries that change between pages are seen as they are when their page is read.
+    pub fn list_page(
+        &self,
+        now: Instant,
+        after: Option<&(String, String, String)>,
+        max: usize,
+    ) -> (Vec<LockoutView>, Option<(String, String, String)>) {
+        use std::ops::Bound;
+        let start = after.map_or(Bound::Unbounded, Bound::Excluded);
+        let mut entries = self.locks.range::<Key, _>((start, Bound::Unbounded));
+        let mut page = Vec::new();
+        let mut last = None;
+        for (k, e) in entries.by_ref().take(max.max(1)) {
+            if now < e.until {
+                page.push(view(k, e));
+            }
+            last = Some(k);
+        }
+        let next = entries.next().and(last).cloned();
+        (page, next)
+    }
+
     /// Live locks of one connection at `now` (for the cooldown panel).
     pub fn for_connection(
         &self,

@@ -382,3 +382,40 @@ fn persist_restore_round_trip_and_bounds() {
     }
     assert_eq!(parse_scope("galaxy"), None);
 }
+
+#[test]
+fn pages_together_list_exactly_the_live_locks_whatever_the_page_size() {
+    let (s, t) = (settings(), t0());
+    let mut l = Lockouts::default();
+    let empty = BTreeMap::new();
+    for i in 0..23 {
+        // Every fourth is locked 100 s earlier, so it has expired (120 s) at `later`: it is
+        // remembered, not live.
+        let when = if i % 4 == 0 { t } else { t + secs(100) };
+        let model = format!("m{i:02}");
+        l.on_failure(
+            at("c1", &model, &empty),
+            Scope::Model,
+            "not_found",
+            None,
+            &s,
+            when,
+        );
+    }
+    let later = t + secs(150);
+    let all = l.list(later);
+    assert_eq!(all.len(), 23 - 6);
+    for max in [1, 2, 5, 64] {
+        let (mut got, mut after) = (Vec::new(), None);
+        loop {
+            let (page, next) = l.list_page(later, after.as_ref(), max);
+            assert!(page.len() <= max);
+            got.extend(page);
+            match next {
+                Some(k) => after = Some(k),
+                None => break,
+            }
+        }
+        assert_eq!(got, all, "page size {max}");
+    }
+}
