@@ -22,6 +22,11 @@ use crate::core::snapshot::Snapshot;
 
 /// Least time between two snapshot events of one subscriber (at most 5 per second).
 pub const MIN_EVENT_SPACING: Duration = Duration::from_millis(200);
+/// Most snapshot bytes one subscriber is sent per second (2 MiB): a state of thousands of
+/// lockouts makes snapshots of megabytes, and sending them 5 times a second would cost the
+/// request path more than the console gains; such a stream slows down instead (a 3 MB
+/// snapshot every 1.5 s). A snapshot of the usual tens of KB is not affected.
+pub const MAX_STREAM_BYTES_PER_SEC: u64 = 2 * 1024 * 1024;
 /// A keep-alive comment goes out after this long without a snapshot event.
 pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
 /// The SSE event name of a snapshot.
@@ -52,6 +57,9 @@ pub struct Pacing {
     pub spacing: Duration,
     /// Quiet time after which a keep-alive comment goes out.
     pub keep_alive: Duration,
+    /// Most snapshot bytes per second: after a large event the next waits longer than
+    /// `spacing`.
+    pub max_bytes_per_sec: u64,
 }
 
 impl Default for Pacing {
@@ -59,7 +67,17 @@ impl Default for Pacing {
         Pacing {
             spacing: MIN_EVENT_SPACING,
             keep_alive: KEEP_ALIVE,
+            max_bytes_per_sec: MAX_STREAM_BYTES_PER_SEC,
         }
+    }
+}
+
+impl Pacing {
+    /// The pause before the next snapshot event after one of `bytes`: `spacing`, or the time
+    /// `bytes` take at `max_bytes_per_sec` when that is longer.
+    pub fn pause_after(&self, bytes: usize) -> Duration {
+        let by_size = Duration::from_secs_f64(bytes as f64 / self.max_bytes_per_sec.max(1) as f64);
+        self.spacing.max(by_size)
     }
 }
 
@@ -73,25 +91,41 @@ pub fn events(
     stop: CancellationToken,
 ) -> impl Stream<Item = Bytes> + Send + 'static {
     let first = Arc::clone(&rx.borrow_and_update());
-    let state = (rx, Some(first), pacing, stop);
-    futures_util::stream::unfold(state, |(mut rx, first, pacing, stop)| async move {
+    let state = (rx, Some(first), pacing, stop, pacing.spacing);
+    futures_util::stream::unfold(state, |(mut rx, first, pacing, stop, pause)| async move {
         if let Some(snap) = first {
-            return Some((event_bytes(&snap), (rx, None, pacing, stop)));
+            let chunk = encode_off_worker(snap).await;
+            let pause = pacing.pause_after(chunk.len());
+            return Some((chunk, (rx, None, pacing, stop, pause)));
         }
         tokio::select! {
-            () = tokio::time::sleep(pacing.spacing) => {}
+            () = tokio::time::sleep(pause) => {}
             () = stop.cancelled() => return None,
         }
-        let chunk = tokio::select! {
+        let changed = tokio::select! {
             changed = rx.changed() => match changed {
-                Ok(()) => event_bytes(&Arc::clone(&rx.borrow_and_update())),
+                Ok(()) => Some(Arc::clone(&rx.borrow_and_update())),
                 Err(_) => return None,
             },
-            () = tokio::time::sleep(pacing.keep_alive) => Bytes::from_static(KEEP_ALIVE_COMMENT),
+            () = tokio::time::sleep(pacing.keep_alive) => None,
             () = stop.cancelled() => return None,
         };
-        Some((chunk, (rx, None, pacing, stop)))
+        let chunk = match changed {
+            Some(snap) => encode_off_worker(snap).await,
+            None => Bytes::from_static(KEEP_ALIVE_COMMENT),
+        };
+        let pause = pacing.pause_after(chunk.len());
+        Some((chunk, (rx, None, pacing, stop, pause)))
     })
+}
+
+/// [`event_bytes`] on a blocking-pool thread in the background scheduling class: a large
+/// state's snapshot is megabytes of JSON, and serialising it on a runtime worker would hold
+/// back every request that worker serves.
+async fn encode_off_worker(snap: Arc<Snapshot>) -> Bytes {
+    tokio::task::spawn_blocking(move || crate::sched::spawning_background(|| event_bytes(&snap)))
+        .await
+        .unwrap_or_else(|_| Bytes::from_static(b": snapshot not serialisable\n\n"))
 }
 
 /// [`encode`], or a comment naming the failure (the stream goes on; never happens with the

@@ -171,3 +171,49 @@ async fn the_stream_ends_when_the_channel_closes() {
         .unwrap();
     assert_eq!(versions(&chunks), vec![0]);
 }
+
+#[test]
+fn a_large_snapshot_lengthens_the_pause_after_it() {
+    let p = Pacing::default();
+    assert_eq!(p.pause_after(90 * 1024), MIN_EVENT_SPACING);
+    assert_eq!(
+        p.pause_after(3 * 1024 * 1024),
+        Duration::from_millis(1500),
+        "3 MiB at 2 MiB/s"
+    );
+    let zero = Pacing {
+        max_bytes_per_sec: 0,
+        ..Pacing::default()
+    };
+    assert!(
+        zero.pause_after(10) >= MIN_EVENT_SPACING,
+        "no division by zero"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stream_of_large_snapshots_slows_to_its_byte_rate_and_keeps_the_latest() {
+    let (tx, rx) = watch::channel(Arc::new(snap(0)));
+    let stop = CancellationToken::new();
+    // Each event "weighs" one second at this rate.
+    let pacing = Pacing {
+        max_bytes_per_sec: encode(&snap(0)).unwrap().len() as u64,
+        ..Pacing::default()
+    };
+    let collected = tokio::spawn(events(rx, pacing, stop.clone()).collect::<Vec<Bytes>>());
+    // 300 changes, one every 10 ms: 3 s of changes, then 1.5 s of quiet.
+    for v in 1..=300 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        tx.send_replace(Arc::new(snap(v)));
+    }
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    stop.cancel();
+    let seen = versions(&collected.await.unwrap());
+    assert_eq!(seen.last(), Some(&300), "the latest change is never lost");
+    // 4.5 s at about one event per second (200 ms spacing would allow 22).
+    assert!(
+        (3..=6).contains(&seen.len()),
+        "{} events: {seen:?}",
+        seen.len()
+    );
+}

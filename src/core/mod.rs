@@ -44,6 +44,20 @@ pub type ConnLoad = std::collections::HashMap<(usize, usize), u64>;
 /// Minimum spacing between two published snapshots (≤ 20 Hz, DESIGN §2).
 pub const PUBLISH_SPACING: Duration = Duration::from_millis(50);
 
+/// Longest spacing [`publish_spacing`] sets (1 s: the last-minute window still ages every
+/// second).
+pub const MAX_PUBLISH_SPACING: Duration = Duration::from_secs(1);
+
+/// The spacing after a snapshot that took `built` to build: nine times that, at least
+/// [`PUBLISH_SPACING`] and at most [`MAX_PUBLISH_SPACING`]. However large the state (10,000
+/// lockouts make a snapshot of several MB), building snapshots for a watcher then takes about
+/// a tenth of a CPU at most.
+pub fn publish_spacing(built: Duration) -> Duration {
+    built
+        .saturating_mul(9)
+        .clamp(PUBLISH_SPACING, MAX_PUBLISH_SPACING)
+}
+
 /// Cheap, cloneable handle to the core.
 #[derive(Clone)]
 pub struct Core {
@@ -510,18 +524,36 @@ impl Core {
     }
 
     /// Runs the publisher until `shutdown`: waits for changes, spaces publications by
-    /// [`PUBLISH_SPACING`], and republishes once a second so the last-minute window ages.
-    /// Builds nothing while no receiver is subscribed (see [`Core::subscribe`]).
+    /// [`publish_spacing`] of the last build, and republishes once a second so the last-minute
+    /// window ages. Builds nothing while no receiver is subscribed (see [`Core::subscribe`]).
     pub async fn run_publisher(self, shutdown: CancellationToken) {
+        let mut spacing = PUBLISH_SPACING;
         loop {
             tokio::select! {
                 () = self.inner.dirty.notified() => {}
                 () = tokio::time::sleep(Duration::from_secs(1)) => {}
                 () = shutdown.cancelled() => { self.publish_if_watched(); return; }
             }
-            tokio::time::sleep(PUBLISH_SPACING).await;
-            self.publish_if_watched();
+            tokio::time::sleep(spacing).await;
+            spacing = self.publish_off_worker().await;
         }
+    }
+
+    /// Publishes (when watched) on a blocking-pool thread in the background scheduling
+    /// class, so building a large snapshot never holds a runtime worker that requests need;
+    /// returns the spacing its build time calls for.
+    async fn publish_off_worker(&self) -> Duration {
+        let core = self.clone();
+        let built = tokio::task::spawn_blocking(move || {
+            crate::sched::spawning_background(|| {
+                let start = core.inner.clock.now();
+                core.publish_if_watched();
+                core.inner.clock.now().saturating_duration_since(start)
+            })
+        })
+        .await
+        .unwrap_or_default();
+        publish_spacing(built)
     }
 
     fn publish_if_watched(&self) {

@@ -129,6 +129,21 @@ fn recent_is_bounded_newest_first() {
     assert!(s.recent[0].id > s.recent[1].id);
 }
 
+#[test]
+fn publish_spacing_grows_with_the_build_time_within_its_bounds() {
+    assert_eq!(publish_spacing(Duration::ZERO), PUBLISH_SPACING);
+    assert_eq!(publish_spacing(Duration::from_millis(5)), PUBLISH_SPACING);
+    assert_eq!(
+        publish_spacing(Duration::from_millis(20)),
+        Duration::from_millis(180)
+    );
+    assert_eq!(
+        publish_spacing(Duration::from_millis(400)),
+        MAX_PUBLISH_SPACING
+    );
+    assert_eq!(publish_spacing(Duration::MAX), MAX_PUBLISH_SPACING);
+}
+
 #[tokio::test(start_paused = true)]
 async fn publisher_builds_snapshots_only_while_someone_watches() {
     let (core, clock) = core();
