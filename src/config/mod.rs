@@ -566,14 +566,20 @@ impl Index {
     }
 }
 
-/// The position of the item named `name` in `items` (`key` gives an item's name), through
-/// `index` when it still describes `items`.
+/// Up to this many items (8), a scan costs less than hashing the name.
+const SCAN_BELOW: usize = 8;
+
+/// The position of the item named `name` in `items` (`key` gives an item's name): a scan for
+/// a few items, else through `index` when it still describes `items`.
 fn position<T>(
     index: &std::collections::HashMap<String, usize>,
     items: &[T],
     name: &str,
     key: impl Fn(&T) -> &str,
 ) -> Option<usize> {
+    if items.len() <= SCAN_BELOW {
+        return items.iter().position(|t| key(t) == name);
+    }
     match index.get(name) {
         Some(&i) if items.get(i).is_some_and(|t| key(t) == name) => Some(i),
         None if index.len() == items.len() => None,
@@ -678,4 +684,58 @@ pub fn load_with(path: &Path, mode: SecretMode) -> Result<Lenient, ConfigError> 
         source,
     })?;
     from_str_with(&text, path, &LoadEnv::process(), mode)
+}
+
+#[cfg(test)]
+mod index_tests {
+    use super::*;
+
+    fn many(providers: usize, combos: usize) -> Config {
+        let mut t = String::new();
+        for p in 0..providers {
+            t += &format!(
+                "[[providers]]\nid = \"p{p}\"\ndialect = \"anthropic\"\nbase_url = \"http://127.0.0.1:9\"\n  [[providers.connections]]\n  id = \"c{p}\"\n  auth = \"passthrough\"\n"
+            );
+        }
+        for c in 0..combos {
+            t += &format!(
+                "[[combos]]\nname = \"k{c}\"\ntargets = [\"p{}/m{c}\"]\n",
+                c % providers
+            );
+        }
+        let env = LoadEnv::fixed(&[], "/tmp");
+        from_str(&t, Path::new("t.toml"), &env).expect("valid config")
+    }
+
+    #[test]
+    fn lookups_find_every_name_with_few_or_many_items() {
+        for (providers, combos) in [(2, 3), (12, 40)] {
+            let cfg = many(providers, combos);
+            for c in 0..combos {
+                let name = format!("k{c}");
+                assert_eq!(
+                    cfg.combo(&name).map(|k| k.name.as_str()),
+                    Some(name.as_str())
+                );
+            }
+            for p in 0..providers {
+                assert_eq!(cfg.provider_position(&format!("p{p}")), Some(p));
+            }
+            assert!(cfg.combo("nope").is_none() && cfg.provider("nope").is_none());
+        }
+    }
+
+    #[test]
+    fn lookups_stay_right_after_the_lists_are_edited_in_place() {
+        let mut cfg = many(12, 40);
+        cfg.combos.swap(0, 39);
+        assert_eq!(cfg.combo("k0").map(|k| k.name.as_str()), Some("k0"));
+        assert_eq!(cfg.combo("k39").map(|k| k.name.as_str()), Some("k39"));
+        let mut extra = cfg.combos[1].clone();
+        extra.name = "added".into();
+        cfg.combos.push(extra);
+        assert_eq!(cfg.combo("added").map(|k| k.name.as_str()), Some("added"));
+        cfg.providers.swap(0, 11);
+        assert_eq!(cfg.provider_position("p0"), Some(11));
+    }
 }
