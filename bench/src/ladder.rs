@@ -61,27 +61,11 @@ max_concurrent = 100000
   rate_limit_protection = true
 "#;
 
-/// A two-target combo (the request names it) and lockout mode on.
-const COMBO: &str = r#"[routing]
-default_provider = ["p"]
-
-[resilience.concurrency]
-global_max = 100000
-
+/// Added to [`CAPPED`]: lockout mode on, a second provider, and a two-target combo the
+/// request names.
+const COMBO: &str = r#"
 [resilience.model_lockout]
 enabled = true
-
-[[providers]]
-id = "p"
-dialect = "anthropic"
-base_url = "http://{upstream}"
-max_concurrent = 100000
-  [[providers.connections]]
-  id = "c1"
-  auth = { env = "SLUICE_BENCH_KEY" }
-  max_concurrent = 100000
-  model_concurrency = { "claude-bench" = 100000 }
-  rate_limit_protection = true
 
 [[providers]]
 id = "q"
@@ -96,10 +80,11 @@ name = "bench"
 targets = ["p/claude-bench", "q/claude-bench"]
 "#;
 
-/// One rung: its label, config body, the model requested, and whether the console is drawn.
+/// One rung: its label, config body (these parts joined), the model requested, and whether
+/// the console is drawn.
 struct Step {
     name: &'static str,
-    body: &'static str,
+    body: &'static [&'static str],
     model: &'static str,
     console: bool,
 }
@@ -107,31 +92,31 @@ struct Step {
 const STEPS: [Step; 5] = [
     Step {
         name: "sluice: routing, breaker/cooldown/lockout checks, metrics, request log",
-        body: BARE,
+        body: &[BARE],
         model: "claude-bench",
         console: false,
     },
     Step {
         name: "+ key from the environment",
-        body: KEYED,
+        body: &[KEYED],
         model: "claude-bench",
         console: false,
     },
     Step {
         name: "+ concurrency caps and admission queue (never full)",
-        body: CAPPED,
+        body: &[CAPPED],
         model: "claude-bench",
         console: false,
     },
     Step {
         name: "+ two-target combo, lockout mode",
-        body: COMBO,
+        body: &[CAPPED, COMBO],
         model: "bench",
         console: false,
     },
     Step {
         name: "+ console drawn in a 200×60 pty",
-        body: COMBO,
+        body: &[CAPPED, COMBO],
         model: "bench",
         console: true,
     },
@@ -139,7 +124,7 @@ const STEPS: [Step; 5] = [
 
 async fn start(rig: &Rig, o: &Opts, s: &Step) -> std::io::Result<Proc> {
     let spec = Spec {
-        body: s.body.to_string(),
+        body: s.body.concat(),
         env: vec![("SLUICE_BENCH_KEY".into(), "sk-bench-env".into())],
         console: s.console,
     };
