@@ -21,12 +21,20 @@ pub fn background_thread() -> bool {
 /// (a library's worker thread, say) inherit it; then puts the calling thread back in the
 /// normal class and returns `f`'s result.
 pub fn spawning_background<T>(f: impl FnOnce() -> T) -> T {
-    let set = background_thread();
-    let out = f();
-    if set {
-        set_class(Class::Normal);
+    let _restore = Restore(background_thread());
+    f()
+}
+
+/// Puts the calling thread back in the normal class when dropped, if it was moved out of it
+/// (also when `f` above panics: pooled threads are reused for other work).
+struct Restore(bool);
+
+impl Drop for Restore {
+    fn drop(&mut self) {
+        if self.0 {
+            set_class(Class::Normal);
+        }
     }
-    out
 }
 
 #[derive(Clone, Copy)]

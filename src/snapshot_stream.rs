@@ -58,7 +58,7 @@ pub struct Pacing {
     /// Quiet time after which a keep-alive comment goes out.
     pub keep_alive: Duration,
     /// Most snapshot bytes per second: after a large event the next waits longer than
-    /// `spacing`.
+    /// `spacing`. Default [`MAX_STREAM_BYTES_PER_SEC`] (2 MiB).
     pub max_bytes_per_sec: u64,
 }
 
@@ -125,7 +125,10 @@ pub fn events(
 async fn encode_off_worker(snap: Arc<Snapshot>) -> Bytes {
     tokio::task::spawn_blocking(move || crate::sched::spawning_background(|| event_bytes(&snap)))
         .await
-        .unwrap_or_else(|_| Bytes::from_static(b": snapshot not serialisable\n\n"))
+        .unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "serialising a snapshot for the stream failed");
+            Bytes::from_static(b": snapshot not serialisable\n\n")
+        })
 }
 
 /// [`encode`], or a comment naming the failure (the stream goes on; never happens with the

@@ -541,8 +541,9 @@ pub struct Config {
 }
 
 /// Positions in [`Config::combos`] by name and [`Config::providers`] by id. A lookup checks
-/// the entry it lands on and falls back to a scan when the lists changed since the index was
-/// built (code that edits a loaded config in place, such as tests).
+/// the entry it lands on and scans when that entry or the list's length no longer matches
+/// (items moved or added since the index was built). Code that renames an item in place
+/// calls [`Config::reindex`].
 #[derive(Debug, Clone, Default)]
 struct Index {
     combos: std::collections::HashMap<String, usize>,
@@ -622,11 +623,16 @@ impl Config {
         self.provider_position(id)
             .and_then(|i| self.providers.get(i))
     }
-    /// The index into [`Config::providers`] of the provider with this id (a hash lookup).
+    /// Rebuilds the name lookups after `providers` or `combos` were edited in place.
+    pub fn reindex(&mut self) {
+        self.index = Index::build(&self.providers, &self.combos);
+    }
+    /// The index into [`Config::providers`] of the provider with this id (a scan of up to 8
+    /// providers, else a hash lookup).
     pub fn provider_position(&self, id: &str) -> Option<usize> {
         position(&self.index.providers, &self.providers, id, |p| &p.id)
     }
-    /// The combo with this client-facing name (a hash lookup).
+    /// The combo with this client-facing name (a scan of up to 8 combos, else a hash lookup).
     pub fn combo(&self, name: &str) -> Option<&Combo> {
         position(&self.index.combos, &self.combos, name, |c| &c.name)
             .and_then(|i| self.combos.get(i))
@@ -737,5 +743,12 @@ mod index_tests {
         assert_eq!(cfg.combo("added").map(|k| k.name.as_str()), Some("added"));
         cfg.providers.swap(0, 11);
         assert_eq!(cfg.provider_position("p0"), Some(11));
+        cfg.combos[5].name = "renamed".into();
+        cfg.reindex();
+        assert_eq!(
+            cfg.combo("renamed").map(|k| k.name.as_str()),
+            Some("renamed")
+        );
+        assert!(cfg.combo("k5").is_none());
     }
 }

@@ -44,14 +44,14 @@ pub type ConnLoad = std::collections::HashMap<(usize, usize), u64>;
 /// Minimum spacing between two published snapshots (≤ 20 Hz, DESIGN §2).
 pub const PUBLISH_SPACING: Duration = Duration::from_millis(50);
 
-/// Longest spacing [`publish_spacing`] sets (1 s: the last-minute window still ages every
-/// second).
+/// Longest spacing [`publish_spacing`] sets (1 s, so a watcher still sees the last-minute
+/// window age within about two seconds).
 pub const MAX_PUBLISH_SPACING: Duration = Duration::from_secs(1);
 
 /// The spacing after a snapshot that took `built` to build: nine times that, at least
-/// [`PUBLISH_SPACING`] and at most [`MAX_PUBLISH_SPACING`]. However large the state (10,000
-/// lockouts make a snapshot of several MB), building snapshots for a watcher then takes about
-/// a tenth of a CPU at most.
+/// [`PUBLISH_SPACING`] and at most [`MAX_PUBLISH_SPACING`]. While builds take under about
+/// 110 ms (10,000 lockouts make a snapshot of several MB in a few ms), building snapshots for
+/// a watcher takes at most about a tenth of a CPU; slower builds are spaced 1 s apart.
 pub fn publish_spacing(built: Duration) -> Duration {
     built
         .saturating_mul(9)
@@ -523,9 +523,10 @@ impl Core {
         self.inner.tx.send_replace(snap);
     }
 
-    /// Runs the publisher until `shutdown`: waits for changes, spaces publications by
-    /// [`publish_spacing`] of the last build, and republishes once a second so the last-minute
-    /// window ages. Builds nothing while no receiver is subscribed (see [`Core::subscribe`]).
+    /// Runs the publisher until `shutdown`: waits for a change (or 1 s, so the last-minute
+    /// window ages), then for [`publish_spacing`] of the last build, then publishes. Builds
+    /// nothing while no receiver is subscribed (see [`Core::subscribe`]); on shutdown it
+    /// publishes once more at once.
     pub async fn run_publisher(self, shutdown: CancellationToken) {
         let mut spacing = PUBLISH_SPACING;
         loop {
@@ -534,7 +535,10 @@ impl Core {
                 () = tokio::time::sleep(Duration::from_secs(1)) => {}
                 () = shutdown.cancelled() => { self.publish_if_watched(); return; }
             }
-            tokio::time::sleep(spacing).await;
+            tokio::select! {
+                () = tokio::time::sleep(spacing) => {}
+                () = shutdown.cancelled() => { self.publish_if_watched(); return; }
+            }
             spacing = self.publish_off_worker().await;
         }
     }
@@ -552,7 +556,10 @@ impl Core {
             })
         })
         .await
-        .unwrap_or_default();
+        .unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "building a snapshot failed");
+            Duration::ZERO
+        });
         publish_spacing(built)
     }
 

@@ -774,3 +774,48 @@ impl super::Core {
         Arc::clone(&self.res().settings)
     }
 }
+
+#[cfg(test)]
+mod count_tests {
+    use super::*;
+    use crate::config::{LoadEnv, from_str};
+    use crate::policy::lockout::LockoutView as Lock;
+
+    #[test]
+    fn each_connection_counts_only_its_own_lockouts() {
+        let text = "[[providers]]\nid = \"a\"\ndialect = \"anthropic\"\nbase_url = \"http://127.0.0.1:9\"\n  [[providers.connections]]\n  id = \"a1\"\n  auth = \"passthrough\"\n  [[providers.connections]]\n  id = \"a2\"\n  auth = \"passthrough\"\n[[providers]]\nid = \"b\"\ndialect = \"openai\"\nbase_url = \"http://127.0.0.1:9\"\n  [[providers.connections]]\n  id = \"b1\"\n  auth = \"passthrough\"\n";
+        let cfg = from_str(
+            text,
+            std::path::Path::new("t.toml"),
+            &LoadEnv::fixed(&[], "/tmp"),
+        )
+        .expect("valid config");
+        let now = crate::clock::Clock::now(&crate::clock::ManualClock::new());
+        let lock = |p: &str, c: &str, i: usize| Lock {
+            provider: p.into(),
+            connection: c.into(),
+            model: format!("m{i}"),
+            scope: Scope::Model,
+            reason: "not_found".into(),
+            failures: 1,
+            until: now,
+        };
+        let mut locks: Vec<Lock> = (0..700).map(|i| lock("a", "a1", i)).collect();
+        locks.extend((0..3).map(|i| lock("a", "a2", i)));
+        // A lock naming a connection of another provider counts for neither.
+        locks.push(lock("b", "a1", 0));
+        let live = |n: usize| ProviderLive {
+            breaker: BreakerView::default(),
+            window_until: None,
+            connections: vec![ConnectionView::default(); n],
+            ramp_percent: None,
+        };
+        let mut providers = vec![live(2), live(1)];
+        count_lockouts(&cfg, &locks, &mut providers);
+        let counts: Vec<Vec<u32>> = providers
+            .iter()
+            .map(|p| p.connections.iter().map(|c| c.lockouts).collect())
+            .collect();
+        assert_eq!(counts, vec![vec![700, 3], vec![0]]);
+    }
+}

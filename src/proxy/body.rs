@@ -127,7 +127,9 @@ fn span_in(body: &[u8], part: &str) -> Option<std::ops::Range<usize>> {
 /// `at` does not hold a JSON string of `body` (then use [`rewrite_model`]).
 pub fn splice_model(body: &[u8], at: std::ops::Range<usize>, model: &str) -> Option<Bytes> {
     let old = body.get(at.clone())?;
-    if old.len() < 2 || old.first() != Some(&b'"') || old.last() != Some(&b'"') {
+    // One whole JSON string (at most MAX_MODEL_LEN bytes, so this check is cheap), not a
+    // slice of a body that changed since it was probed.
+    if old.first() != Some(&b'"') || serde_json::from_slice::<Cow<'_, str>>(old).is_err() {
         return None;
     }
     let new_model = serde_json::to_string(model).ok()?;
@@ -247,6 +249,14 @@ mod tests {
         let out = splice_model(body, at, "glm/5 \"q\"").unwrap();
         assert_eq!(&out[..], br#"{ "model" : "glm/5 \"q\"",  "x":[1, 2] }"#);
         assert_eq!(splice_model(body, 0..3, "m"), None, "not a string");
+        let two = br#"{"model":"a","b":"c"}"#;
+        assert_eq!(splice_model(two, 9..20, "m"), None, "two strings, not one");
+        let escaped = br#"{"model" :	"x" }"#;
+        let at = probe(escaped).unwrap().model_at.unwrap();
+        assert_eq!(
+            &splice_model(escaped, at, "y").unwrap()[..],
+            br#"{"model" :	"y" }"#
+        );
         assert_eq!(splice_model(body, 30..90, "m"), None, "out of the body");
     }
 

@@ -173,7 +173,12 @@ pub fn prepare(
     created: u64,
 ) -> Result<Prepared, ProxyError> {
     let Some(upstream) = upstream_dialect(client, p) else {
-        return native(client, p, body, model, rewrite.then_some(model_at));
+        let edit = if rewrite {
+            ModelEdit::Rewrite { at: model_at }
+        } else {
+            ModelEdit::Keep
+        };
+        return native(client, p, body, model, edit);
     };
     let t = translate::translate_request(client, upstream, body, model, &target_options(p))
         .map_err(ProxyError::Untranslatable)?;
@@ -191,30 +196,39 @@ pub fn prepare(
 /// The client's body for a provider of its own format: `model` rewritten when `rewrite`,
 /// and — for an Anthropic provider — without thinking blocks an earlier translated turn
 /// produced (their empty signature would be rejected).
-///
-/// `rewrite` is `None` to keep the model, or `Some(model_at)` to rewrite it (spliced at
-/// `model_at` when the body is still the probed one).
 fn native(
     client: ClientFormat,
     p: &Provider,
     body: &Bytes,
     model: &str,
-    rewrite: Option<Option<std::ops::Range<usize>>>,
+    edit: ModelEdit,
 ) -> Result<Prepared, ProxyError> {
     let stripped = match (client, p.dialect) {
         (ClientFormat::Anthropic, Dialect::Anthropic) => translate::strip_unsigned_thinking(body),
         _ => None,
     };
-    let body = match (rewrite, stripped) {
-        (None, None) => body.clone(),
-        (None, Some(s)) => s,
-        (Some(at), None) => match at.and_then(|at| splice_model(body, at, model)) {
-            Some(b) => b,
-            None => rewrite_model(body, model)?,
-        },
-        (Some(_), Some(s)) => rewrite_model(&s, model)?,
+    let body = match (edit, stripped) {
+        (ModelEdit::Keep, None) => body.clone(),
+        (ModelEdit::Keep, Some(s)) => s,
+        (ModelEdit::Rewrite { at }, None) => {
+            match at.and_then(|at| splice_model(body, at, model)) {
+                Some(b) => b,
+                None => rewrite_model(body, model)?,
+            }
+        }
+        // The span was found in the body before stripping: rewrite the stripped one whole.
+        (ModelEdit::Rewrite { .. }, Some(s)) => rewrite_model(&s, model)?,
     };
     Ok(Prepared { body, seam: None })
+}
+
+/// What a native (untranslated) body's `model` gets.
+enum ModelEdit {
+    /// Sent as the client wrote it.
+    Keep,
+    /// Set to the target's model; `at` is where the probe found the client's `model` value
+    /// in the unchanged body (spliced there; parsed and rewritten when `None`).
+    Rewrite { at: Option<std::ops::Range<usize>> },
 }
 
 /// An upstream response body, translated on the fly when the attempt has a seam. The
@@ -274,5 +288,75 @@ impl Body for UpstreamBody {
                 return Poll::Ready(Some(Ok(Frame::data(out))));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod native_tests {
+    use super::*;
+    use crate::config::{LoadEnv, from_str};
+    use crate::proxy::body::probe;
+    use serde_json::Value;
+
+    fn anthropic_provider() -> Provider {
+        let text = "[[providers]]\nid = \"a\"\ndialect = \"anthropic\"\nbase_url = \"http://127.0.0.1:9\"\n  [[providers.connections]]\n  id = \"c\"\n  auth = \"passthrough\"\n";
+        let cfg = from_str(
+            text,
+            std::path::Path::new("t.toml"),
+            &LoadEnv::fixed(&[], "/tmp"),
+        )
+        .expect("valid config");
+        cfg.providers[0].clone()
+    }
+
+    fn prepared(body: &str, rewrite: bool) -> Value {
+        let body = Bytes::from(body.to_owned());
+        let at = probe(&body).unwrap().model_at;
+        let p = anthropic_provider();
+        let out = prepare(
+            ClientFormat::Anthropic,
+            &p,
+            &body,
+            "target-model",
+            rewrite,
+            at,
+            0,
+        )
+        .expect("prepared");
+        assert!(out.seam.is_none());
+        serde_json::from_slice(&out.body).expect("valid JSON")
+    }
+
+    #[test]
+    fn a_rewrite_after_stripping_thinking_before_the_model_sets_the_model() {
+        // The unsigned thinking block comes before `model`, so stripping moves the model's
+        // bytes: the span the probe found no longer fits and the rewrite must not use it.
+        let body = r#"{"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":[{"type":"thinking","thinking":"from elsewhere","signature":""},{"type":"text","text":"hello"}]}],"model":"client-model","max_tokens":5}"#;
+        let v = prepared(body, true);
+        assert_eq!(v["model"], "target-model");
+        assert_eq!(
+            v["messages"][1]["content"].as_array().map(Vec::len),
+            Some(1)
+        );
+        assert_eq!(v["max_tokens"], 5);
+        let kept = prepared(body, false);
+        assert_eq!(kept["model"], "client-model");
+        assert_eq!(
+            kept["messages"][1]["content"].as_array().map(Vec::len),
+            Some(1)
+        );
+    }
+
+    #[test]
+    fn a_rewrite_of_an_unchanged_body_splices_the_model_and_keeps_the_rest() {
+        let body = r#"{ "model" : "client-model", "max_tokens": 5, "messages": [ {"role":"user","content":"hi"} ] }"#;
+        let p = anthropic_provider();
+        let b = Bytes::from(body);
+        let at = probe(&b).unwrap().model_at;
+        let out = prepare(ClientFormat::Anthropic, &p, &b, "target-model", true, at, 0).unwrap();
+        assert_eq!(
+            &out.body[..],
+            body.replace("client-model", "target-model").as_bytes()
+        );
     }
 }
