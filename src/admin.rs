@@ -82,6 +82,31 @@ fn snapshot_stream(control: &Control, stop: CancellationToken) -> Response<Admin
     r
 }
 
+/// `GET /api/snapshot`: the snapshot built and serialised straight to JSON on a blocking-pool
+/// thread in the background scheduling class, so a large state's snapshot (megabytes with
+/// thousands of lockouts) never holds the runtime worker that requests need. A failure is a
+/// 500 naming it.
+async fn snapshot_json(control: &Control) -> Response<Full<Bytes>> {
+    let control = control.clone();
+    let built = tokio::task::spawn_blocking(move || {
+        crate::sched::spawning_background(|| serde_json::to_vec(&control.snapshot()))
+    })
+    .await;
+    let failed = match built {
+        Ok(Ok(json)) => {
+            let mut r = Response::new(Full::new(Bytes::from(json)));
+            r.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            );
+            return r;
+        }
+        Ok(Err(e)) => format!("cannot serialise the snapshot: {e}"),
+        Err(e) => format!("building the snapshot failed: {e}"),
+    };
+    error(StatusCode::INTERNAL_SERVER_ERROR, &failed)
+}
+
 async fn handle(control: &Control, req: Request<Incoming>) -> Response<Full<Bytes>> {
     let path = req.uri().path().trim_end_matches('/').to_string();
     let method = req.method().clone();
@@ -123,13 +148,7 @@ async fn handle(control: &Control, req: Request<Incoming>) -> Response<Full<Byte
         Err(r) => return r,
     };
     match (method.as_str(), path.as_str()) {
-        ("GET" | "HEAD", "/api/snapshot") => match serde_json::to_value(control.snapshot()) {
-            Ok(v) => json_response(StatusCode::OK, v),
-            Err(e) => error(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                &format!("cannot serialise the snapshot: {e}"),
-            ),
-        },
+        ("GET" | "HEAD", "/api/snapshot") => snapshot_json(control).await,
         ("GET" | "HEAD", "/metrics") => {
             let text = control.metrics_text();
             let mut r = Response::new(Full::new(Bytes::from(text)));
