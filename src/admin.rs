@@ -88,10 +88,8 @@ fn snapshot_stream(control: &Control, stop: CancellationToken) -> Response<Admin
 /// 500 naming it.
 async fn snapshot_json(control: &Control) -> Response<Full<Bytes>> {
     let control = control.clone();
-    let built = tokio::task::spawn_blocking(move || {
-        crate::sched::spawning_background(|| serde_json::to_vec(&control.snapshot()))
-    })
-    .await;
+    let built =
+        crate::sched::spawn_background(move || serde_json::to_vec(&control.snapshot())).await;
     let failed = match built {
         Ok(Ok(json)) => {
             let mut r = Response::new(Full::new(Bytes::from(json)));

@@ -25,6 +25,16 @@ pub fn spawning_background<T>(f: impl FnOnce() -> T) -> T {
     f()
 }
 
+/// Runs `f` on tokio's blocking pool with that thread in the background class for the call
+/// (and back in the normal class afterwards, since pool threads are reused): for work off
+/// the request path, such as building and serialising a large snapshot, that must not hold a
+/// runtime worker. Must be called within a tokio runtime; the handle's error is `f`'s panic.
+pub fn spawn_background<T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+) -> tokio::task::JoinHandle<T> {
+    tokio::task::spawn_blocking(move || spawning_background(f))
+}
+
 /// Puts the calling thread back in the normal class when dropped, if it was moved out of it
 /// (also when `f` above panics: pooled threads are reused for other work).
 struct Restore(bool);

@@ -548,12 +548,10 @@ impl Core {
     /// returns the spacing its build time calls for.
     async fn publish_off_worker(&self) -> Duration {
         let core = self.clone();
-        let built = tokio::task::spawn_blocking(move || {
-            crate::sched::spawning_background(|| {
-                let start = core.inner.clock.now();
-                core.publish_if_watched();
-                core.inner.clock.now().saturating_duration_since(start)
-            })
+        let built = crate::sched::spawn_background(move || {
+            let start = core.inner.clock.now();
+            core.publish_if_watched();
+            core.inner.clock.now().saturating_duration_since(start)
         })
         .await
         .unwrap_or_else(|e| {
