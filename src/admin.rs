@@ -29,7 +29,7 @@ mod verify;
 
 use crate::core::control::{ClearTarget, Control, ControlError, SettingsPatch};
 use crate::core::snapshot::Snapshot;
-use crate::proxy::response::json_response;
+use crate::proxy::response::{json_bytes_response, json_response};
 use crate::proxy::server::{Limits, serve_http};
 
 /// Admin request bodies are small JSON documents; larger ones are refused.
@@ -91,14 +91,7 @@ async fn snapshot_json(control: &Control) -> Response<Full<Bytes>> {
     let built =
         crate::sched::spawn_background(move || serde_json::to_vec(&control.snapshot())).await;
     let failed = match built {
-        Ok(Ok(json)) => {
-            let mut r = Response::new(Full::new(Bytes::from(json)));
-            r.headers_mut().insert(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("application/json"),
-            );
-            return r;
-        }
+        Ok(Ok(json)) => return json_bytes_response(StatusCode::OK, Bytes::from(json)),
         Ok(Err(e)) => format!("cannot serialise the snapshot: {e}"),
         Err(e) => format!("building the snapshot failed: {e}"),
     };

@@ -19,7 +19,12 @@ pub type ProxyBody = Either<Full<Bytes>, StreamBody>;
 
 /// A JSON response with `status`.
 pub fn json_response(status: StatusCode, v: serde_json::Value) -> Response<Full<Bytes>> {
-    let mut r = Response::new(Full::new(Bytes::from(v.to_string())));
+    json_bytes_response(status, Bytes::from(v.to_string()))
+}
+
+/// A complete `application/json` response of `json`, already serialised.
+pub fn json_bytes_response(status: StatusCode, json: Bytes) -> Response<Full<Bytes>> {
+    let mut r = Response::new(Full::new(json));
     *r.status_mut() = status;
     r.headers_mut().insert(
         header::CONTENT_TYPE,
