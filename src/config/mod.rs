@@ -620,8 +620,12 @@ impl Default for SessionLeases {
 impl Config {
     /// The provider with this id.
     pub fn provider(&self, id: &str) -> Option<&Provider> {
-        self.provider_position(id)
-            .and_then(|i| self.providers.get(i))
+        self.provider_entry(id).map(|(_, p)| p)
+    }
+    /// The provider with this id and its index into [`Config::providers`].
+    pub fn provider_entry(&self, id: &str) -> Option<(usize, &Provider)> {
+        let i = self.provider_position(id)?;
+        Some((i, self.providers.get(i)?))
     }
     /// Rebuilds the name lookups after `providers` or `combos` were edited in place.
     pub fn reindex(&mut self) {

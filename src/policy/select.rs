@@ -53,10 +53,7 @@ pub fn plan(cfg: &Config, dialect: Dialect, model: &str) -> Plan {
     if let Some(combo) = cfg.combo(model) {
         out.combo = Some(combo.name.clone());
         for (ti, t) in combo.targets.iter().enumerate() {
-            let Some((pi, p)) = cfg
-                .provider_position(&t.provider)
-                .and_then(|pi| Some((pi, cfg.providers.get(pi)?)))
-            else {
+            let Some((pi, p)) = cfg.provider_entry(&t.provider) else {
                 continue;
             };
             for (ci, c) in p.connections.iter().enumerate() {
@@ -78,10 +75,7 @@ pub fn plan(cfg: &Config, dialect: Dialect, model: &str) -> Plan {
     let defaults: Vec<(usize, &crate::config::Provider)> = cfg
         .default_providers
         .iter()
-        .filter_map(|id| {
-            let pi = cfg.provider_position(id)?;
-            Some((pi, cfg.providers.get(pi)?))
-        })
+        .filter_map(|id| cfg.provider_entry(id))
         .collect();
     // The first default provider of the route's dialect, else the first one (translated).
     let pick = defaults
