@@ -251,11 +251,12 @@ mod tests {
         assert_eq!(splice_model(body, 0..3, "m"), None, "not a string");
         let two = br#"{"model":"a","b":"c"}"#;
         assert_eq!(splice_model(two, 9..20, "m"), None, "two strings, not one");
-        let escaped = br#"{"model" :	"x" }"#;
+        // An escaped key and a tab before the value: the span is the value alone.
+        let escaped = br#"{"m\u006fdel" :	"x" }"#;
         let at = probe(escaped).unwrap().model_at.unwrap();
         assert_eq!(
             &splice_model(escaped, at, "y").unwrap()[..],
-            br#"{"model" :	"y" }"#
+            br#"{"m\u006fdel" :	"y" }"#
         );
         assert_eq!(splice_model(body, 30..90, "m"), None, "out of the body");
     }
