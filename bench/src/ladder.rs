@@ -14,8 +14,8 @@ use crate::load::Req;
 use crate::scenarios::{self, Arm, Opts, Rig, Target};
 use crate::targets::{self, Proc, Spec};
 
-/// One provider with one passthrough connection, default routing.
-const BARE: &str = r#"[routing]
+/// One provider with one connection, default routing; the connection's `auth` follows.
+const ONE_PROVIDER: &str = r#"[routing]
 default_provider = ["p"]
 
 [[providers]]
@@ -24,21 +24,13 @@ dialect = "anthropic"
 base_url = "http://{upstream}"
   [[providers.connections]]
   id = "c1"
-  auth = "passthrough"
 "#;
+
+/// The client's own key is forwarded.
+const PASSTHROUGH: &str = "  auth = \"passthrough\"\n";
 
 /// The connection's key comes from the environment and replaces the client's.
-const KEYED: &str = r#"[routing]
-default_provider = ["p"]
-
-[[providers]]
-id = "p"
-dialect = "anthropic"
-base_url = "http://{upstream}"
-  [[providers.connections]]
-  id = "c1"
-  auth = { env = "SLUICE_BENCH_KEY" }
-"#;
+const KEY_FROM_ENV: &str = "  auth = { env = \"SLUICE_BENCH_KEY\" }\n";
 
 /// Every concurrency cap set (high enough never to be hit) and the admission queue in front
 /// of the connection.
@@ -92,13 +84,13 @@ struct Step {
 const STEPS: [Step; 5] = [
     Step {
         name: "sluice: routing, breaker/cooldown/lockout checks, metrics, request log",
-        body: &[BARE],
+        body: &[ONE_PROVIDER, PASSTHROUGH],
         model: "claude-bench",
         console: false,
     },
     Step {
         name: "+ key from the environment",
-        body: &[KEYED],
+        body: &[ONE_PROVIDER, KEY_FROM_ENV],
         model: "claude-bench",
         console: false,
     },
