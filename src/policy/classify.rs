@@ -358,7 +358,11 @@ fn quota_or_rate(
     hint: Option<retry_hint::Hint>,
     cd: &ConnectionCooldownSettings,
 ) -> (OutcomeClass, &'static str) {
-    let quota_text = body.contains_any(&cd.quota_markers) || hint.is_some_and(|h| h.quota_text);
+    // Quota text inside a concurrency phrase ("Concurrency limit reached" holds the quota
+    // marker "limit reached") is about concurrency: only a quota match apart from every
+    // concurrency match counts.
+    let quota_text = body.contains_any_apart(&cd.quota_markers, &cd.concurrency_markers)
+        || hint.is_some_and(|h| h.quota_text);
     let long = hint.is_some_and(|h| h.delay > cd.quota_wait_threshold);
     if !long && !quota_text && status == 429 && body.contains_any(&cd.concurrency_markers) {
         return (OutcomeClass::ConcurrencyLimited, "concurrency_limited");

@@ -50,6 +50,21 @@ impl Body {
         markers.iter().any(|m| self.contains(m.as_ref()))
     }
 
+    /// Any marker of `markers` matches somewhere that does not overlap a match of a marker
+    /// of `apart` (same case-insensitive, raw-or-decoded matching as [`Self::contains`]): the
+    /// quota marker `limit reached` found in "Concurrency limit reached" overlaps the
+    /// concurrency marker `concurrency limit`, so it is about concurrency, not quota.
+    pub(super) fn contains_any_apart<S: AsRef<str>, T: AsRef<str>>(
+        &self,
+        markers: &[S],
+        apart: &[T],
+    ) -> bool {
+        let texts = std::iter::once(self.raw.as_str()).chain(self.decoded.as_deref());
+        texts
+            .into_iter()
+            .any(|t| markers.iter().any(|m| matches_apart(t, m.as_ref(), apart)))
+    }
+
     /// The error object (Anthropic/OpenAI/Gemini `error`, Gemini's one-element array form)
     /// or the top level when there is no `error` object.
     fn error_root(&self) -> Option<&Value> {
@@ -182,9 +197,58 @@ fn hex4(s: Option<&str>) -> Option<u32> {
     u32::from_str_radix(s, 16).ok()
 }
 
+/// Whether lowercased `text` holds `marker` at a place no match of an `apart` marker
+/// overlaps. Empty markers match nothing, as in [`Body::contains`].
+fn matches_apart<T: AsRef<str>>(text: &str, marker: &str, apart: &[T]) -> bool {
+    let m = marker.trim().to_lowercase();
+    if m.is_empty() {
+        return false;
+    }
+    let spans: Vec<(usize, usize)> = apart
+        .iter()
+        .map(|a| a.as_ref().trim().to_lowercase())
+        .filter(|a| !a.is_empty())
+        .flat_map(|a| {
+            let len = a.len();
+            text.match_indices(a.as_str())
+                .map(move |(i, _)| (i, i + len))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    text.match_indices(m.as_str()).any(|(i, _)| {
+        let end = i + m.len();
+        !spans.iter().any(|&(s, e)| i < e && s < end)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_marker_overlapping_an_apart_marker_does_not_count() {
+        let quota = ["limit reached", "quota"];
+        let conc = ["concurrency limit"];
+        let b = Body::new(br#"{"error":{"message":"Concurrency limit reached"}}"#);
+        assert!(b.contains_any(&quota), "the plain match still sees it");
+        assert!(!b.contains_any_apart(&quota, &conc));
+        let b = Body::new(b"Concurrency limit reached; daily limit reached");
+        assert!(
+            b.contains_any_apart(&quota, &conc),
+            "a second, separate match counts"
+        );
+        let b = Body::new(b"concurrency limit exceeded, monthly quota exceeded");
+        assert!(b.contains_any_apart(&quota, &conc));
+        let b = Body::new(b"usage limit reached");
+        assert!(
+            b.contains_any_apart(&quota, &[""]),
+            "an empty apart marker excludes nothing"
+        );
+        assert!(
+            !b.contains_any_apart(&[""], &conc),
+            "an empty marker matches nothing"
+        );
+    }
 
     #[test]
     fn escapes_decode() {
