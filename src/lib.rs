@@ -23,6 +23,7 @@ pub mod config;
 pub mod console;
 pub mod core;
 pub mod ct;
+pub mod fast_map;
 pub mod history;
 pub mod metrics;
 pub mod policy;

@@ -7,7 +7,7 @@
 //! set from a fresh snapshot at scrape time. Labels are provider, connection and model ids and
 //! outcome words only — no request ids, no keys.
 
-use std::collections::HashMap;
+use crate::fast_map::FastMap;
 use std::sync::RwLock;
 use std::sync::atomic::AtomicU64;
 
@@ -25,7 +25,7 @@ type Labels = Vec<(String, String)>;
 /// Counter handles by two label values (route → outcome, provider → connection), so the
 /// per-request path looks a counter up by `&str` without building a label set; a miss (the
 /// first request of a pair) registers it once in its family.
-type CounterCache<V> = RwLock<HashMap<String, HashMap<String, V>>>;
+type CounterCache<V> = RwLock<FastMap<String, FastMap<String, V>>>;
 
 /// The metric families of one sluice.
 pub struct Metrics {

@@ -3,7 +3,7 @@
 //! connection and per connection + model, fed from every attempt's response head (or its
 //! absence) through [`Core::observe_latency`], read by the routing order.
 
-use std::collections::HashMap;
+use crate::fast_map::FastMap;
 use std::time::Duration;
 
 use super::Core;
@@ -25,8 +25,8 @@ pub const EVICT_BATCH: usize = MAX_MODEL_WINDOWS / 4;
 /// windows exist).
 #[derive(Debug, Default)]
 pub(crate) struct LatencyStats {
-    connections: HashMap<(usize, usize), Rolling>,
-    models: HashMap<(usize, usize), HashMap<String, Rolling>>,
+    connections: FastMap<(usize, usize), Rolling>,
+    models: FastMap<(usize, usize), FastMap<String, Rolling>>,
     /// Connection + model windows held, across every connection (at most
     /// [`MAX_MODEL_WINDOWS`]).
     model_windows: usize,
@@ -43,7 +43,7 @@ impl LatencyStats {
             .into_iter()
             .filter_map(|((p, c), w)| Some((remap.connection(p, c)?, w)))
             .collect();
-        self.model_windows = self.models.values().map(HashMap::len).sum();
+        self.model_windows = self.models.values().map(FastMap::len).sum();
     }
 
     /// Records one attempt on (`p`, `c`) for `model` at `at`.
@@ -165,7 +165,7 @@ mod tests {
         for i in 0..MAX_MODEL_WINDOWS + 10 {
             s.record(0, 1, &format!("m{i}"), now, Duration::from_millis(1), true);
         }
-        let held: usize = s.models.values().map(HashMap::len).sum();
+        let held: usize = s.models.values().map(FastMap::len).sum();
         assert!(held <= MAX_MODEL_WINDOWS);
         assert_eq!(held, s.model_windows);
         let newest = format!("m{}", MAX_MODEL_WINDOWS + 9);

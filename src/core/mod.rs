@@ -39,7 +39,7 @@ use snapshot::{ComboView, ConnectionView, ProviderView, RequestView, Snapshot, T
 use stats::{ProviderStats, Stats};
 
 /// Per (provider, connection) index counters.
-pub type ConnLoad = std::collections::HashMap<(usize, usize), u64>;
+pub type ConnLoad = crate::fast_map::FastMap<(usize, usize), u64>;
 
 /// Minimum spacing between two published snapshots (≤ 20 Hz, DESIGN §2).
 pub const PUBLISH_SPACING: Duration = Duration::from_millis(50);
@@ -338,8 +338,8 @@ impl Core {
     /// In-flight and total attempts per (provider, connection) index, for the strategies.
     pub(crate) fn connection_load(&self) -> (ConnLoad, ConnLoad) {
         let s = self.stats();
-        let mut inf = std::collections::HashMap::new();
-        let mut att = std::collections::HashMap::new();
+        let mut inf = ConnLoad::default();
+        let mut att = ConnLoad::default();
         for (i, p) in s.providers.iter().enumerate() {
             for (j, c) in p.connections.iter().enumerate() {
                 inf.insert((i, j), c.in_flight);

@@ -9,7 +9,7 @@
 //!
 //! [`Core::pin_session`] records the pin after a successful response head.
 
-use std::collections::HashMap;
+use crate::fast_map::FastMap;
 
 use super::{ConnLoad, Core};
 use crate::clock::unix_ms;
@@ -24,9 +24,9 @@ use crate::policy::strategy::{self, SplitMix64, StrategyState, TargetStat};
 /// randomness.
 pub(crate) struct Routing {
     /// Per combo name.
-    pub(crate) states: HashMap<String, StrategyState>,
+    pub(crate) states: FastMap<String, StrategyState>,
     /// Per provider index, for `connection_strategy`.
-    pub(crate) connection_states: HashMap<usize, StrategyState>,
+    pub(crate) connection_states: FastMap<usize, StrategyState>,
     pub(crate) rng: SplitMix64,
     /// Time-to-first-byte and outcome windows for `p2c`'s latency weight.
     pub(crate) latency: super::latency::LatencyStats,
@@ -36,8 +36,8 @@ impl Routing {
     /// Fresh state with the strategies' randomness seeded by `seed`.
     pub(crate) fn new(seed: u64) -> Self {
         Self {
-            states: HashMap::new(),
-            connection_states: HashMap::new(),
+            states: FastMap::default(),
+            connection_states: FastMap::default(),
             rng: SplitMix64::new(seed),
             latency: Default::default(),
         }
