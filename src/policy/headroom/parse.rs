@@ -41,12 +41,17 @@ impl Observation {
     }
 }
 
-/// Adapts an `http::HeaderMap` into the `(name, value)` pairs [`parse`] takes; values that
-/// are not visible ASCII are skipped.
+/// Adapts an `http::HeaderMap` into the `(name, value)` pairs [`parse`] takes: only the
+/// rate-limit families it reads (a map's names are already lowercase, so the prefix test is
+/// exact, and the other headers of every response cost one comparison each); values that are
+/// not visible ASCII are skipped.
 pub fn header_pairs(headers: &http::HeaderMap) -> impl Iterator<Item = (&str, &str)> {
-    headers
-        .iter()
-        .filter_map(|(n, v)| Some((n.as_str(), v.to_str().ok()?)))
+    headers.iter().filter_map(|(n, v)| {
+        let n = n.as_str();
+        let read = n.starts_with("anthropic-ratelimit-") || n.starts_with("x-ratelimit-");
+        read.then_some(())?;
+        Some((n, v.to_str().ok()?))
+    })
 }
 
 /// The raw fields of one window, before the remaining fraction is derived.

@@ -327,6 +327,28 @@ fn header_map_adapter_skips_opaque_values() {
     assert_eq!((t.remaining, t.limit), (Some(0.0), None));
 }
 
+#[test]
+fn header_map_adapter_yields_only_the_rate_limit_families() {
+    let mut map = http::HeaderMap::new();
+    for (n, v) in [
+        ("content-type", "application/json"),
+        ("retry-after", "30"),
+        ("anthropic-ratelimit-unified-status", "allowed"),
+        ("x-ratelimit-remaining-requests", "9"),
+        ("x-request-id", "req_1"),
+    ] {
+        map.insert(n, v.parse().unwrap());
+    }
+    let names: Vec<&str> = header_pairs(&map).map(|(n, _)| n).collect();
+    assert_eq!(
+        names,
+        [
+            "anthropic-ratelimit-unified-status",
+            "x-ratelimit-remaining-requests"
+        ]
+    );
+}
+
 /// Every header name this module reads, for the hostile sweep.
 const NAMES: &[&str] = &[
     "anthropic-ratelimit-requests-limit",
