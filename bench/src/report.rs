@@ -212,15 +212,17 @@ pub fn markdown(res: &Value) -> String {
         let _ = writeln!(o, "## S7 — fast-fail with the breaker open\n");
         let _ = writeln!(
             o,
-            "| direct c=1 p50 | fast-fail p50 | fast-fail p99 | goal (direct p50 + 50) | upstream requests during window | breaker |\n|---|---|---|---|---|---|"
+            "| direct c=1 p50 | direct c=1 p50, mock on sluice's CPU | fast-fail p50 | fast-fail p99 | goal (direct p50 + 50) | goal, mock on sluice's CPU | upstream requests during window | breaker |\n|---|---|---|---|---|---|---|---|"
         );
         let _ = writeln!(
             o,
-            "| {} | {} | {} | {} | {} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {} |\n",
             n(s7, "direct_p50_us"),
+            n(s7, "direct_proxy_cpu_p50_us"),
             n(s7, "fast_fail_p50_us"),
             n(s7, "fast_fail_p99_us"),
             n(s7, "goal_us"),
+            n(s7, "goal_proxy_cpu_us"),
             n(s7, "upstream_requests_during"),
             n(s7, "breaker_state")
         );
@@ -308,10 +310,11 @@ fn s5_tables(o: &mut String, s5: &Value) {
     if !f.is_null() {
         let _ = writeln!(
             o,
-            "Lockout fast-fail (requests for locked models, 10,000 lockouts held): p50 {} µs, p99 {} µs, goal (direct p50 + 50) {} µs, {} requests, {} reached the upstream\n",
+            "Lockout fast-fail (requests for locked models, 10,000 lockouts held): p50 {} µs, p99 {} µs, goal (direct p50 + 50) {} µs, goal with the mock on sluice's CPU {} µs, {} requests, {} reached the upstream\n",
             n(f, "fast_fail_p50_us"),
             n(f, "fast_fail_p99_us"),
             n(f, "goal_us"),
+            n(f, "goal_proxy_cpu_us"),
             n(f, "requests"),
             n(f, "upstream_requests_during")
         );

@@ -208,12 +208,17 @@ async fn locked_fast_fail(rig: &Rig, o: &Opts, s: &Scale, p: &Proc) -> Value {
     let up0 = up(scenarios::get_json(rig.mock.addr, "/stats").await);
     let w = scenarios::window(rig, t, &req, 1, o.dur()).await;
     let up1 = up(scenarios::get_json(rig.mock.addr, "/stats").await);
-    let direct_p50 = scenarios::f(&direct, "p50_us");
-    json!({
-        "direct_p50_us": direct_p50, "fast_fail_p50_us": scenarios::f(&w, "p50_us"),
-        "fast_fail_p99_us": scenarios::f(&w, "p99_us"), "requests": scenarios::f(&w, "requests"),
-        "upstream_requests_during": up1.saturating_sub(up0), "goal_us": scenarios::r1(direct_p50 + 50.0),
-    })
+    let same_cpu = scenarios::direct_on_proxy_cpu(rig, o).await;
+    let mut v = scenarios::fast_fail_baselines(scenarios::f(&direct, "p50_us"), same_cpu);
+    scenarios::merge(
+        &mut v,
+        json!({
+            "fast_fail_p50_us": scenarios::f(&w, "p50_us"),
+            "fast_fail_p99_us": scenarios::f(&w, "p99_us"), "requests": scenarios::f(&w, "requests"),
+            "upstream_requests_during": up1.saturating_sub(up0),
+        }),
+    );
+    v
 }
 
 #[cfg(test)]

@@ -136,6 +136,35 @@ pub(crate) fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
+/// Direct c=1 p50 (µs) to a mock placed where sluice runs (Mode A: CPU 1, away from the
+/// rig), the fair baseline for an answer sluice gives by itself: in Mode A the ordinary
+/// direct mock shares the rig's CPU, so it never pays the two cross-CPU wake-ups every
+/// request to sluice pays. `None` in Mode B (nothing is pinned, so direct already is it) or
+/// when the mock cannot start.
+pub(crate) async fn direct_on_proxy_cpu(rig: &Rig, o: &Opts) -> Option<f64> {
+    if o.place != Placement::Pinned {
+        return None;
+    }
+    let far = targets::mock_on(o.place, "1").await.ok()?;
+    let t = Target {
+        name: "direct (CPU 1)",
+        addr: far.addr,
+        pid: far.pid(),
+    };
+    let ok = Req::anthropic("claude-bench", "s=500", false);
+    Some(f(&window(rig, t, &ok, 1, o.dur()).await, "p50_us"))
+}
+
+/// The fast-fail fields every fast-fail result carries: `direct_p50_us` and its goal (+50 µs),
+/// and the same for the mock placed where sluice runs (`null` in Mode B).
+pub(crate) fn fast_fail_baselines(direct_p50: f64, same_cpu: Option<f64>) -> Value {
+    json!({
+        "direct_p50_us": direct_p50, "goal_us": r1(direct_p50 + 50.0),
+        "direct_proxy_cpu_p50_us": same_cpu,
+        "goal_proxy_cpu_us": same_cpu.map(|p| r1(p + 50.0)),
+    })
+}
+
 /// One closed-loop window on `t` with samples of its process around it.
 pub(crate) async fn window(rig: &Rig, t: Target, req: &Req, c: usize, dur: Duration) -> Value {
     let before = procfs::sample(t.pid);
@@ -421,12 +450,23 @@ pub async fn s7(rig: &Rig, o: &Opts) -> Value {
         }
         None => Value::Null,
     };
-    json!({
-        "direct_p50_us": f(&direct, "p50_us"), "fast_fail": open,
-        "fast_fail_p50_us": f(&open, "p50_us"), "fast_fail_p99_us": f(&open, "p99_us"),
-        "upstream_requests_during": up1.saturating_sub(up0), "breaker_state": state,
-        "goal_us": r1(f(&direct, "p50_us") + 50.0),
-    })
+    let mut v = fast_fail_baselines(f(&direct, "p50_us"), direct_on_proxy_cpu(rig, o).await);
+    merge(
+        &mut v,
+        json!({
+            "fast_fail": open, "fast_fail_p50_us": f(&open, "p50_us"),
+            "fast_fail_p99_us": f(&open, "p99_us"),
+            "upstream_requests_during": up1.saturating_sub(up0), "breaker_state": state,
+        }),
+    );
+    v
+}
+
+/// Adds `more`'s fields to the object `v`.
+pub(crate) fn merge(v: &mut Value, more: Value) {
+    if let (Some(o), Value::Object(m)) = (v.as_object_mut(), more) {
+        o.extend(m);
+    }
 }
 
 /// S8: sluice RSS idle, at 1,024 paced streams, and `recover_secs` later; the floor too.
@@ -451,4 +491,23 @@ pub async fn s8(rig: &mut Rig, o: &Opts) -> std::io::Result<Value> {
         "recovered_goal_mib": r1(goal), "floor_idle_mib": mib(idle_floor), "floor_peak_mib": f(&rows[0], "peak_rss_mib"),
         "floor_recovered_mib": mib(rec_floor), "streams": rows,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fast_fail_goals_come_from_both_baselines() {
+        let mut v = fast_fail_baselines(22.0, Some(86.5));
+        merge(&mut v, json!({ "fast_fail_p50_us": 114.2 }));
+        assert_eq!(f(&v, "goal_us"), 72.0);
+        assert_eq!(f(&v, "goal_proxy_cpu_us"), 136.5);
+        assert_eq!(f(&v, "fast_fail_p50_us"), 114.2);
+        let free = fast_fail_baselines(22.0, None);
+        assert!(
+            free["goal_proxy_cpu_us"].is_null(),
+            "Mode B has no second baseline"
+        );
+    }
 }

@@ -80,11 +80,18 @@ async fn wait_tcp(addr: SocketAddr, limit: Duration) -> std::io::Result<()> {
     )))
 }
 
-/// Starts this binary's `mock` subcommand.
+/// Starts this binary's `mock` subcommand (in Mode A on CPU 0, with the rig).
 pub async fn mock(place: Placement) -> std::io::Result<Proc> {
+    mock_on(place, "0").await
+}
+
+/// Starts a `mock` on `cpu` in Mode A (unpinned in Mode B): on CPU 1 it answers from where
+/// the servers under test run, so its c=1 latency is the direct baseline with their placement
+/// (each request and each answer crosses between the CPUs, as they do for sluice).
+pub async fn mock_on(place: Placement, cpu: &str) -> std::io::Result<Proc> {
     let exe = std::env::current_exe()?;
     let addr = free_addr()?;
-    let mut cmd = command(&exe, (place == Placement::Pinned).then_some("0"));
+    let mut cmd = command(&exe, (place == Placement::Pinned).then_some(cpu));
     cmd.arg("mock")
         .arg("--listen")
         .arg(addr.to_string())
