@@ -14,8 +14,9 @@
 //!   than `quota_wait_threshold` → `QuotaExhausted` (`quota_wait`); quota text with no hint
 //!   → `QuotaExhausted` (ladder, so repeats escalate); quota text with a short hint →
 //!   `RateLimited` with that hint (A05's bug was exactly locking a "retry in 26s" quota
-//!   message until the next day). Quota text is a `quota_markers` match or a hint phrased as
-//!   a quota reset ("reset after 16h26m14s", cases.md vector 15).
+//!   message until the next day). Quota text is a `quota_markers` match that does not overlap
+//!   a `concurrency_markers` match ("Concurrency limit reached" holds `limit reached`), or a
+//!   hint phrased as a quota reset ("reset after 16h26m14s", cases.md vector 15).
 //! - *Concurrency limits* (issue 9 §4): a 429 whose body matches `concurrency_markers` and
 //!   that [`quota_or_rate`] would call a plain rate limit (no quota text, no long hint) is
 //!   `ConcurrencyLimited` (`concurrency_limited`): too many requests in flight says nothing

@@ -51,7 +51,8 @@ pub enum OutcomeClass {
     /// 429 whose body reports too many requests in flight at once (`concurrency_markers`,
     /// no quota text): fail over, cool the connection briefly, no level change, no breaker.
     ConcurrencyLimited,
-    /// 429/403 whose body carries quota text, or whose hint exceeds `quota_wait_threshold`.
+    /// 429/403 whose body carries quota text (a `quota_markers` match that does not overlap a
+    /// `concurrency_markers` match), or whose hint exceeds `quota_wait_threshold`.
     QuotaExhausted,
     /// 401.
     Auth,

@@ -51,18 +51,26 @@ impl Body {
     }
 
     /// Any marker of `markers` matches somewhere that does not overlap a match of a marker
-    /// of `apart` (same case-insensitive, raw-or-decoded matching as [`Self::contains`]): the
-    /// quota marker `limit reached` found in "Concurrency limit reached" overlaps the
-    /// concurrency marker `concurrency limit`, so it is about concurrency, not quota.
+    /// of `apart` (case-insensitive, like [`Self::contains`]): the quota marker
+    /// `limit reached` found in "Concurrency limit reached" overlaps the concurrency marker
+    /// `concurrency limit`, so it is about concurrency, not quota. Both lists are matched in
+    /// one text, the escape-decoded one when the body had escapes (else the raw one), so an
+    /// escaped phrase cannot hide from one list while the other sees it.
     pub(super) fn contains_any_apart<S: AsRef<str>, T: AsRef<str>>(
         &self,
         markers: &[S],
         apart: &[T],
     ) -> bool {
-        let texts = std::iter::once(self.raw.as_str()).chain(self.decoded.as_deref());
-        texts
-            .into_iter()
-            .any(|t| markers.iter().any(|m| matches_apart(t, m.as_ref(), apart)))
+        let text = self.decoded.as_deref().unwrap_or(&self.raw);
+        let spans: Vec<(usize, usize)> = apart
+            .iter()
+            .flat_map(|a| occurrences(text, a.as_ref()))
+            .collect();
+        markers.iter().any(|m| {
+            occurrences(text, m.as_ref())
+                .iter()
+                .any(|&(i, end)| !spans.iter().any(|&(s, e)| i < e && s < end))
+        })
     }
 
     /// The error object (Anthropic/OpenAI/Gemini `error`, Gemini's one-element array form)
@@ -197,28 +205,23 @@ fn hex4(s: Option<&str>) -> Option<u32> {
     u32::from_str_radix(s, 16).ok()
 }
 
-/// Whether lowercased `text` holds `marker` at a place no match of an `apart` marker
-/// overlaps. Empty markers match nothing, as in [`Body::contains`].
-fn matches_apart<T: AsRef<str>>(text: &str, marker: &str, apart: &[T]) -> bool {
+/// Every place (byte start, byte end) lowercased `text` holds `marker` (trimmed and
+/// lowercased), overlapping ones included. An empty marker is nowhere, as in
+/// [`Body::contains`].
+fn occurrences(text: &str, marker: &str) -> Vec<(usize, usize)> {
     let m = marker.trim().to_lowercase();
+    let mut found = Vec::new();
     if m.is_empty() {
-        return false;
+        return found;
     }
-    let spans: Vec<(usize, usize)> = apart
-        .iter()
-        .map(|a| a.as_ref().trim().to_lowercase())
-        .filter(|a| !a.is_empty())
-        .flat_map(|a| {
-            let len = a.len();
-            text.match_indices(a.as_str())
-                .map(move |(i, _)| (i, i + len))
-                .collect::<Vec<_>>()
-        })
-        .collect();
-    text.match_indices(m.as_str()).any(|(i, _)| {
-        let end = i + m.len();
-        !spans.iter().any(|&(s, e)| i < e && s < end)
-    })
+    let mut from = 0;
+    while let Some(k) = text.get(from..).and_then(|rest| rest.find(m.as_str())) {
+        let i = from + k;
+        found.push((i, i + m.len()));
+        // The next search starts one character later, so overlapping places are found too.
+        from = i + text[i..].chars().next().map_or(1, char::len_utf8);
+    }
+    found
 }
 
 #[cfg(test)]
@@ -239,6 +242,16 @@ mod tests {
         );
         let b = Body::new(b"concurrency limit exceeded, monthly quota exceeded");
         assert!(b.contains_any_apart(&quota, &conc));
+        let b = Body::new(br#"{"message":"Concurrency\u0020limit reached"}"#);
+        assert!(
+            !b.contains_any_apart(&quota, &conc),
+            "the concurrency phrase is seen in the decoded text, so the quota match inside it is too"
+        );
+        let b = Body::new(b"xaaa");
+        assert!(
+            b.contains_any_apart(&["aa"], &["xa"]),
+            "the overlapping second place of `aa` stands apart from `xa`"
+        );
         let b = Body::new(b"usage limit reached");
         assert!(
             b.contains_any_apart(&quota, &[""]),

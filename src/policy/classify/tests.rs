@@ -186,6 +186,7 @@ fn section_0_table() {
         ("429 Concurrency limit reached is not quota text", status(429, r#"{"error":{"type":"rate_limit_error","message":"Concurrency limit reached for this organization"}}"#), (ConcurrencyLimited, Some(429), "concurrency_limited", Scope::QuotaGroup, None)),
         ("429 concurrency + quota text stays quota", status(429, r#"{"error":{"message":"too many concurrent requests; monthly quota exceeded"}}"#), (QuotaExhausted, Some(429), "quota_exhausted", Scope::QuotaGroup, None)),
         ("429 concurrency text + long hint stays quota_wait", status(429, "too many concurrent requests").with_headers(&[("retry-after", "3600")]), (QuotaExhausted, Some(429), "quota_exhausted", Scope::QuotaGroup, Some(3600))),
+        ("403 Concurrency limit reached is neither quota nor concurrency", status(403, r#"{"error":{"message":"Concurrency limit reached"}}"#), (Forbidden, Some(403), "forbidden", Scope::QuotaGroup, None)),
         ("403 concurrency text is not a concurrency limit", status(403, r#"{"error":{"type":"permission_error","message":"too many concurrent requests"}}"#), (Forbidden, Some(403), "forbidden", Scope::QuotaGroup, None)),
         ("401", status(401, r#"{"error":{"type":"authentication_error","message":"invalid x-api-key"}}"#), (Auth, Some(401), "auth_error", Scope::Triple, None)),
         ("402", status(402, ""), (CreditsExhausted, Some(402), "credits_exhausted", Scope::QuotaGroup, None)),
