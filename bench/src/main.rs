@@ -272,6 +272,7 @@ async fn run(cmd: Cmd, o: &Opts) -> std::io::Result<Value> {
     if all || cmd == Cmd::Sat {
         eprintln!("saturation …");
         res["saturation"] = scenarios::saturation(&mut rig, o).await?;
+        res["saturation"]["floor"] = scenarios::saturation_floor(&rig, o).await?;
     }
     if all || cmd == Cmd::S8 {
         eprintln!("S8 …");

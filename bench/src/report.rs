@@ -201,6 +201,16 @@ pub fn markdown(res: &Value) -> String {
             n(s, "p99_ratio"),
             n(s, "p999_ratio")
         );
+        if let Some(fl) = s.get("floor") {
+            let _ = writeln!(
+                o,
+                "Control, the same sequence on a fresh floor process: p99 ratio after/fresh = {}, p99.9 ratio = {} (fresh p99 {} µs, after {} µs)\n",
+                n(fl, "p99_ratio"),
+                n(fl, "p999_ratio"),
+                n(&fl["fresh"], "p99_us"),
+                n(&fl["after"], "p99_us")
+            );
+        }
     }
     if let Some(s5) = res.get("s5") {
         s5_tables(&mut o, s5);

@@ -390,19 +390,42 @@ fn add_vs_direct(group: &mut [Value]) {
 /// Saturation-then-c=1: a fresh sluice's c=1 p99, then `sat_secs` at c=32, then c=1 again.
 pub async fn saturation(rig: &mut Rig, o: &Opts) -> std::io::Result<Value> {
     rig.restart_sluice(o).await?;
-    let req = Req::anthropic("claude-bench", "s=500", false);
     let t = rig.targets()[2];
+    Ok(sat_sequence(rig, t, o).await)
+}
+
+/// The same sequence on a fresh floor process, as the control for sluice's after/fresh
+/// ratios: what the machine, the mock and the kernel's state after a burst do to a proxy
+/// that keeps nothing. Run by `sat` and `all`, not by the guard (it doubles the time).
+pub async fn saturation_floor(rig: &Rig, o: &Opts) -> std::io::Result<Value> {
+    let fl = targets::floor(o.place, rig.mock.addr, 0).await?;
+    let t = Target {
+        name: "floor (fresh)",
+        addr: fl.addr,
+        pid: fl.pid(),
+    };
+    Ok(sat_sequence(rig, t, o).await)
+}
+
+/// c=1 on `t`, then `sat_secs` at c=32, then c=1 again, with the after/fresh ratios.
+async fn sat_sequence(rig: &Rig, t: Target, o: &Opts) -> Value {
+    let req = Req::anthropic("claude-bench", "s=500", false);
     let _ = load::closed_loop(t.addr, &req, 1, Duration::from_millis(500), 1_000_000).await;
     let fresh = window(rig, t, &req, 1, o.dur()).await;
     let rss_fresh = procfs::sample(t.pid).rss_kib;
     let sat = window(rig, t, &req, 32, Duration::from_secs_f64(o.sat_secs)).await;
     let after = window(rig, t, &req, 1, o.dur()).await;
-    Ok(json!({
+    json!({
         "fresh": fresh, "saturation": sat, "after": after,
-        "p99_ratio": (f(&after, "p99_us") / f(&fresh, "p99_us").max(1.0) * 100.0).round() / 100.0,
-        "p999_ratio": (f(&after, "p999_us") / f(&fresh, "p999_us").max(1.0) * 100.0).round() / 100.0,
+        "p99_ratio": ratio(f(&after, "p99_us"), f(&fresh, "p99_us")),
+        "p999_ratio": ratio(f(&after, "p999_us"), f(&fresh, "p999_us")),
         "rss_fresh_mib": mib(rss_fresh), "sat_secs": o.sat_secs,
-    }))
+    })
+}
+
+/// `after / fresh` to two decimals (`fresh` taken as at least 1).
+fn ratio(after: f64, fresh: f64) -> f64 {
+    (after / fresh.max(1.0) * 100.0).round() / 100.0
 }
 
 pub(crate) async fn get_json(addr: SocketAddr, path: &str) -> Value {
