@@ -1,6 +1,7 @@
 //! The settings editor (DESIGN §5 "Lockout settings" modal): the §3 model-lockout settings and
-//! the §2 tunables (stream-stall switch, `base` and `max_backoff_level` per profile) and the
-//! quota preflight switch and thresholds as a form.
+//! the §2 tunables (stream-stall switch, the hint-less `rate_limit_cooldown` — `"none"` when
+//! unset — and `base` and `max_backoff_level` per profile) and the quota preflight switch and
+//! thresholds as a form.
 //!
 //! Values are shown and typed in config syntax (`"2m"`, `true`, `[429, 503]`; a bare `2m` is
 //! accepted for durations). Edits stay pending until `s`, which builds one
@@ -20,6 +21,7 @@ use crate::config::raw::{RawErrorRule, RawRestatement};
 use crate::config::validate::default_cooldown;
 use crate::config::{Profile, Resilience};
 use crate::core::control::{CooldownPatch, LockoutPatch, PreflightPatch, SettingsPatch};
+use crate::core::settings::RATE_LIMIT_COOLDOWN_NONE;
 
 /// What the editor shows: the live settings, the overrides in force and the file's values.
 #[derive(Debug, Clone)]
@@ -108,6 +110,8 @@ pub enum Field {
     Exponential,
     /// `connection_cooldown.stream_stall_cooldown`.
     StreamStall,
+    /// `connection_cooldown.rate_limit_cooldown` (`"none"` when unset: the ladder).
+    RateLimitCooldown,
     /// `connection_cooldown.<profile>.base`.
     Base(Profile),
     /// `connection_cooldown.<profile>.max_backoff_level`.
@@ -125,7 +129,7 @@ pub enum Field {
 }
 
 /// Every field, in form order.
-pub const FIELDS: [Field; 18] = [
+pub const FIELDS: [Field; 19] = [
     Field::Enabled,
     Field::ErrorCodes,
     Field::BaseCooldown,
@@ -133,6 +137,7 @@ pub const FIELDS: [Field; 18] = [
     Field::MaxBackoffSteps,
     Field::Exponential,
     Field::StreamStall,
+    Field::RateLimitCooldown,
     Field::Base(Profile::Oauth),
     Field::MaxLevel(Profile::Oauth),
     Field::Base(Profile::ApiKey),
@@ -189,7 +194,9 @@ impl Field {
     /// The config table it lives in, e.g. `resilience.connection_cooldown.oauth`.
     pub fn section(self) -> String {
         match self {
-            Field::StreamStall => "resilience.connection_cooldown".to_owned(),
+            Field::StreamStall | Field::RateLimitCooldown => {
+                "resilience.connection_cooldown".to_owned()
+            }
             Field::Base(p) | Field::MaxLevel(p) => {
                 format!("resilience.connection_cooldown.{}", p.as_str())
             }
@@ -211,6 +218,7 @@ impl Field {
             Field::MaxBackoffSteps => "max_backoff_steps",
             Field::Exponential => "exponential",
             Field::StreamStall => "stream_stall_cooldown",
+            Field::RateLimitCooldown => "rate_limit_cooldown",
             Field::Base(_) => "base",
             Field::MaxLevel(_) => "max_backoff_level",
             Field::PreflightEnabled => "enabled",
@@ -263,6 +271,10 @@ impl Field {
             Field::MaxBackoffSteps => ml.max_backoff_steps.to_string(),
             Field::Exponential => ml.exponential.to_string(),
             Field::StreamStall => r.connection_cooldown.stream_stall_cooldown.to_string(),
+            Field::RateLimitCooldown => r
+                .connection_cooldown
+                .rate_limit_cooldown
+                .map_or_else(|| format!("\"{RATE_LIMIT_COOLDOWN_NONE}\""), dur),
             Field::Base(p) => dur(cd(p).base),
             Field::MaxLevel(p) => cd(p).max_backoff_level.to_string(),
             Field::PreflightEnabled => r.quota_preflight.enabled.to_string(),
@@ -285,6 +297,7 @@ impl Field {
             Field::MaxBackoffSteps => ml.is_some_and(|l| l.max_backoff_steps.is_some()),
             Field::Exponential => ml.is_some_and(|l| l.exponential.is_some()),
             Field::StreamStall => overrides.stream_stall_cooldown.is_some(),
+            Field::RateLimitCooldown => overrides.rate_limit_cooldown.is_some(),
             Field::Base(p) => cd(p).is_some_and(|c| c.base.is_some()),
             Field::MaxLevel(p) => cd(p).is_some_and(|c| c.max_backoff_level.is_some()),
             Field::PreflightEnabled => qp.is_some_and(|q| q.enabled.is_some()),
@@ -338,7 +351,10 @@ impl Field {
             }
             Field::ErrorRules => rule_list(toml_value(text)).map(Value::ErrorRules),
             Field::Restatements => rule_list(toml_value(text)).map(Value::Restatements),
-            Field::BaseCooldown | Field::MaxCooldown | Field::Base(_) => {
+            Field::BaseCooldown
+            | Field::MaxCooldown
+            | Field::Base(_)
+            | Field::RateLimitCooldown => {
                 let inner = match toml_value(text) {
                     Some(toml::Value::String(s)) => s,
                     _ if !text.contains(['"', '\'']) => text.to_owned(),
@@ -375,6 +391,7 @@ impl Field {
             (Field::Enabled, Value::Bool(b)) => lockout(patch).enabled = Some(b),
             (Field::Exponential, Value::Bool(b)) => lockout(patch).exponential = Some(b),
             (Field::StreamStall, Value::Bool(b)) => patch.stream_stall_cooldown = Some(b),
+            (Field::RateLimitCooldown, Value::Duration(d)) => patch.rate_limit_cooldown = Some(d),
             (Field::ErrorCodes, Value::Codes(c)) => lockout(patch).error_codes = Some(c),
             (Field::BaseCooldown, Value::Duration(d)) => lockout(patch).base_cooldown = Some(d),
             (Field::MaxCooldown, Value::Duration(d)) => lockout(patch).max_cooldown = Some(d),
@@ -399,6 +416,7 @@ impl Field {
     pub fn unset(self, patch: &mut SettingsPatch) {
         match self {
             Field::StreamStall => patch.stream_stall_cooldown = None,
+            Field::RateLimitCooldown => patch.rate_limit_cooldown = None,
             Field::ErrorRules => patch.error_rules = None,
             Field::Restatements => patch.restatement = None,
             Field::PreflightEnabled | Field::PreflightCutoff | Field::PreflightWarn => {

@@ -735,4 +735,42 @@ mod tests {
             Duration::from_secs(120)
         );
     }
+
+    #[test]
+    fn rate_limit_cooldown_none_unsets_the_files_value() {
+        let env = LoadEnv::fixed(&[], "/tmp");
+        let cfg = from_str(
+            "[resilience.connection_cooldown]\nrate_limit_cooldown = \"20s\"\n[[providers]]\nid = \"p\"\ndialect = \"anthropic\"\nbase_url = \"http://127.0.0.1:1\"\n  [[providers.connections]]\n  id = \"c\"\n  auth = \"passthrough\"\n",
+            Path::new("t.toml"),
+            &env,
+        )
+        .unwrap();
+        let clock = std::sync::Arc::new(crate::clock::ManualClock::new());
+        let core = Core::new(std::sync::Arc::new(cfg), clock, None);
+        let control = Control::new(core, CancellationToken::new());
+        let rl = |c: &Control| c.settings().0.connection_cooldown.rate_limit_cooldown;
+        assert_eq!(rl(&control), Some(Duration::from_secs(20)));
+        let patch = |v: &str| SettingsPatch {
+            rate_limit_cooldown: Some(v.into()),
+            ..Default::default()
+        };
+        control.patch_settings(&patch(" None ")).unwrap();
+        assert_eq!(rl(&control), None, "the ladder applies again");
+        control.patch_settings(&patch("45s")).unwrap();
+        assert_eq!(rl(&control), Some(Duration::from_secs(45)));
+        assert!(
+            control.patch_settings(&patch("nothing")).is_err(),
+            "only the word none unsets"
+        );
+        assert!(
+            control.patch_settings(&patch("0s")).is_err(),
+            "1s-6h still holds"
+        );
+        control.replace_settings(&SettingsPatch::default()).unwrap();
+        assert_eq!(
+            rl(&control),
+            Some(Duration::from_secs(20)),
+            "reverted to the file"
+        );
+    }
 }

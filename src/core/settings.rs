@@ -17,6 +17,15 @@ use crate::config::raw::{
 use crate::config::{Config, Profile, Resilience};
 use crate::store::SettingRow;
 
+/// The `rate_limit_cooldown` patch value that unsets it (the ladder applies), matched without
+/// regard to case or surrounding spaces.
+pub const RATE_LIMIT_COOLDOWN_NONE: &str = "none";
+
+/// Whether a `rate_limit_cooldown` patch value is [`RATE_LIMIT_COOLDOWN_NONE`].
+fn unsets_rate_limit_cooldown(v: &str) -> bool {
+    v.trim().eq_ignore_ascii_case(RATE_LIMIT_COOLDOWN_NONE)
+}
+
 /// A partial edit of the live tunables (`PATCH /api/resilience`, the console's settings
 /// editor). Field names and value formats are those of `config.toml`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -28,7 +37,9 @@ pub struct SettingsPatch {
     /// `[resilience.connection_cooldown] rate_limit_cooldown`, e.g. `"20s"` (1s–6h): the
     /// cooldown of a rate-limited 429 without a retry hint, for connections whose own entry
     /// and provider set none (a connection's or provider's `rate_limit_cooldown` in the file
-    /// wins over it; an upstream retry hint wins over all).
+    /// wins over it; an upstream retry hint wins over all). [`RATE_LIMIT_COOLDOWN_NONE`]
+    /// (`"none"`) unsets it: hint-less 429s climb the profile's ladder again, even when the
+    /// file sets a value.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_limit_cooldown: Option<String>,
     /// `[resilience.connection_cooldown.<profile>]` `base` / `max_backoff_level`.
@@ -312,7 +323,10 @@ pub fn apply_patch(base: &Resilience, patch: &SettingsPatch) -> Result<Resilienc
             exponential: Some(lp.exponential.unwrap_or(ml.exponential)),
         },
         connection_cooldown: RawConnectionCooldown {
-            rate_limit_cooldown: patch.rate_limit_cooldown.clone(),
+            rate_limit_cooldown: patch
+                .rate_limit_cooldown
+                .clone()
+                .filter(|v| !unsets_rate_limit_cooldown(v)),
             ..RawConnectionCooldown::default()
         },
         queue: {
@@ -405,9 +419,12 @@ pub fn apply_patch(base: &Resilience, patch: &SettingsPatch) -> Result<Resilienc
     if let Some(v) = patch.stream_stall_cooldown {
         out.connection_cooldown.stream_stall_cooldown = v;
     }
-    if patch.rate_limit_cooldown.is_some() {
-        out.connection_cooldown.rate_limit_cooldown =
-            checked.connection_cooldown.rate_limit_cooldown;
+    if let Some(v) = &patch.rate_limit_cooldown {
+        out.connection_cooldown.rate_limit_cooldown = if unsets_rate_limit_cooldown(v) {
+            None
+        } else {
+            checked.connection_cooldown.rate_limit_cooldown
+        };
     }
     Ok(out)
 }
