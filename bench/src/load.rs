@@ -130,7 +130,7 @@ impl LoadResult {
     }
 }
 
-async fn connect(addr: SocketAddr) -> Option<SendRequest<Full<Bytes>>> {
+pub(crate) async fn connect(addr: SocketAddr) -> Option<SendRequest<Full<Bytes>>> {
     let sock = TcpStream::connect(addr).await.ok()?;
     sock.set_nodelay(true).ok()?;
     let (send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(sock))
@@ -142,7 +142,7 @@ async fn connect(addr: SocketAddr) -> Option<SendRequest<Full<Bytes>>> {
     Some(send)
 }
 
-fn request(addr: SocketAddr, req: &Req, body: Bytes) -> hyper::Request<Full<Bytes>> {
+pub(crate) fn request(addr: SocketAddr, req: &Req, body: Bytes) -> hyper::Request<Full<Bytes>> {
     let mut r = hyper::Request::new(Full::new(body));
     *r.method_mut() = hyper::Method::POST;
     *r.uri_mut() = req.path.parse().unwrap_or_default();
@@ -286,6 +286,8 @@ pub struct SseResult {
     pub errors: u64,
     /// Wall time.
     pub elapsed: Duration,
+    /// A gap longer than this (ns) counts as a stall.
+    stall_ns: u64,
 }
 
 impl SseResult {
@@ -300,6 +302,7 @@ impl SseResult {
             max_gap_ns: 0,
             errors: 0,
             elapsed: Duration::ZERO,
+            stall_ns: u64::MAX,
         }
     }
 
@@ -355,6 +358,7 @@ async fn sse_loop(
     stall: Duration,
 ) -> SseResult {
     let mut r = SseResult::new();
+    r.stall_ns = stall.as_nanos() as u64;
     let mut send = None;
     let mut n = 0;
     while n < per_conn && Instant::now() < deadline {
@@ -370,7 +374,12 @@ async fn sse_loop(
         let Some(s) = send.as_mut() else { continue };
         n += 1;
         r.expected += events;
-        if one_stream(s, addr, req, stall, &mut r).await.is_none() {
+        if one_stream(s, addr, req, req.body.clone(), &mut r)
+            .await
+            .is_some()
+        {
+            r.streams += 1;
+        } else {
             r.errors += 1;
             send = None;
         }
@@ -378,18 +387,43 @@ async fn sse_loop(
     r
 }
 
-async fn one_stream(
+/// Where one stream's readings go: the SSE probe's totals, or an open-loop run's interval.
+pub trait StreamSink {
+    /// The first body byte arrived `ns` after the request was sent.
+    fn first_byte(&mut self, ns: u64);
+    /// `events` more events arrived, `gap_ns` after the previous ones (`None` for the first).
+    fn events(&mut self, events: u64, gap_ns: Option<u64>);
+}
+
+impl StreamSink for SseResult {
+    fn first_byte(&mut self, ns: u64) {
+        let _ = self.ttfb.record(ns);
+    }
+
+    fn events(&mut self, events: u64, gap_ns: Option<u64>) {
+        if let Some(gap) = gap_ns {
+            let _ = self.gaps.record(gap.max(1_000));
+            self.max_gap_ns = self.max_gap_ns.max(gap);
+            if gap > self.stall_ns {
+                self.stalls += 1;
+            }
+        }
+        self.frames += events;
+    }
+}
+
+/// Sends `body` on `s` as a streaming request and reads the SSE answer to its end, telling
+/// `sink` when the first byte and each group of events arrive. `None` when the request
+/// failed, was not a 2xx, or the stream broke (what arrived before the break is told).
+pub(crate) async fn one_stream(
     s: &mut SendRequest<Full<Bytes>>,
     addr: SocketAddr,
     req: &Req,
-    stall: Duration,
-    r: &mut SseResult,
+    body: Bytes,
+    sink: &mut impl StreamSink,
 ) -> Option<()> {
     let t0 = Instant::now();
-    let resp = s
-        .send_request(request(addr, req, req.body.clone()))
-        .await
-        .ok()?;
+    let resp = s.send_request(request(addr, req, body)).await.ok()?;
     if !resp.status().is_success() {
         let _ = resp.into_body().collect().await;
         return None;
@@ -406,7 +440,7 @@ async fn one_stream(
         let now = Instant::now();
         if first {
             first = false;
-            let _ = r.ttfb.record((now - t0).as_nanos() as u64);
+            sink.first_byte((now - t0).as_nanos() as u64);
         }
         let mut events = 0u64;
         for b in data.iter() {
@@ -421,19 +455,10 @@ async fn one_stream(
             }
         }
         if events > 0 {
-            if let Some(prev) = last {
-                let gap = (now - prev).as_nanos() as u64;
-                let _ = r.gaps.record(gap.max(1_000));
-                r.max_gap_ns = r.max_gap_ns.max(gap);
-                if gap > stall.as_nanos() as u64 {
-                    r.stalls += 1;
-                }
-            }
+            sink.events(events, last.map(|prev| (now - prev).as_nanos() as u64));
             last = Some(now);
-            r.frames += events;
         }
     }
-    r.streams += 1;
     Some(())
 }
 

@@ -13,10 +13,12 @@ mod floor;
 mod ladder;
 mod load;
 mod mock;
+mod paced;
 mod procfs;
 mod report;
 mod scaling;
 mod scenarios;
+mod soak;
 mod targets;
 
 use std::net::SocketAddr;
@@ -58,6 +60,12 @@ struct Cli {
         default_value = "1,2,4,8,16,32,64,128,256,512,1024"
     )]
     conc: Vec<usize>,
+    /// Seconds of S8's soak (open-loop, half the requests streaming; 0 leaves it out).
+    #[arg(long, global = true, default_value_t = 600.0)]
+    soak_secs: f64,
+    /// Requests per second of S8's soak.
+    #[arg(long, global = true, default_value_t = 2000.0)]
+    soak_rps: f64,
     /// Where JSON and Markdown results go.
     #[arg(long, global = true, default_value = "bench/results")]
     out: PathBuf,
@@ -104,7 +112,8 @@ enum Cmd {
     Sat,
     /// S7: breaker fast-fail.
     S7,
-    /// S8: memory idle / 1,024 streams / recovered.
+    /// S8: memory idle / 1,024 streams / recovered, then the soak (10 min at 2,000 req/s,
+    /// half streaming, by default).
     S8,
     /// The short CI regression guard (≤ 60 s); exits 1 on failure.
     Guard,
@@ -168,6 +177,8 @@ fn drive(cli: &Cli, cmd: Cmd) -> ExitCode {
         work: work.clone(),
         inject_delay_us: cli.inject_delay_us,
         conc: cli.conc.clone(),
+        soak_secs: cli.soak_secs,
+        soak_rps: cli.soak_rps,
     };
     if cmd == Cmd::Guard {
         o.rounds = o.rounds.min(3);

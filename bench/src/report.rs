@@ -273,6 +273,9 @@ pub fn markdown(res: &Value) -> String {
                 ("errors", "errors"),
             ],
         );
+        if s8["soak"].is_object() {
+            soak_tables(&mut o, &s8["soak"]);
+        }
     }
     if let Some(g) = res.get("guard") {
         let _ = writeln!(o, "## Regression guard\n");
@@ -288,6 +291,52 @@ pub fn markdown(res: &Value) -> String {
         );
     }
     o
+}
+
+fn soak_tables(o: &mut String, soak: &Value) {
+    let _ = writeln!(
+        o,
+        "### S8 soak — a fresh sluice, {} s open-loop at {} req/s (half of them {}-frame streams paced {} ms), RSS sampled every 5 s\n",
+        n(soak, "secs"),
+        n(soak, "rps"),
+        n(soak, "stream_frames"),
+        n(soak, "stream_pace_ms")
+    );
+    let _ = writeln!(
+        o,
+        "| idle | steady (median) | peak | end | growth, MiB/min (after warm-up / second half) | plateau | recovered ({} s later) |\n|---|---|---|---|---|---|---|",
+        n(soak, "recover_secs")
+    );
+    let _ = writeln!(
+        o,
+        "| {} | {} | {} | {} | {} / {} | {} | {} |\n",
+        n(soak, "idle_mib"),
+        n(soak, "steady_median_mib"),
+        n(soak, "peak_mib"),
+        n(soak, "end_mib"),
+        n(soak, "growth_mib_per_min"),
+        n(soak, "growth_second_half_mib_per_min"),
+        n(soak, "plateau"),
+        n(soak, "recovered_mib")
+    );
+    table(
+        o,
+        &arr(&soak["rows"]),
+        &[
+            ("from_s", "from s"),
+            ("sent_per_s", "sent/s"),
+            ("errors", "errors"),
+            ("late", "late"),
+            ("p50_us", "p50 µs"),
+            ("p99_us", "p99 µs"),
+            ("p999_us", "p99.9 µs"),
+            ("ttfb_p99_us", "stream TTFB p99 µs"),
+            ("lost", "frames lost"),
+            ("max_gap_ms", "max gap ms"),
+            ("cpu_us_per_req", "CPU µs/req"),
+            ("rss_mib", "RSS MiB"),
+        ],
+    );
 }
 
 fn s5_tables(o: &mut String, s5: &Value) {

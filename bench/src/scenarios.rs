@@ -32,6 +32,10 @@ pub struct Opts {
     pub inject_delay_us: u64,
     /// S2's concurrency levels.
     pub conc: Vec<usize>,
+    /// Seconds of S8's soak (0: no soak).
+    pub soak_secs: f64,
+    /// Requests per second of S8's soak.
+    pub soak_rps: f64,
 }
 
 impl Opts {
@@ -115,7 +119,7 @@ impl Rig {
         Ok(())
     }
 
-    fn cpu_us(&self, ticks: u64) -> f64 {
+    pub(crate) fn cpu_us(&self, ticks: u64) -> f64 {
         ticks as f64 * 1e6 / self.clk.max(1) as f64
     }
 }
@@ -495,7 +499,8 @@ pub(crate) fn merge(v: &mut Value, more: Value) {
     }
 }
 
-/// S8: sluice RSS idle, at 1,024 paced streams, and `recover_secs` later; the floor too.
+/// S8: sluice RSS idle, at 1,024 paced streams, and `recover_secs` later (the floor too);
+/// then, on a fresh sluice, the soak (`soak_secs` at `soak_rps`, see [`crate::soak`]).
 pub async fn s8(rig: &mut Rig, o: &Opts) -> std::io::Result<Value> {
     rig.restart_sluice(o).await?;
     tokio::time::sleep(Duration::from_secs(1)).await;
@@ -516,6 +521,7 @@ pub async fn s8(rig: &mut Rig, o: &Opts) -> std::io::Result<Value> {
         "after_streams_mib": mib(at_load.rss_kib), "recovered_mib": mib(rec), "recover_secs": o.recover_secs,
         "recovered_goal_mib": r1(goal), "floor_idle_mib": mib(idle_floor), "floor_peak_mib": f(&rows[0], "peak_rss_mib"),
         "floor_recovered_mib": mib(rec_floor), "streams": rows,
+        "soak": if o.soak_secs > 0.0 { crate::soak::soak(rig, o).await? } else { Value::Null },
     }))
 }
 
