@@ -1,12 +1,13 @@
 //! S9, the console's frame cost: how long one frame of the operator console takes to build
-//! and draw at 200×60, for a large state (50 providers × 2 connections, 500 recent requests
-//! with their attempts), in release mode.
+//! and draw, at 120×40 and 200×60, for 50 providers × 2 connections with 50 and with 500
+//! recent requests (with their attempts), in release mode.
 //!
-//! Measures, each as median and p99 over N frames (default 2,000, after 200 warm-up):
+//! Measures, each as median and p99 over N frames (default 2,000, after 200 warm-up), for
+//! each number of recent requests:
 //! - `snapshot`: `Core::snapshot()`, what the publisher builds for an attached console (at
 //!   most 10 a second, only while one is attached);
-//! - `render`: one frame of every panel drawn into a 200×60 buffer (ratatui's `TestBackend`;
-//!   writing the changed cells to a real terminal is not included).
+//! - `render`: one frame of every panel drawn into a 120×40 and a 200×60 buffer (ratatui's
+//!   `TestBackend`; writing the changed cells to a real terminal is not included).
 //!
 //! Run: `cargo run --release --example console_frame [-- N]`.
 #![allow(clippy::print_stdout, clippy::unwrap_used, missing_docs)]
@@ -25,7 +26,10 @@ use sluice::core::Core;
 use sluice::core::snapshot::{AttemptView, RequestOutcome, RequestView};
 
 const PROVIDERS: usize = 50;
-const REQUESTS: usize = 500;
+/// Recent requests in the state, one measurement each.
+const REQUESTS: [usize; 2] = [50, 500];
+/// Terminal sizes (columns, rows) drawn for each.
+const SIZES: [(u16, u16); 2] = [(120, 40), (200, 60)];
 
 fn config_text() -> String {
     let mut t = String::new();
@@ -81,36 +85,43 @@ fn main() {
         .nth(1)
         .and_then(|s| s.parse().ok())
         .unwrap_or(2_000);
+    println!("S9 console frame, {PROVIDERS} providers x 2 connections, {n} frames each");
+    for requests in REQUESTS {
+        measure(requests, n);
+    }
+}
+
+/// Times the snapshot and a frame at each of [`SIZES`] with `requests` recent requests.
+fn measure(requests: usize, n: usize) {
     let dir = tempfile::tempdir().unwrap();
     let env = sluice::config::LoadEnv::fixed(&[], dir.path());
     let cfg =
         sluice::config::from_str(&config_text(), std::path::Path::new("s9.toml"), &env).unwrap();
     let core = Core::new(Arc::new(cfg), Arc::new(SystemClock), None);
-    for i in 0..REQUESTS {
+    for i in 0..requests {
         let guard = core.begin_request();
         core.finish_request(&guard, request(i));
     }
     let snap = timing::timed(n, || {
         std::hint::black_box(core.snapshot());
     });
+    println!(
+        "{requests:>3} requests  snapshot build  median {:8.1} us   p99 {:8.1} us",
+        snap.median, snap.p99
+    );
     let app = App::new(Arc::new(core.snapshot()));
     let theme = Theme::default();
     let now = unix_ms(SystemClock.wall());
-    let mut terminal = Terminal::new(TestBackend::new(200, 60)).unwrap();
-    let draw = timing::timed(n, || {
-        terminal
-            .draw(|f| sluice::console::render(f, &app, &theme, now))
-            .unwrap();
-    });
-    println!(
-        "S9 console frame, {PROVIDERS} providers x 2 connections, {REQUESTS} recent requests, {n} frames"
-    );
-    println!(
-        "snapshot build   median {:8.1} us   p99 {:8.1} us",
-        snap.median, snap.p99
-    );
-    println!(
-        "render 200x60    median {:8.1} us   p99 {:8.1} us",
-        draw.median, draw.p99
-    );
+    for (cols, rows) in SIZES {
+        let mut terminal = Terminal::new(TestBackend::new(cols, rows)).unwrap();
+        let draw = timing::timed(n, || {
+            terminal
+                .draw(|f| sluice::console::render(f, &app, &theme, now))
+                .unwrap();
+        });
+        println!(
+            "{requests:>3} requests  render {cols}x{rows}  median {:8.1} us   p99 {:8.1} us",
+            draw.median, draw.p99
+        );
+    }
 }
