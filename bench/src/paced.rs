@@ -20,12 +20,17 @@ use http_body_util::BodyExt;
 
 use crate::load::{self, Req, StreamSink};
 
+/// Longest a request or stream may take before it counts as an error (a hung answer would
+/// otherwise hold its lane, and the run, forever).
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// What one interval of a paced run measured (requests are filed by when they were due).
 #[derive(Debug)]
 pub struct Interval {
-    /// Plain requests' latency from when each was due, ns.
+    /// Plain requests' latency, ns: from when each was due if its lane was still busy then,
+    /// else from when it went out (see the module doc).
     pub latency: Histogram<u64>,
-    /// Streams' time to first byte from when each was due, ns.
+    /// Streams' time to first byte, ns, counted the same way.
     pub ttfb: Histogram<u64>,
     /// Plain requests answered 2xx, read whole.
     pub ok: u64,
@@ -58,7 +63,7 @@ impl Interval {
         }
     }
 
-    /// Requests of either kind that were sent in this interval.
+    /// Requests of either kind that were due in this interval.
     pub fn sent(&self) -> u64 {
         self.ok + self.streams + self.errors
     }
@@ -179,11 +184,16 @@ async fn lane_loop(
             r.ok = if streaming {
                 r.expected = plan.stream.1;
                 let req = &plan.stream.0;
-                load::one_stream(s, addr, req, req.body.clone(), &mut r)
-                    .await
-                    .is_some()
+                let stream = load::one_stream(s, addr, req, req.body.clone(), &mut r);
+                matches!(
+                    tokio::time::timeout(ANSWER_TIMEOUT, stream).await,
+                    Ok(Some(()))
+                )
             } else {
-                plain(s, addr, &plan.plain).await
+                let answer = plain(s, addr, &plan.plain);
+                tokio::time::timeout(ANSWER_TIMEOUT, answer)
+                    .await
+                    .unwrap_or(false)
             };
             if !streaming && r.ok {
                 r.latency_ns = Some(from.elapsed().as_nanos() as u64);
@@ -227,7 +237,7 @@ fn file(slots: &Mutex<Vec<Interval>>, plan: &Plan, due_in: Duration, streaming: 
     slot.expected += r.expected;
     slot.max_gap_ns = slot.max_gap_ns.max(r.max_gap_ns);
     if let Some(ns) = r.ttfb_ns.filter(|_| r.frames > 0) {
-        let _ = slot.ttfb.record(ns.max(1_000));
+        slot.ttfb.saturating_record(ns.max(1_000));
     }
     match (r.ok, streaming) {
         (false, _) => slot.errors += 1,
@@ -235,7 +245,7 @@ fn file(slots: &Mutex<Vec<Interval>>, plan: &Plan, due_in: Duration, streaming: 
         (true, false) => {
             slot.ok += 1;
             if let Some(ns) = r.latency_ns {
-                let _ = slot.latency.record(ns.max(1_000));
+                slot.latency.saturating_record(ns.max(1_000));
             }
         }
     }

@@ -304,12 +304,12 @@ fn soak_tables(o: &mut String, soak: &Value) {
     );
     let _ = writeln!(
         o,
-        "| idle | steady (median) | peak | end | growth, MiB/min (after warm-up / second half) | plateau | recovered ({} s later) |\n|---|---|---|---|---|---|---|",
+        "| idle | steady (median) | peak | end | growth, MiB/min (after warm-up / second half) | plateau | errors | recovered ({} s later) |\n|---|---|---|---|---|---|---|---|",
         n(soak, "recover_secs")
     );
     let _ = writeln!(
         o,
-        "| {} | {} | {} | {} | {} / {} | {} | {} |\n",
+        "| {} | {} | {} | {} | {} / {} | {} | {} | {} |\n",
         n(soak, "idle_mib"),
         n(soak, "steady_median_mib"),
         n(soak, "peak_mib"),
@@ -317,6 +317,7 @@ fn soak_tables(o: &mut String, soak: &Value) {
         n(soak, "growth_mib_per_min"),
         n(soak, "growth_second_half_mib_per_min"),
         n(soak, "plateau"),
+        n(soak, "errors"),
         n(soak, "recovered_mib")
     );
     table(

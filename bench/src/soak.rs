@@ -4,8 +4,7 @@
 //! the growth figure is the least-squares slope of RSS over time, for the whole run after a
 //! warm-up and for its second half alone, in MiB per minute.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -41,16 +40,16 @@ pub async fn soak(rig: &mut Rig, o: &Opts) -> std::io::Result<Value> {
     let s = rig.targets()[2];
     let idle = procfs::sample(s.pid).rss_kib;
     let plan = plan(o);
-    let stop = Arc::new(AtomicBool::new(false));
-    let sampler = tokio::spawn(sample_until(s.pid, stop.clone()));
+    let points = Arc::new(Mutex::new(Vec::new()));
+    let sampler = tokio::spawn(sample(s.pid, points.clone()));
     let intervals = paced::run(s.addr, &plan).await;
-    stop.store(true, Ordering::Relaxed);
-    let mut points = sampler.await.unwrap_or_default();
-    // A sample taken after the load stopped belongs to the recovery, not the soak.
-    points.retain(|p| p.t <= plan.dur.as_secs_f64() + 0.5);
+    sampler.abort();
+    let secs = plan.dur.as_secs_f64();
+    let mut points = std::mem::take(&mut *points.lock().unwrap_or_else(|p| p.into_inner()));
+    // A sample taken after the last request was due belongs to the recovery, not the soak.
+    points.retain(|p| p.t <= secs);
     tokio::time::sleep(Duration::from_secs_f64(o.recover_secs)).await;
     let recovered = procfs::sample(s.pid).rss_kib;
-    let secs = plan.dur.as_secs_f64();
     let warm = (secs / 5.0).min(60.0);
     let rss = |p: &Point| mib(p.rss_kib);
     let after_warm: Vec<Point> = points.iter().copied().filter(|p| p.t >= warm).collect();
@@ -60,17 +59,21 @@ pub async fn soak(rig: &mut Rig, o: &Opts) -> std::io::Result<Value> {
         .filter(|p| p.t >= secs / 2.0)
         .collect();
     let half_slope = slope_per_min(&second_half);
-    let steady: Vec<f64> = after_warm.iter().map(rss).collect();
+    // No verdict from too few samples, or when sluice was gone (a sample of a dead process
+    // reads 0 and would fit a falling line).
+    let judged = second_half.len() >= 3 && points.iter().all(|p| p.rss_kib > 0);
+    let errors: u64 = intervals.iter().map(|i| i.errors).sum();
     Ok(json!({
         "secs": secs, "rps": plan.rps, "lanes": plan.lanes,
         "streaming_share": 0.5, "stream_frames": STREAM_FRAMES, "stream_pace_ms": STREAM_PACE_MS,
         "idle_mib": mib(idle),
-        "steady_median_mib": r1(crate::scenarios::median(steady.clone())),
-        "peak_mib": steady.iter().copied().fold(mib(idle), f64::max),
+        "steady_median_mib": r1(crate::scenarios::median(after_warm.iter().map(rss).collect())),
+        "peak_mib": points.iter().map(rss).fold(mib(idle), f64::max),
         "end_mib": points.last().map_or(0.0, rss),
         "growth_mib_per_min": r2(slope_per_min(&after_warm)),
         "growth_second_half_mib_per_min": r2(half_slope),
-        "plateau": half_slope <= PLATEAU_MIB_PER_MIN,
+        "plateau": if judged { json!(half_slope <= PLATEAU_MIB_PER_MIN) } else { Value::Null },
+        "errors": errors,
         "recovered_mib": mib(recovered), "recover_secs": o.recover_secs,
         "rows": rows(rig, &plan, &intervals, &points),
         "rss_samples": points.iter().map(|p| json!([r1(p.t), mib(p.rss_kib)])).collect::<Vec<_>>(),
@@ -102,21 +105,21 @@ fn plan(o: &Opts) -> Plan {
     }
 }
 
-/// Samples `pid` every [`SAMPLE_EVERY`] (and once at the start) until `stop` is set.
-async fn sample_until(pid: u32, stop: Arc<AtomicBool>) -> Vec<Point> {
+/// Samples `pid` into `points` every [`SAMPLE_EVERY`], the first at once, on a schedule
+/// that does not drift, until aborted.
+async fn sample(pid: u32, points: Arc<Mutex<Vec<Point>>>) {
     let start = Instant::now();
-    let mut points = Vec::new();
+    let mut every = tokio::time::interval(SAMPLE_EVERY);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     loop {
+        every.tick().await;
         let s = procfs::sample(pid);
-        points.push(Point {
+        let point = Point {
             t: start.elapsed().as_secs_f64(),
             rss_kib: s.rss_kib,
             cpu_ticks: s.cpu_ticks,
-        });
-        if stop.load(Ordering::Relaxed) {
-            return points;
-        }
-        tokio::time::sleep(SAMPLE_EVERY).await;
+        };
+        points.lock().unwrap_or_else(|p| p.into_inner()).push(point);
     }
 }
 
@@ -143,7 +146,7 @@ fn r2(x: f64) -> f64 {
 
 /// One table row per interval: rate, errors, latency, streams, RSS and CPU per request.
 fn rows(rig: &Rig, plan: &Plan, intervals: &[Interval], points: &[Point]) -> Vec<Value> {
-    let len = plan.interval.as_secs_f64();
+    let (len, secs) = (plan.interval.as_secs_f64(), plan.dur.as_secs_f64());
     let at = |t: f64| {
         points
             .iter()
@@ -156,18 +159,21 @@ fn rows(rig: &Rig, plan: &Plan, intervals: &[Interval], points: &[Point]) -> Vec
         .iter()
         .enumerate()
         .map(|(i, iv)| {
-            let (t0, t1) = (i as f64 * len, (i as f64 + 1.0) * len);
+            // The last interval is shorter when the run is not a whole number of them.
+            let (t0, t1) = (i as f64 * len, ((i as f64 + 1.0) * len).min(secs));
+            let span = (t1 - t0).max(1e-3);
             let (a, b) = (at(t0), at(t1));
             let cpu = match (a, b) {
-                (Some(a), Some(b)) if b.t > a.t => {
-                    let per_s = iv.sent() as f64 / len;
+                (Some(a), Some(b)) if b.t > a.t && iv.sent() > 0 => {
+                    let per_s = iv.sent() as f64 / span;
                     let ticks = b.cpu_ticks.saturating_sub(a.cpu_ticks) as f64 / (b.t - a.t);
-                    r1(rig.cpu_us(ticks.round() as u64) / per_s.max(1e-9))
+                    Some(r1(rig.cpu_us(ticks.round() as u64) / per_s.max(1e-9)))
                 }
-                _ => 0.0,
+                // No two samples around this interval (a short last one), or nothing sent.
+                _ => None,
             };
             json!({
-                "from_s": r1(t0), "sent_per_s": r1(iv.sent() as f64 / len),
+                "from_s": r1(t0), "sent_per_s": r1(iv.sent() as f64 / span),
                 "ok": iv.ok, "streams": iv.streams, "errors": iv.errors, "late": iv.late,
                 "p50_us": us(&iv.latency, 50.0), "p99_us": us(&iv.latency, 99.0),
                 "p999_us": us(&iv.latency, 99.9), "ttfb_p99_us": us(&iv.ttfb, 99.0),
