@@ -687,18 +687,23 @@ mod tests {
         assert_eq!(merged.queue.and_then(|q| q.max_queue_depth), Some(3));
     }
 
-    #[test]
-    fn replace_settings_swaps_the_overrides_in_one_step_or_not_at_all() {
+    /// A `Control` over one passthrough provider, with `head` (TOML tables) before it.
+    fn control_with(head: &str) -> Control {
         let env = LoadEnv::fixed(&[], "/tmp");
         let cfg = from_str(
-            "[[providers]]\nid = \"p\"\ndialect = \"anthropic\"\nbase_url = \"http://127.0.0.1:1\"\n  [[providers.connections]]\n  id = \"c\"\n  auth = \"passthrough\"\n",
+            &format!("{head}[[providers]]\nid = \"p\"\ndialect = \"anthropic\"\nbase_url = \"http://127.0.0.1:1\"\n  [[providers.connections]]\n  id = \"c\"\n  auth = \"passthrough\"\n"),
             Path::new("t.toml"),
             &env,
         )
         .unwrap();
         let clock = std::sync::Arc::new(crate::clock::ManualClock::new());
         let core = Core::new(std::sync::Arc::new(cfg), clock, None);
-        let control = Control::new(core, CancellationToken::new());
+        Control::new(core, CancellationToken::new())
+    }
+
+    #[test]
+    fn replace_settings_swaps_the_overrides_in_one_step_or_not_at_all() {
+        let control = control_with("");
         let both = SettingsPatch {
             stream_stall_cooldown: Some(true),
             model_lockout: Some(LockoutPatch {
@@ -738,16 +743,8 @@ mod tests {
 
     #[test]
     fn rate_limit_cooldown_none_unsets_the_files_value() {
-        let env = LoadEnv::fixed(&[], "/tmp");
-        let cfg = from_str(
-            "[resilience.connection_cooldown]\nrate_limit_cooldown = \"20s\"\n[[providers]]\nid = \"p\"\ndialect = \"anthropic\"\nbase_url = \"http://127.0.0.1:1\"\n  [[providers.connections]]\n  id = \"c\"\n  auth = \"passthrough\"\n",
-            Path::new("t.toml"),
-            &env,
-        )
-        .unwrap();
-        let clock = std::sync::Arc::new(crate::clock::ManualClock::new());
-        let core = Core::new(std::sync::Arc::new(cfg), clock, None);
-        let control = Control::new(core, CancellationToken::new());
+        let control =
+            control_with("[resilience.connection_cooldown]\nrate_limit_cooldown = \"20s\"\n");
         let rl = |c: &Control| c.settings().0.connection_cooldown.rate_limit_cooldown;
         assert_eq!(rl(&control), Some(Duration::from_secs(20)));
         let patch = |v: &str| SettingsPatch {
