@@ -383,7 +383,7 @@ impl super::Core {
             });
         };
         // Named only when an exclusion or a log line needs it: most admissions need neither.
-        let target = || format!("{}:{}/{}", p.id, c.id, cand.model);
+        let target = || crate::policy::select::target_label(&p.id, &c.id, &cand.model);
         let excl = |reason, until: Option<Instant>| Exclusion {
             target: target(),
             reason,

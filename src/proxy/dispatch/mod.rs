@@ -37,7 +37,7 @@ use crate::clock::Instant;
 use crate::core::admission::Admitted;
 use crate::core::resilience::{Ticket, success};
 use crate::core::snapshot::{AttemptView, RequestOutcome, RequestView, SkippedView, WaitView};
-use crate::policy::select::{self, Candidate, Exclusion, ExclusionReason};
+use crate::policy::select::{self, Candidate, Exclusion, ExclusionReason, target_label};
 use crate::policy::{Classified, OutcomeClass, affinity};
 use http::Response;
 use http_body_util::Full;
@@ -376,7 +376,7 @@ impl Dispatch<'_> {
         let p = cfg.providers.get(cand.provider);
         let c = p.and_then(|p| p.connections.get(cand.connection));
         match (p, c) {
-            (Some(p), Some(c)) => format!("{}:{}/{}", p.id, c.id, cand.model),
+            (Some(p), Some(c)) => target_label(&p.id, &c.id, &cand.model),
             _ => cand.model.clone(),
         }
     }
@@ -421,7 +421,7 @@ impl Dispatch<'_> {
         ) else {
             return Ok(Tried::Next);
         };
-        self.view.target = format!("{}:{}/{}", provider.id, conn.id, cand.model);
+        self.view.target = target_label(&provider.id, &conn.id, &cand.model);
         self.view.upstream_dialect = provider.dialect.as_str().into();
         self.view.attempts += 1;
         let seam = prepared.seam.as_ref();
