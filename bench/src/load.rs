@@ -374,10 +374,7 @@ async fn sse_loop(
         let Some(s) = send.as_mut() else { continue };
         n += 1;
         r.expected += events;
-        if one_stream(s, addr, req, req.body.clone(), &mut r)
-            .await
-            .is_some()
-        {
+        if one_stream(s, addr, req, &mut r).await.is_some() {
             r.streams += 1;
         } else {
             r.errors += 1;
@@ -412,18 +409,20 @@ impl StreamSink for SseResult {
     }
 }
 
-/// Sends `body` on `s` as a streaming request and reads the SSE answer to its end, telling
+/// Sends `req` on `s` as a streaming request and reads the SSE answer to its end, telling
 /// `sink` when the first byte and each group of events arrive. `None` when the request
 /// failed, was not a 2xx, or the stream broke (what arrived before the break is told).
 pub(crate) async fn one_stream(
     s: &mut SendRequest<Full<Bytes>>,
     addr: SocketAddr,
     req: &Req,
-    body: Bytes,
     sink: &mut impl StreamSink,
 ) -> Option<()> {
     let t0 = Instant::now();
-    let resp = s.send_request(request(addr, req, body)).await.ok()?;
+    let resp = s
+        .send_request(request(addr, req, req.body.clone()))
+        .await
+        .ok()?;
     if !resp.status().is_success() {
         let _ = resp.into_body().collect().await;
         return None;

@@ -183,8 +183,7 @@ async fn lane_loop(
         if let Some(s) = send.as_mut() {
             r.ok = if streaming {
                 r.expected = plan.stream.1;
-                let req = &plan.stream.0;
-                let stream = load::one_stream(s, addr, req, req.body.clone(), &mut r);
+                let stream = load::one_stream(s, addr, &plan.stream.0, &mut r);
                 matches!(
                     tokio::time::timeout(ANSWER_TIMEOUT, stream).await,
                     Ok(Some(()))

@@ -302,23 +302,21 @@ fn soak_tables(o: &mut String, soak: &Value) {
         n(soak, "stream_frames"),
         n(soak, "stream_pace_ms")
     );
-    let _ = writeln!(
+    let recovered = format!("recovered ({} s later)", n(soak, "recover_secs"));
+    table(
         o,
-        "| idle | steady (median) | peak | end | growth, MiB/min (after warm-up / second half) | plateau | errors | recovered ({} s later) |\n|---|---|---|---|---|---|---|---|",
-        n(soak, "recover_secs")
-    );
-    let _ = writeln!(
-        o,
-        "| {} | {} | {} | {} | {} / {} | {} | {} | {} |\n",
-        n(soak, "idle_mib"),
-        n(soak, "steady_median_mib"),
-        n(soak, "peak_mib"),
-        n(soak, "end_mib"),
-        n(soak, "growth_mib_per_min"),
-        n(soak, "growth_second_half_mib_per_min"),
-        n(soak, "plateau"),
-        n(soak, "errors"),
-        n(soak, "recovered_mib")
+        std::slice::from_ref(soak),
+        &[
+            ("idle_mib", "idle"),
+            ("steady_median_mib", "steady (median)"),
+            ("peak_mib", "peak"),
+            ("end_mib", "end"),
+            ("growth_mib_per_min", "growth after warm-up, MiB/min"),
+            ("growth_second_half_mib_per_min", "growth, second half"),
+            ("plateau", "plateau"),
+            ("errors", "errors"),
+            ("recovered_mib", &recovered),
+        ],
     );
     table(
         o,
