@@ -378,6 +378,21 @@ pub struct Translation {
     /// `openai` providers: whether they take `reasoning_effort` (a thinking request is
     /// mapped to it); default false (dropped).
     pub reasoning_effort: bool,
+    /// `openai` providers: the highest `reasoning_effort` the models take; a client's
+    /// `max` / `xhigh` effort becomes this. Default `high`.
+    pub max_reasoning_effort: ReasoningEffort,
+    /// Largest `max_tokens` a translated request may ask for (tokens); a larger one is
+    /// clamped and the clamp shows in the request's details. `None` (default): no clamp.
+    pub max_output_tokens: Option<u32>,
+    /// `openai` providers: send the output limit as `max_completion_tokens` instead of
+    /// `max_tokens` (OpenAI's reasoning models take only that). Default false.
+    pub max_completion_tokens: bool,
+    /// `openai` providers: the role system text takes in a translated request. Default
+    /// `system`.
+    pub system_role: SystemRole,
+    /// Per-model overrides of the keys above, by model name or `*` glob (an exact name wins,
+    /// else the longest matching pattern). Default empty.
+    pub model_options: Vec<(String, ModelOptions)>,
 }
 
 impl Default for Translation {
@@ -387,6 +402,94 @@ impl Default for Translation {
             drop_fields: Vec::new(),
             default_max_tokens: None,
             reasoning_effort: false,
+            max_reasoning_effort: ReasoningEffort::High,
+            max_output_tokens: None,
+            max_completion_tokens: false,
+            system_role: SystemRole::System,
+            model_options: Vec::new(),
+        }
+    }
+}
+
+impl Translation {
+    /// The per-model entry for `model`: the entry named exactly `model`, else the longest
+    /// `*` pattern that matches it; `None` when none does.
+    pub fn model(&self, model: &str) -> Option<&ModelOptions> {
+        self.model_options
+            .iter()
+            .filter(|(p, _)| crate::policy::lockout::glob_match(p, model))
+            .max_by_key(|(p, _)| (p == model, p.len()))
+            .map(|(_, o)| o)
+    }
+}
+
+/// `[providers.model_options."<model>"]`: one model's translation keys; each `None` inherits
+/// the provider's value.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ModelOptions {
+    /// Largest `max_tokens` for this model (tokens).
+    pub max_output_tokens: Option<u32>,
+    /// Whether this model takes `reasoning_effort`.
+    pub reasoning_effort: Option<bool>,
+    /// The highest effort this model takes.
+    pub max_reasoning_effort: Option<ReasoningEffort>,
+    /// Whether this model takes `max_completion_tokens` instead of `max_tokens`.
+    pub max_completion_tokens: Option<bool>,
+}
+
+/// An OpenAI reasoning effort level, lowest first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub enum ReasoningEffort {
+    /// `low`.
+    Low,
+    /// `medium`.
+    Medium,
+    /// `high` (the default ceiling).
+    #[default]
+    High,
+    /// `xhigh` (only some models).
+    XHigh,
+}
+
+impl ReasoningEffort {
+    /// The wire word: `low`, `medium`, `high` or `xhigh`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Low => "low",
+            Self::Medium => "medium",
+            Self::High => "high",
+            Self::XHigh => "xhigh",
+        }
+    }
+
+    /// Parses a wire word; `None` for anything else.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "low" => Some(Self::Low),
+            "medium" => Some(Self::Medium),
+            "high" => Some(Self::High),
+            "xhigh" => Some(Self::XHigh),
+            _ => None,
+        }
+    }
+}
+
+/// The Chat Completions role that system text takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SystemRole {
+    /// `system` (default; every Chat Completions server takes it).
+    #[default]
+    System,
+    /// `developer` (OpenAI's reasoning models prefer it).
+    Developer,
+}
+
+impl SystemRole {
+    /// `system` or `developer`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::System => "system",
+            Self::Developer => "developer",
         }
     }
 }

@@ -132,8 +132,24 @@ pub struct RawProvider {
     pub drop_fields: Option<Vec<String>>,
     pub default_max_tokens: Option<i64>,
     pub reasoning_effort: Option<bool>,
+    pub max_reasoning_effort: Option<String>,
+    pub max_output_tokens: Option<i64>,
+    pub max_completion_tokens: Option<bool>,
+    pub system_role: Option<String>,
+    #[serde(default)]
+    pub model_options: BTreeMap<String, RawModelOptions>,
     #[serde(default)]
     pub connections: Vec<RawConnection>,
+}
+
+/// `[providers.model_options."<model>"]`
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawModelOptions {
+    pub max_output_tokens: Option<i64>,
+    pub reasoning_effort: Option<bool>,
+    pub max_reasoning_effort: Option<String>,
+    pub max_completion_tokens: Option<bool>,
 }
 
 /// `[[providers.connections]]`

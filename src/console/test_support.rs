@@ -88,6 +88,7 @@ pub(super) fn snapshot() -> Snapshot {
                 upstream_dialect: "openai".into(),
                 injected: false,
                 continued: false,
+                adjusted: vec!["max_tokens 128000 → 32768 (max_output_tokens)".into()],
             },
             RequestView {
                 tokens_in: None,
@@ -119,6 +120,7 @@ pub(super) fn snapshot() -> Snapshot {
                 upstream_dialect: "openai".into(),
                 injected: false,
                 continued: false,
+                adjusted: Vec::new(),
             },
         ],
         providers: vec![

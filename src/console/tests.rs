@@ -301,6 +301,7 @@ fn details_overlay_shows_the_selected_request() {
         "bytes    321  stream yes",
         "upstream closed the stream",
         "format   client anthropic → upstream openai (translated)",
+        "adjusted max_tokens 128000 → 32768 (max_output_tokens)",
         "anthropic→openai",
     ] {
         assert!(t.contains(want), "missing {want:?}:\n{t}");
@@ -313,6 +314,7 @@ fn details_overlay_shows_the_selected_request() {
     );
     assert!(t.contains("client chat → upstream openai"), "{t}");
     assert!(!t.contains("(translated)"), "{t}");
+    assert!(!t.contains("adjusted"), "no adjustment, no line: {t}");
 }
 
 #[test]

@@ -181,6 +181,11 @@ pub struct RequestView {
     /// true).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub continued: bool,
+    /// What translation changed in what the last target tried was asked, one line each,
+    /// e.g. `max_tokens 128000 → 32768 (max_output_tokens)` (serialised only when
+    /// non-empty).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub adjusted: Vec<String>,
 }
 
 impl WaitView {

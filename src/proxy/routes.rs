@@ -290,6 +290,7 @@ fn translate_list_credential(h: &mut http::HeaderMap, upstream: Dialect) {
     let seam = super::translated::Seam {
         upstream,
         context: crate::translate::ResponseContext::default(),
+        adjusted: Vec::new(),
     };
     let native = match upstream {
         Dialect::Anthropic => h.contains_key("anthropic-version"),

@@ -49,12 +49,19 @@ pub fn upstream_dialect(client: ClientFormat, p: &Provider) -> Option<Dialect> {
     }
 }
 
-/// The provider's [`TargetOptions`], from its config keys.
-pub fn target_options(p: &Provider) -> TargetOptions {
+/// The [`TargetOptions`] for `model` on `p`: the provider's translation keys with the
+/// model's `[providers.model_options]` entry laid over them.
+pub fn target_options(p: &Provider, model: &str) -> TargetOptions {
+    let t = &p.translation;
+    let m = t.model(model).cloned().unwrap_or_default();
     TargetOptions {
-        drop_fields: p.translation.drop_fields.clone(),
-        default_max_tokens: p.translation.default_max_tokens,
-        reasoning_effort: p.translation.reasoning_effort,
+        drop_fields: t.drop_fields.clone(),
+        default_max_tokens: t.default_max_tokens,
+        reasoning_effort: m.reasoning_effort.unwrap_or(t.reasoning_effort),
+        max_reasoning_effort: m.max_reasoning_effort.unwrap_or(t.max_reasoning_effort),
+        max_output_tokens: m.max_output_tokens.or(t.max_output_tokens),
+        max_completion_tokens: m.max_completion_tokens.unwrap_or(t.max_completion_tokens),
+        system_role: t.system_role,
     }
 }
 
@@ -70,6 +77,9 @@ pub struct Seam {
     pub upstream: Dialect,
     /// The request's reply context (client format, model, thinking, …).
     pub context: ResponseContext,
+    /// What translation changed in what this target is asked (see
+    /// [`crate::translate::TranslatedRequest::adjusted`]).
+    pub adjusted: Vec<String>,
 }
 
 impl Seam {
@@ -180,7 +190,7 @@ pub fn prepare(
         };
         return native(client, p, body, model, edit);
     };
-    let t = translate::translate_request(client, upstream, body, model, &target_options(p))
+    let t = translate::translate_request(client, upstream, body, model, &target_options(p, model))
         .map_err(ProxyError::Untranslatable)?;
     for w in &t.warnings {
         tracing::debug!(provider = %p.id, "translation: {w}");
@@ -189,7 +199,11 @@ pub fn prepare(
     context.created = created;
     Ok(Prepared {
         body: t.body,
-        seam: Some(Seam { upstream, context }),
+        seam: Some(Seam {
+            upstream,
+            context,
+            adjusted: t.adjusted,
+        }),
     })
 }
 

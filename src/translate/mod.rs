@@ -67,6 +67,7 @@ pub mod request;
 pub mod response;
 pub mod stream;
 mod util;
+pub(crate) mod wire_names;
 
 #[cfg(test)]
 mod tests;
@@ -113,6 +114,9 @@ pub fn translate_request(
             return Err(TranslateError::SameDialect);
         }
     };
+    if upstream == Dialect::Anthropic {
+        request::to_anthropic_names::finish(&mut draft)?;
+    }
     draft.context.client = client;
     request::finish(draft, model, opts)
 }

@@ -2,6 +2,9 @@
 //! and the context the response seam needs.
 
 use bytes::Bytes;
+use serde_json::{Map, Value};
+
+use crate::config::{ReasoningEffort, SystemRole};
 
 /// The wire format a client speaks, from the route it called.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -40,6 +43,17 @@ pub struct TargetOptions {
     /// Whether this OpenAI-compatible target takes `reasoning_effort`. When false a thinking
     /// request is dropped (with a warning) instead of mapped. Ignored for Anthropic targets.
     pub reasoning_effort: bool,
+    /// The highest effort the target takes: a client's `max` / `xhigh` becomes this, and no
+    /// mapped effort goes above it. Default `high`.
+    pub max_reasoning_effort: ReasoningEffort,
+    /// Largest `max_tokens` the target model takes (tokens); a larger request is clamped and
+    /// the clamp is listed in [`TranslatedRequest::adjusted`]. `None` (default): no clamp.
+    pub max_output_tokens: Option<u32>,
+    /// OpenAI targets: the limit goes out as `max_completion_tokens` instead of `max_tokens`.
+    pub max_completion_tokens: bool,
+    /// OpenAI targets: the role of system text (the `system` field and system messages
+    /// inside the conversation). Default `system`.
+    pub system_role: SystemRole,
 }
 
 /// The Anthropic `max_tokens` sent when neither the client nor the provider names one.
@@ -62,6 +76,22 @@ pub struct ResponseContext {
     /// Unix seconds for the `created` / `created_at` fields of OpenAI replies (the caller's
     /// clock; 0 when unset).
     pub created: u64,
+    /// Tool names shortened for the upstream, as `(upstream name, client name)` pairs; tool
+    /// calls in the reply get the client's name back. Empty when no name was changed.
+    pub tool_names: Vec<(String, String)>,
+    /// Responses clients: the names of the request's freeform (`custom`) tools, offered
+    /// upstream as tools taking one string `input`; their calls go back as
+    /// `custom_tool_call` items with that string. Empty when there were none.
+    pub custom_tools: Vec<String>,
+    /// Responses clients: the fields of the `response` object that repeat the request, as the
+    /// request seam found them: `instructions` (a string), `tools` (the forwarded tools:
+    /// function tools as `{"type":"function","name","description","parameters","strict"}`,
+    /// custom tools as `{"type":"custom","name"}` plus their `description` and `format`),
+    /// `tool_choice` (`"auto"`, `"none"`, `"required"` or `{"type":"function"|"custom","name"}`),
+    /// `parallel_tool_calls`, `temperature` and `top_p` (as sent upstream) and `metadata` (an
+    /// object of strings). A field missing here is written with its default: `tools: []`,
+    /// `tool_choice: "auto"`, `parallel_tool_calls: true`, the others `null`.
+    pub response_fields: Map<String, Value>,
 }
 
 /// A translated request: the upstream body plus what the response seam needs.
@@ -76,4 +106,7 @@ pub struct TranslatedRequest {
     pub stream: bool,
     /// Fields dropped on the way, one line each (for a debug log line; not an error).
     pub warnings: Vec<String>,
+    /// Changes that alter what the upstream is asked, one line each, e.g.
+    /// `max_tokens 128000 → 32768 (max_output_tokens)`; shown in the request's details.
+    pub adjusted: Vec<String>,
 }

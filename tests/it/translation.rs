@@ -432,7 +432,7 @@ async fn the_stall_guard_fires_on_a_translated_stream() {
 async fn an_untranslatable_request_is_a_400_naming_the_field_with_no_upstream_traffic() {
     let t = start().await;
     let messages = json!([{"role": "user", "content": [
-        {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBERi0="}},
+        {"type": "document", "source": {"type": "url", "url": "https://example.test/a.pdf"}},
         {"type": "text", "text": "summarise"}
     ]}]);
     let r = client::post_json(
@@ -479,7 +479,7 @@ async fn an_untranslatable_request_may_still_be_served_by_a_same_dialect_target(
         );
     let s = Sluice::start(&cfg, &[]).await;
     let messages = json!([{"role": "user", "content": [
-        {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBERi0="}}
+        {"type": "document", "source": {"type": "url", "url": "https://example.test/a.pdf"}}
     ]}]);
     let r = client::post_json(
         &s.url("/v1/messages"),

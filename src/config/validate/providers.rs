@@ -318,6 +318,9 @@ impl Validator<'_, '_> {
         for (key, set) in [
             ("responses", rp.responses.is_some()),
             ("reasoning_effort", rp.reasoning_effort.is_some()),
+            ("max_reasoning_effort", rp.max_reasoning_effort.is_some()),
+            ("max_completion_tokens", rp.max_completion_tokens.is_some()),
+            ("system_role", rp.system_role.is_some()),
         ] {
             if set && dialect == Dialect::Anthropic {
                 self.bad(
@@ -352,6 +355,75 @@ impl Validator<'_, '_> {
                 )
             }),
             reasoning_effort: rp.reasoning_effort.unwrap_or(false),
+            max_reasoning_effort: self
+                .effort(
+                    &format!("{k}.max_reasoning_effort"),
+                    rp.max_reasoning_effort.as_deref(),
+                )
+                .unwrap_or_default(),
+            max_output_tokens: self
+                .output_limit(&format!("{k}.max_output_tokens"), rp.max_output_tokens),
+            max_completion_tokens: rp.max_completion_tokens.unwrap_or(false),
+            system_role: self.system_role(&format!("{k}.system_role"), rp.system_role.as_deref()),
+            model_options: rp
+                .model_options
+                .iter()
+                .map(|(m, o)| {
+                    (
+                        m.clone(),
+                        self.model_options(&format!("{k}.model_options.\"{m}\""), o),
+                    )
+                })
+                .collect(),
+        }
+    }
+
+    /// One `[providers.model_options."<model>"]` entry.
+    fn model_options(&mut self, k: &str, o: &raw::RawModelOptions) -> ModelOptions {
+        ModelOptions {
+            max_output_tokens: self
+                .output_limit(&format!("{k}.max_output_tokens"), o.max_output_tokens),
+            reasoning_effort: o.reasoning_effort,
+            max_reasoning_effort: self.effort(
+                &format!("{k}.max_reasoning_effort"),
+                o.max_reasoning_effort.as_deref(),
+            ),
+            max_completion_tokens: o.max_completion_tokens,
+        }
+    }
+
+    /// A `max_output_tokens` value: 1 to 10,000,000 tokens.
+    fn output_limit(&mut self, k: &str, n: Option<i64>) -> Option<u32> {
+        n.map(|n| self.count(k, Some(n), 8192, 1, 10_000_000))
+    }
+
+    /// `low`, `medium`, `high` or `xhigh`.
+    fn effort(&mut self, k: &str, v: Option<&str>) -> Option<ReasoningEffort> {
+        let v = v?;
+        let e = ReasoningEffort::parse(v);
+        if e.is_none() {
+            self.bad(
+                k,
+                format!("'{v}' is not an effort level"),
+                "use \"low\", \"medium\", \"high\" or \"xhigh\"",
+            );
+        }
+        e
+    }
+
+    /// `system` (default) or `developer`.
+    fn system_role(&mut self, k: &str, v: Option<&str>) -> SystemRole {
+        match v {
+            None | Some("system") => SystemRole::System,
+            Some("developer") => SystemRole::Developer,
+            Some(other) => {
+                self.bad(
+                    k,
+                    format!("'{other}' is not a role for system text"),
+                    "use \"system\" or \"developer\"",
+                );
+                SystemRole::System
+            }
         }
     }
 

@@ -317,6 +317,36 @@ fn translation_keys_are_read_and_checked() {
             "default_max_tokens = 0",
             "providers.p.default_max_tokens: '0' is out of range",
         ),
+        (
+            "anthropic",
+            "system_role = \"developer\"",
+            "providers.p.system_role: only applies",
+        ),
+        (
+            "openai",
+            "system_role = \"admin\"",
+            "providers.p.system_role: 'admin' is not a role",
+        ),
+        (
+            "openai",
+            "max_reasoning_effort = \"max\"",
+            "providers.p.max_reasoning_effort: 'max' is not an effort level",
+        ),
+        (
+            "openai",
+            "max_output_tokens = -5",
+            "providers.p.max_output_tokens: '-5' is out of range",
+        ),
+        (
+            "openai",
+            "[providers.model_options.\"o3\"]\nmax_output_tokens = 0",
+            "providers.p.model_options.\"o3\".max_output_tokens: '0' is out of range",
+        ),
+        (
+            "openai",
+            "[providers.model_options.\"o3\"]\nmax_tokens = 5",
+            "max_tokens",
+        ),
     ] {
         let err = from_str(&provider(dialect, extra), Path::new("t.toml"), &env)
             .unwrap_err()
@@ -388,4 +418,31 @@ fn a_connection_key_may_be_sent_as_a_bearer_token() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("auth.scheme"), "{err}");
+}
+
+#[test]
+fn output_limits_efforts_and_model_options_are_read() {
+    let body = "[[providers]]\nid = \"p\"\ndialect = \"openai\"\nbase_url = \"https://x\"\n\
+        max_output_tokens = 32768\nmax_reasoning_effort = \"medium\"\nsystem_role = \"developer\"\n\
+        [providers.model_options.\"o*\"]\nmax_completion_tokens = true\nreasoning_effort = true\n\
+        [providers.model_options.\"o3-pro\"]\nmax_output_tokens = 100000\nmax_reasoning_effort = \"xhigh\"\n\
+        [[providers.connections]]\nid = \"c\"\nauth = \"passthrough\"\n";
+    let env = LoadEnv::fixed(&[], "/d");
+    let cfg = from_str(body, Path::new("t.toml"), &env).unwrap();
+    let t = &cfg.providers[0].translation;
+    assert_eq!(t.max_output_tokens, Some(32768));
+    assert_eq!(t.max_reasoning_effort, ReasoningEffort::Medium);
+    assert_eq!(t.system_role, SystemRole::Developer);
+    assert!(!t.max_completion_tokens);
+    let o = t.model("o1").expect("the glob matches");
+    assert_eq!(o.max_completion_tokens, Some(true));
+    assert_eq!(o.max_output_tokens, None, "left out: the provider's value");
+    let pro = t.model("o3-pro").expect("the exact name matches");
+    assert_eq!(
+        pro.max_output_tokens,
+        Some(100000),
+        "an exact name wins over a glob"
+    );
+    assert_eq!(pro.max_reasoning_effort, Some(ReasoningEffort::XHigh));
+    assert!(t.model("gpt-4o").is_none());
 }

@@ -121,6 +121,19 @@ pub fn render_details(f: &mut Frame, area: Rect, app: &App, theme: &Theme) {
         ]),
         Line::from(vec![label("route"), Span::raw(r.route.clone())]),
         Line::from(vec![label("format"), Span::raw(format_label(r))]),
+    ];
+    // What translation changed in what the target was asked (e.g. a clamped max_tokens).
+    for (i, a) in r.adjusted.iter().enumerate() {
+        lines.push(Line::from(vec![
+            if i == 0 {
+                label("adjusted")
+            } else {
+                Span::raw(" ".repeat(10))
+            },
+            Span::styled(a.clone(), theme.style(Role::Cooling)),
+        ]));
+    }
+    lines.extend([
         Line::from(vec![label("model"), Span::raw(route_label(r))]),
         Line::from(vec![
             label("status"),
@@ -140,7 +153,7 @@ pub fn render_details(f: &mut Frame, area: Rect, app: &App, theme: &Theme) {
                 if r.stream { "yes" } else { "no" }
             )),
         ]),
-    ];
+    ]);
     if !r.error.is_empty() {
         // The popup is at most 140 columns (and the screen): a long error wraps under its label.
         let room = usize::from(area.width.min(140).saturating_sub(4 + 3)).saturating_sub(10);

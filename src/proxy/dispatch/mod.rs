@@ -425,6 +425,7 @@ impl Dispatch<'_> {
         self.view.upstream_dialect = provider.dialect.as_str().into();
         self.view.attempts += 1;
         let seam = prepared.seam.as_ref();
+        self.view.adjusted = seam.map(|s| s.adjusted.clone()).unwrap_or_default();
         let t = Target {
             cand,
             provider,

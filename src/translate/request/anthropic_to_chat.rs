@@ -5,10 +5,12 @@ use std::collections::HashSet;
 use serde_json::{Value, json};
 
 use super::{Draft, client_model, stop_list};
+use crate::config::ReasoningEffort;
 use crate::translate::util::{Obj, arr, effort_for_budget, image_source_to_url, join_text, s, u};
+use crate::translate::wire_names::{id_from_anthropic, shorten_into};
 use crate::translate::{TargetOptions, TranslateError};
 
-/// Top-level fields this direction reads; any other is dropped with a warning.
+/// Top-level fields this direction reads; any other is dropped with a debug line.
 const HANDLED: &[&str] = &[
     "model",
     "system",
@@ -26,30 +28,36 @@ const HANDLED: &[&str] = &[
     "output_config",
 ];
 
+/// The text block current Claude Code puts first in `system`: attribution for Anthropic's
+/// own billing, meaningless to another provider.
+const BILLING_HEADER: &str = "x-anthropic-billing-header:";
+
 /// Translates the parsed Anthropic body.
 ///
 /// # Errors
-/// `document` blocks, unknown content blocks, a `tool_result` whose id no earlier
-/// `tool_use` produced, and a `tool_choice` that forces a dropped server tool.
+/// A role other than `user` / `assistant` / `system`, unknown content blocks, a
+/// `tool_result` whose id no earlier `tool_use` produced, and a `tool_choice` that forces a
+/// dropped server tool.
 pub fn translate(v: Obj, opts: &TargetOptions) -> Result<Draft, TranslateError> {
     let mut d = Draft::default();
     d.context.client_model = client_model(&v);
     let v = Value::Object(v);
     let mut messages = Vec::new();
     if let Some(sys) = v.get("system") {
-        let text = join_text(sys, "\n\n");
+        let text = system_text(sys);
         if !text.is_empty() {
-            messages.push(json!({"role": "system", "content": text}));
+            messages.push(json!({"role": opts.system_role.as_str(), "content": text}));
         }
     }
     let mut calls = HashSet::new();
     for (i, m) in arr(&v, "messages").iter().enumerate() {
-        message(i, m, &mut calls, &mut messages, &mut d)?;
+        message(i, m, opts, &mut calls, &mut messages, &mut d)?;
     }
     d.body.insert("messages".into(), Value::Array(messages));
     tools(&v, &mut d)?;
     scalars(&v, opts, &mut d);
     thinking(&v, opts, &mut d);
+    output_format(&v, &mut d);
     if let Some(obj) = v.as_object() {
         for k in obj.keys().filter(|k| !HANDLED.contains(&k.as_str())) {
             d.warn(format!("dropped '{k}' (no Chat Completions counterpart)"));
@@ -58,20 +66,46 @@ pub fn translate(v: Obj, opts: &TargetOptions) -> Result<Draft, TranslateError> 
     Ok(d)
 }
 
+/// The `system` field's text (a string or text blocks joined with a blank line), without
+/// the billing header block.
+fn system_text(sys: &Value) -> String {
+    match sys {
+        Value::Array(blocks) => {
+            let kept: Vec<Value> = blocks
+                .iter()
+                .filter(|b| !s(b, "text").is_some_and(|t| t.starts_with(BILLING_HEADER)))
+                .cloned()
+                .collect();
+            join_text(&Value::Array(kept), "\n\n")
+        }
+        other => join_text(other, "\n\n"),
+    }
+}
+
 /// One Anthropic message → one or more chat messages (tool results become `tool` messages
 /// placed first, before the user's own text of that turn).
+/// A `system` entry inside `messages` (current Claude Code puts environment and reminder
+/// text there) stays at its position as a system message of the provider's system role.
 fn message(
     i: usize,
     m: &Value,
+    opts: &TargetOptions,
     calls: &mut HashSet<String>,
     out: &mut Vec<Value>,
     d: &mut Draft,
 ) -> Result<(), TranslateError> {
     let role = s(m, "role").unwrap_or_default();
+    if role == "system" {
+        let text = m.get("content").map(system_text).unwrap_or_default();
+        if !text.is_empty() {
+            out.push(json!({"role": opts.system_role.as_str(), "content": text}));
+        }
+        return Ok(());
+    }
     if role != "user" && role != "assistant" {
         return Err(TranslateError::invalid(
             format!("messages[{i}].role"),
-            "must be 'user' or 'assistant'",
+            "must be 'user', 'assistant' or 'system'",
         ));
     }
     match m.get("content") {
@@ -106,8 +140,10 @@ fn user(
                 parts.push(json!({"type": "text", "text": s(b, "text").unwrap_or_default()}))
             }
             Some("image") => parts.push(image_part(b, &field())?),
+            Some("document") => parts.push(document_part(b, &field())?),
             Some("tool_result") => {
-                let id = s(b, "tool_use_id").unwrap_or_default();
+                let id = id_from_anthropic(s(b, "tool_use_id").unwrap_or_default());
+                let id = id.as_ref();
                 if !calls.contains(id) {
                     return Err(TranslateError::invalid(
                         format!("{}.tool_use_id", field()),
@@ -166,6 +202,22 @@ fn image_part(b: &Value, field: &str) -> Result<Value, TranslateError> {
     Ok(json!({"type": "image_url", "image_url": {"url": url}}))
 }
 
+/// A PDF `document` block → a Chat `file` part with the PDF as a data URL.
+fn document_part(b: &Value, field: &str) -> Result<Value, TranslateError> {
+    let src = b.get("source").unwrap_or(&Value::Null);
+    match (s(src, "type"), s(src, "media_type"), s(src, "data")) {
+        (Some("base64"), Some(media), Some(data)) => {
+            let name = s(b, "title").unwrap_or("document.pdf");
+            Ok(json!({"type": "file", "file": {
+                "filename": name, "file_data": format!("data:{media};base64,{data}")}}))
+        }
+        _ => Err(TranslateError::unsupported(
+            format!("{field}.source"),
+            "only base64 PDF documents translate to Chat Completions (as a file part)",
+        )),
+    }
+}
+
 fn assistant(
     i: usize,
     blocks: &[Value],
@@ -178,11 +230,13 @@ fn assistant(
         match s(b, "type") {
             Some("text") => text.push(s(b, "text").unwrap_or_default()),
             Some("tool_use") => {
-                let id = s(b, "id").unwrap_or_default();
-                calls.insert(id.to_string());
+                let id = id_from_anthropic(s(b, "id").unwrap_or_default()).into_owned();
+                calls.insert(id.clone());
                 let input = b.get("input").cloned().unwrap_or_else(|| json!({}));
+                let name =
+                    shorten_into(&mut d.context.tool_names, s(b, "name").unwrap_or_default());
                 tool_calls.push(json!({"id": id, "type": "function", "function": {
-                    "name": s(b, "name").unwrap_or_default(), "arguments": input.to_string()}}));
+                    "name": name, "arguments": input.to_string()}}));
             }
             Some("thinking" | "redacted_thinking") => {
                 d.warn(format!(
@@ -218,8 +272,9 @@ fn tools(v: &Value, d: &mut Draft) -> Result<(), TranslateError> {
         let name = s(t, "name").unwrap_or_default();
         match t.get("input_schema") {
             Some(schema) if matches!(s(t, "type"), None | Some("custom")) => {
-                let mut f = json!({"name": name, "parameters": schema});
-                if let Some(desc) = t.get("description") {
+                let wire = shorten_into(&mut d.context.tool_names, name);
+                let mut f = json!({"name": wire, "parameters": schema});
+                if let Some(desc) = t.get("description").filter(|x| !x.is_null()) {
                     f["description"] = desc.clone();
                 }
                 out.push(json!({"type": "function", "function": f}));
@@ -248,7 +303,9 @@ fn tools(v: &Value, d: &mut Draft) -> Result<(), TranslateError> {
             Some("any") => json!("required"),
             Some("none") => json!("none"),
             Some("tool") => {
-                json!({"type": "function", "function": {"name": s(c, "name").unwrap_or_default()}})
+                let name =
+                    shorten_into(&mut d.context.tool_names, s(c, "name").unwrap_or_default());
+                json!({"type": "function", "function": {"name": name}})
             }
             _ => json!("auto"),
         };
@@ -262,12 +319,16 @@ fn tools(v: &Value, d: &mut Draft) -> Result<(), TranslateError> {
 }
 
 fn scalars(v: &Value, opts: &TargetOptions, d: &mut Draft) {
-    let max = u(v, "max_tokens").or(opts.default_max_tokens.map(u64::from));
-    if let Some(n) = max {
-        d.body.insert("max_tokens".into(), json!(n));
+    if let Some(n) = d.output_limit(u(v, "max_tokens"), opts) {
+        let key = if opts.max_completion_tokens {
+            "max_completion_tokens"
+        } else {
+            "max_tokens"
+        };
+        d.body.insert(key.into(), json!(n));
     }
     for k in ["temperature", "top_p"] {
-        if let Some(x) = v.get(k) {
+        if let Some(x) = v.get(k).filter(|x| !x.is_null()) {
             d.body.insert(k.into(), x.clone());
         }
     }
@@ -289,23 +350,70 @@ fn scalars(v: &Value, opts: &TargetOptions, d: &mut Draft) {
     }
 }
 
-/// `thinking` (and Claude Code's `output_config.effort` for adaptive thinking) →
-/// `reasoning_effort` where the target takes it.
+/// `thinking` and `output_config.effort` → `reasoning_effort` where the target takes it.
+/// Enabled thinking maps its budget; adaptive thinking (current Claude Code) and a bare
+/// `output_config.effort` map the effort word, `max` / `xhigh` to the target's highest.
+/// `display: "omitted"` (or no thinking asked) relays no reasoning text.
 fn thinking(v: &Value, opts: &TargetOptions, d: &mut Draft) {
-    let Some(t) = v.get("thinking") else { return };
-    let effort = match s(t, "type") {
-        Some("enabled") => effort_for_budget(u(t, "budget_tokens").unwrap_or(0)),
-        Some("adaptive") => match v.get("output_config").and_then(|c| s(c, "effort")) {
-            Some("low") => "low",
-            Some("high" | "max") => "high",
-            _ => "medium",
-        },
-        _ => return,
+    let t = v.get("thinking").filter(|t| !t.is_null());
+    let asked = v
+        .get("output_config")
+        .and_then(|c| s(c, "effort"))
+        .map(effort_word);
+    let effort = match t.and_then(|t| s(t, "type")) {
+        Some("enabled") => Some(asked.unwrap_or_else(|| {
+            ReasoningEffort::parse(effort_for_budget(
+                u(t.unwrap_or(&Value::Null), "budget_tokens").unwrap_or(0),
+            ))
+            .unwrap_or_default()
+        })),
+        Some("adaptive") => Some(asked.unwrap_or(ReasoningEffort::Medium)),
+        Some("disabled") => None,
+        _ => asked,
     };
-    d.context.thinking = s(t, "display") != Some("omitted");
+    d.context.thinking =
+        t.is_some_and(|t| s(t, "type") != Some("disabled") && s(t, "display") != Some("omitted"));
+    let Some(effort) = effort else { return };
     if opts.reasoning_effort {
-        d.body.insert("reasoning_effort".into(), json!(effort));
+        let e = effort.min(opts.max_reasoning_effort);
+        d.body.insert("reasoning_effort".into(), json!(e.as_str()));
     } else {
-        d.warn("dropped 'thinking' (this provider does not take reasoning_effort)");
+        let what = if t.is_some() {
+            "thinking"
+        } else {
+            "output_config.effort"
+        };
+        d.warn(format!(
+            "dropped '{what}' (this provider does not take reasoning_effort)"
+        ));
+    }
+}
+
+/// An Anthropic effort word: `low`, `medium`, `high`; `max`, `xhigh` and anything newer
+/// count as the highest (clamped to the target's ceiling by the caller).
+fn effort_word(w: &str) -> ReasoningEffort {
+    match w {
+        "low" => ReasoningEffort::Low,
+        "medium" => ReasoningEffort::Medium,
+        "high" => ReasoningEffort::High,
+        _ => ReasoningEffort::XHigh,
+    }
+}
+
+/// `output_config.format` (structured output, a JSON schema) → Chat `response_format`
+/// `json_schema`.
+fn output_format(v: &Value, d: &mut Draft) {
+    let Some(f) = v.get("output_config").and_then(|c| c.get("format")) else {
+        return;
+    };
+    match (s(f, "type"), f.get("schema")) {
+        (Some("json_schema"), Some(schema)) => {
+            d.body.insert(
+                "response_format".into(),
+                json!({"type": "json_schema", "json_schema": {
+                    "name": s(f, "name").unwrap_or("output"), "schema": schema, "strict": true}}),
+            );
+        }
+        _ => d.warn("dropped 'output_config.format' (only json_schema formats translate)"),
     }
 }

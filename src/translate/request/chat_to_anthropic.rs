@@ -54,6 +54,16 @@ pub fn translate(v: Obj, opts: &TargetOptions) -> Result<Draft, TranslateError> 
     d.body.insert("messages".into(), turns.messages());
     tools(&v, &mut d)?;
     scalars(&v, opts, &mut d);
+    let schema = v
+        .get("response_format")
+        .and_then(|f| f.get("json_schema"))
+        .and_then(|j| j.get("schema"));
+    if let Some(schema) = schema {
+        d.body.insert(
+            "output_config".into(),
+            json!({"format": {"type": "json_schema", "schema": schema}}),
+        );
+    }
     if let Some(obj) = v.as_object() {
         for k in obj.keys().filter(|k| !HANDLED.contains(&k.as_str())) {
             d.warn(format!("dropped '{k}' (no Anthropic Messages counterpart)"));
@@ -72,11 +82,11 @@ fn refuse(v: &Value) -> Result<(), TranslateError> {
     if let Some(f) = v
         .get("response_format")
         .and_then(|f| s(f, "type"))
-        .filter(|t| *t != "text")
+        .filter(|t| !matches!(*t, "text" | "json_schema"))
     {
         return Err(TranslateError::unsupported(
             format!("response_format.type={f}"),
-            "structured output has no Anthropic Messages counterpart; use a tool instead",
+            "only json_schema structured output translates to Anthropic (output_config.format)",
         ));
     }
     for k in ["functions", "function_call", "audio"] {
@@ -211,15 +221,48 @@ fn user_blocks(i: usize, content: &Value) -> Result<Vec<Value>, TranslateError> 
                 })?;
                 blocks.push(json!({"type": "image", "source": source}));
             }
+            Some("file") => {
+                let f = p.get("file").unwrap_or(&Value::Null);
+                blocks.push(document_block(
+                    &format!("{field}.file"),
+                    s(f, "file_data"),
+                    s(f, "filename"),
+                )?);
+            }
             t => {
                 return Err(TranslateError::unsupported(
                     format!("{field}.type={}", t.unwrap_or("")),
-                    "only text and image_url parts translate to Anthropic",
+                    "only text, image_url and file (PDF) parts translate to Anthropic",
                 ));
             }
         }
     }
     Ok(blocks)
+}
+
+/// A file given as a `data:application/pdf;base64,…` URL → an Anthropic `document` block
+/// (`title` from the file name).
+///
+/// # Errors
+/// A file given by id (uploaded to OpenAI) or not as a base64 PDF.
+pub(crate) fn document_block(
+    field: &str,
+    data: Option<&str>,
+    filename: Option<&str>,
+) -> Result<Value, TranslateError> {
+    let pdf = data.and_then(|d| d.strip_prefix("data:application/pdf;base64,"));
+    let Some(pdf) = pdf else {
+        return Err(TranslateError::unsupported(
+            field,
+            "only PDF files given inline as base64 data translate to Anthropic (not file ids)",
+        ));
+    };
+    let mut b = json!({"type": "document",
+        "source": {"type": "base64", "media_type": "application/pdf", "data": pdf}});
+    if let Some(name) = filename {
+        b["title"] = json!(name);
+    }
+    Ok(b)
 }
 
 fn tools(v: &Value, d: &mut Draft) -> Result<(), TranslateError> {
@@ -237,7 +280,7 @@ fn tools(v: &Value, d: &mut Draft) -> Result<(), TranslateError> {
             .cloned()
             .unwrap_or_else(|| json!({"type": "object", "properties": {}}));
         let mut tool = json!({"name": s(f, "name").unwrap_or_default(), "input_schema": schema});
-        if let Some(desc) = f.get("description") {
+        if let Some(desc) = f.get("description").filter(|x| !x.is_null()) {
             tool["description"] = desc.clone();
         }
         out.push(tool);
@@ -273,9 +316,10 @@ fn tools(v: &Value, d: &mut Draft) -> Result<(), TranslateError> {
 }
 
 fn scalars(v: &Value, opts: &TargetOptions, d: &mut Draft) {
-    let max = u(v, "max_completion_tokens")
+    let asked = u(v, "max_completion_tokens")
         .or_else(|| u(v, "max_tokens"))
         .unwrap_or_else(|| u64::from(opts.default_max_tokens.unwrap_or(DEFAULT_MAX_TOKENS)));
+    let max = d.output_limit(Some(asked), opts).unwrap_or(asked);
     d.body.insert("max_tokens".into(), json!(max));
     let budget = s(v, "reasoning_effort").and_then(budget_for_effort);
     let thinking = thinking_budget(budget, max, d);

@@ -6,6 +6,7 @@ pub mod anthropic_to_chat;
 pub mod chat_to_anthropic;
 pub mod responses_to_anthropic;
 pub mod responses_to_chat;
+pub mod to_anthropic_names;
 mod turns;
 
 use bytes::Bytes;
@@ -23,11 +24,27 @@ pub struct Draft {
     pub context: ResponseContext,
     /// Fields dropped on the way.
     pub warnings: Vec<String>,
+    /// Changes to what the upstream is asked (see [`TranslatedRequest::adjusted`]).
+    pub adjusted: Vec<String>,
 }
 
 impl Draft {
     pub(crate) fn warn(&mut self, line: impl Into<String>) {
         self.warnings.push(line.into());
+    }
+
+    /// The output limit to send: the client's `asked` (else the provider's default),
+    /// clamped to `opts.max_output_tokens` with the clamp recorded.
+    pub(crate) fn output_limit(&mut self, asked: Option<u64>, opts: &TargetOptions) -> Option<u64> {
+        let n = asked.or(opts.default_max_tokens.map(u64::from))?;
+        match opts.max_output_tokens.map(u64::from) {
+            Some(cap) if n > cap => {
+                self.adjusted
+                    .push(format!("max_tokens {n} → {cap} (max_output_tokens)"));
+                Some(cap)
+            }
+            _ => Some(n),
+        }
     }
 }
 
@@ -56,6 +73,7 @@ pub fn finish(
         context: draft.context,
         stream,
         warnings: draft.warnings,
+        adjusted: draft.adjusted,
     })
 }
 

@@ -43,6 +43,7 @@ const HOSTED: &[&str] = &[
     "image_generation",
     "mcp",
     "local_shell",
+    "tool_search",
 ];
 
 /// Translates the parsed Responses body, filling `max_tokens` (required by Anthropic).
@@ -58,7 +59,7 @@ pub fn translate(v: Obj, opts: &TargetOptions) -> Result<Draft, TranslateError> 
 ///
 /// # Errors
 /// `previous_response_id` / `conversation` (server-side state), `background`, structured
-/// `text.format`, `custom` tools, a forced built-in tool, input items other than messages,
+/// `text.format` other than `json_schema`, a forced built-in tool, input items other than messages,
 /// function calls, their outputs and reasoning, `arguments` that are not a JSON object, and a
 /// `function_call_output` whose `call_id` no earlier call produced.
 pub fn to_anthropic(
@@ -90,6 +91,8 @@ pub fn to_anthropic(
     d.body.insert("messages".into(), turns.messages());
     tools(&v, &mut d)?;
     scalars(&v, opts, require_max, &mut d);
+    output_format(&v, &mut d);
+    echo(&v, &mut d);
     if let Some(obj) = v.as_object() {
         for k in obj.keys().filter(|k| !HANDLED.contains(&k.as_str())) {
             d.warn(format!(
@@ -119,14 +122,29 @@ fn refuse(v: &Value) -> Result<(), TranslateError> {
         .get("text")
         .and_then(|t| t.get("format"))
         .and_then(|f| s(f, "type"))
-        .filter(|t| *t != "text")
+        .filter(|t| !matches!(*t, "text" | "json_schema"))
     {
         return Err(TranslateError::unsupported(
             format!("text.format.type={f}"),
-            "structured output has no Anthropic Messages counterpart",
+            "only json_schema structured output translates (to output_config.format)",
         ));
     }
     Ok(())
+}
+
+/// `text.format` `json_schema` (structured output) → Anthropic `output_config.format`.
+fn output_format(v: &Value, d: &mut Draft) {
+    let schema = v
+        .get("text")
+        .and_then(|t| t.get("format"))
+        .filter(|f| s(f, "type") == Some("json_schema"))
+        .and_then(|f| f.get("schema"));
+    if let Some(schema) = schema {
+        d.body.insert(
+            "output_config".into(),
+            json!({"format": {"type": "json_schema", "schema": schema}}),
+        );
+    }
 }
 
 /// One input item.
@@ -151,7 +169,20 @@ fn item(i: usize, it: &Value, turns: &mut Turns, d: &mut Draft) -> Result<(), Tr
             );
             Ok(())
         }
-        "function_call_output" => {
+        "custom_tool_call" => {
+            // A freeform tool's call (Codex's apply_patch): its raw text is the one string
+            // argument of the tool it was offered as.
+            let id = s(it, "call_id").unwrap_or_default();
+            turns.calls.insert(id.to_string());
+            let input = json!({CUSTOM_INPUT: s(it, "input").unwrap_or_default()});
+            let name = s(it, "name").unwrap_or_default();
+            turns.push(
+                "assistant",
+                vec![json!({"type": "tool_use", "id": id, "name": name, "input": input})],
+            );
+            Ok(())
+        }
+        "function_call_output" | "custom_tool_call_output" => {
             let id = s(it, "call_id").unwrap_or_default();
             if !turns.calls.contains(id) {
                 return Err(TranslateError::invalid(
@@ -174,7 +205,7 @@ fn item(i: usize, it: &Value, turns: &mut Turns, d: &mut Draft) -> Result<(), Tr
         }
         t => Err(TranslateError::unsupported(
             format!("{field}.type={t}"),
-            "only message, function_call, function_call_output and reasoning items translate",
+            "only message, function and custom tool calls, their outputs, and reasoning items translate",
         )),
     }
 }
@@ -231,6 +262,10 @@ fn part(field: &str, p: &Value) -> Result<Option<Value>, TranslateError> {
             .filter(|t| !t.is_empty())
             .map(|t| json!({"type": "text", "text": t}))),
         Some("refusal") => Ok(s(p, "refusal").map(|t| json!({"type": "text", "text": t}))),
+        Some("input_file") => {
+            super::chat_to_anthropic::document_block(field, s(p, "file_data"), s(p, "filename"))
+                .map(Some)
+        }
         Some("input_image") => {
             let url = p
                 .get("image_url")
@@ -246,9 +281,32 @@ fn part(field: &str, p: &Value) -> Result<Option<Value>, TranslateError> {
         }
         t => Err(TranslateError::unsupported(
             format!("{field}.type={}", t.unwrap_or("")),
-            "only text and image parts translate",
+            "only text, image and inline PDF file parts translate",
         )),
     }
+}
+
+/// The one property of the tool a freeform (`custom`) tool is offered as.
+pub(crate) const CUSTOM_INPUT: &str = "input";
+
+/// A Responses `custom` (freeform) tool → an Anthropic tool taking one string, `input`; its
+/// grammar, when given, is quoted in the property's description so the model writes to it.
+fn custom_tool(t: &Value, name: &str) -> Value {
+    let mut hint = String::from("The raw input of this tool, as free text.");
+    if let Some(f) = t.get("format").filter(|f| s(f, "type") == Some("grammar")) {
+        hint.push_str(&format!(
+            " It must follow this {} grammar:\n{}",
+            s(f, "syntax").unwrap_or("formal"),
+            s(f, "definition").unwrap_or_default()
+        ));
+    }
+    let mut tool = json!({"name": name, "input_schema": {"type": "object",
+        "properties": {CUSTOM_INPUT: {"type": "string", "description": hint}},
+        "required": [CUSTOM_INPUT]}});
+    if let Some(desc) = t.get("description").filter(|x| x.is_string()) {
+        tool["description"] = desc.clone();
+    }
+    tool
 }
 
 fn tools(v: &Value, d: &mut Draft) -> Result<(), TranslateError> {
@@ -263,10 +321,15 @@ fn tools(v: &Value, d: &mut Draft) -> Result<(), TranslateError> {
                     .unwrap_or_else(|| json!({"type": "object", "properties": {}}));
                 let mut tool =
                     json!({"name": s(t, "name").unwrap_or_default(), "input_schema": schema});
-                if let Some(desc) = t.get("description") {
+                if let Some(desc) = t.get("description").filter(|x| !x.is_null()) {
                     tool["description"] = desc.clone();
                 }
                 out.push(tool);
+            }
+            "custom" => {
+                let name = s(t, "name").unwrap_or_default();
+                out.push(custom_tool(t, name));
+                d.context.custom_tools.push(name.to_string());
             }
             k if HOSTED.contains(&k) => {
                 d.warn(format!(
@@ -295,7 +358,7 @@ fn tools(v: &Value, d: &mut Draft) -> Result<(), TranslateError> {
         Some(Value::String(c)) if c == "required" => Some(json!({"type": "any"})),
         Some(Value::String(c)) if c == "none" => Some(json!({"type": "none"})),
         Some(c @ Value::Object(_)) => match s(c, "type") {
-            Some("function") => {
+            Some("function" | "custom") => {
                 Some(json!({"type": "tool", "name": s(c, "name").unwrap_or_default()}))
             }
             Some(k) if dropped.contains(k) || HOSTED.contains(&k) => {
@@ -366,4 +429,70 @@ fn scalars(v: &Value, opts: &TargetOptions, require_max: bool, d: &mut Draft) {
     if let Some(user) = s(v, "user") {
         d.body.insert("metadata".into(), json!({"user_id": user}));
     }
+}
+
+/// Fills what the `response` object repeats of the request (OpenAI's schema requires
+/// `instructions`, `tools`, `tool_choice`, `parallel_tool_calls`, `temperature`, `top_p` and
+/// `metadata`; see [`crate::translate::ResponseContext::response_fields`]): the client's
+/// values in the schema's forms, or for `temperature` / `top_p` the values sent upstream.
+fn echo(v: &Value, d: &mut Draft) {
+    let mut f = serde_json::Map::new();
+    if let Some(i) = v.get("instructions").filter(|i| i.is_string()) {
+        f.insert("instructions".into(), i.clone());
+    }
+    let typed = |t: &Value, k: &str, ok: fn(&Value) -> bool| {
+        t.get(k).filter(|x| ok(x)).cloned().unwrap_or(Value::Null)
+    };
+    let tools: Vec<Value> = arr(v, "tools")
+        .iter()
+        .filter_map(|t| {
+            let name = s(t, "name").unwrap_or_default();
+            match s(t, "type")? {
+                "function" => Some(json!({"type": "function", "name": name,
+                    "description": typed(t, "description", Value::is_string),
+                    "parameters": typed(t, "parameters", Value::is_object),
+                    "strict": typed(t, "strict", Value::is_boolean)})),
+                "custom" => {
+                    let mut c = json!({"type": "custom", "name": name});
+                    for k in ["description", "format"] {
+                        if let Some(x) = t.get(k).filter(|x| !x.is_null()) {
+                            c[k] = x.clone();
+                        }
+                    }
+                    Some(c)
+                }
+                _ => None,
+            }
+        })
+        .collect();
+    f.insert("tools".into(), Value::Array(tools));
+    let choice = match v.get("tool_choice") {
+        Some(x @ Value::String(m)) if matches!(m.as_str(), "auto" | "none" | "required") => {
+            Some(x.clone())
+        }
+        Some(x) => match (s(x, "type"), s(x, "name")) {
+            (Some(k @ ("function" | "custom")), Some(n)) => Some(json!({"type": k, "name": n})),
+            _ => None,
+        },
+        _ => None,
+    };
+    if let Some(c) = choice {
+        f.insert("tool_choice".into(), c);
+    }
+    if let Some(p) = v.get("parallel_tool_calls").filter(|p| p.is_boolean()) {
+        f.insert("parallel_tool_calls".into(), p.clone());
+    }
+    for k in ["temperature", "top_p"] {
+        if let Some(x) = d.body.get(k).filter(|x| x.is_number()) {
+            f.insert(k.into(), x.clone());
+        }
+    }
+    let strings = |m: &&Value| {
+        m.as_object()
+            .is_some_and(|o| o.values().all(Value::is_string))
+    };
+    if let Some(m) = v.get("metadata").filter(strings) {
+        f.insert("metadata".into(), m.clone());
+    }
+    d.context.response_fields = f;
 }

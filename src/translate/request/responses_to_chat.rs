@@ -18,7 +18,9 @@ pub fn translate(v: Obj, opts: &TargetOptions) -> Result<Draft, TranslateError> 
         serde_json::Value::String(mid.context.client_model.clone()),
     );
     let mut out = anthropic_to_chat::translate(body, opts)?;
+    let names = std::mem::take(&mut out.context.tool_names);
     out.context = mid.context;
+    out.context.tool_names = names;
     let mut warnings = mid.warnings;
     warnings.append(&mut out.warnings);
     out.warnings = warnings;

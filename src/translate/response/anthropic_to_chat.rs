@@ -24,7 +24,8 @@ pub fn translate(m: &Value, ctx: &ResponseContext) -> Value {
             _ => {}
         }
     }
-    let mut message = json!({"role": "assistant", "content": if text.is_empty() && !calls.is_empty() { Value::Null } else { json!(text) }});
+    let mut message = json!({"role": "assistant", "content": if text.is_empty() && !calls.is_empty() { Value::Null } else { json!(text) },
+                             "refusal": null});
     if !calls.is_empty() {
         message["tool_calls"] = Value::Array(calls);
     }

@@ -9,7 +9,7 @@ pub mod stop;
 use bytes::Bytes;
 use serde_json::Value;
 
-use super::{ClientFormat, ResponseContext, TranslateError};
+use super::{ClientFormat, ResponseContext, TranslateError, wire_names};
 use crate::config::Dialect;
 
 /// Translates a successful (2xx) non-streaming upstream body of dialect `upstream` into the
@@ -41,10 +41,30 @@ pub fn translate_response(
             v
         }
     };
+    let mut message = message;
+    client_tool_calls(&mut message, ctx);
     let out = match ctx.client {
         ClientFormat::Anthropic => message,
         ClientFormat::Chat => anthropic_to_chat::translate(&message, ctx),
         ClientFormat::Responses => anthropic_to_responses::translate(&message, ctx),
     };
     Ok(Bytes::from(out.to_string()))
+}
+
+/// Gives each `tool_use` block of the pivot message the client's tool name and an id of the
+/// client's form (see [`wire_names::for_client`]).
+fn client_tool_calls(message: &mut Value, ctx: &ResponseContext) {
+    let Some(blocks) = message.get_mut("content").and_then(Value::as_array_mut) else {
+        return;
+    };
+    for b in blocks
+        .iter_mut()
+        .filter(|b| b.get("type").and_then(Value::as_str) == Some("tool_use"))
+    {
+        let id = b.get("id").and_then(Value::as_str).unwrap_or_default();
+        let name = b.get("name").and_then(Value::as_str).unwrap_or_default();
+        let (id, name) = wire_names::for_client(ctx.client, &ctx.tool_names, id, name);
+        b["id"] = Value::String(id);
+        b["name"] = Value::String(name);
+    }
 }

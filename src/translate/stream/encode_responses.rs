@@ -7,7 +7,8 @@ use serde_json::{Value, json};
 use super::{Block, Delta, Ev, merge_usage, sse};
 use crate::translate::ResponseContext;
 use crate::translate::response::anthropic_to_responses::{
-    base_id, call_item, message_item, reasoning_item, response_object,
+    base_id, call_item, custom_input, custom_item, is_custom, message_item, output_text,
+    reasoning_item, response_object,
 };
 use crate::translate::response::stop::Usage;
 
@@ -101,8 +102,8 @@ impl ResponsesEncoder {
             Ev::Error { etype, message } => {
                 let mut r = self.response(Some("end_turn"), Some(self.usage));
                 r["status"] = json!("failed");
+                // `ResponseErrorCode` has no overloaded code: a server error.
                 let code = match etype.as_str() {
-                    "overloaded_error" => "server_is_overloaded",
                     "rate_limit_error" => "rate_limit_exceeded",
                     "invalid_request_error" => "invalid_prompt",
                     _ => "server_error",
@@ -114,9 +115,10 @@ impl ResponsesEncoder {
     }
 
     fn item_id(&self, item: &Item) -> String {
-        let p = match item.kind {
+        let p = match &item.kind {
             Block::Text => "msg",
             Block::Thinking => "rs",
+            Block::ToolUse { name, .. } if is_custom(&self.ctx, name) => "ctc",
             Block::ToolUse { .. } => "fc",
         };
         format!("{p}_{}_{}", self.base, item.block)
@@ -147,7 +149,7 @@ impl ResponsesEncoder {
                     out,
                     "response.content_part.added",
                     json!({"item_id": id, "output_index": oi, "content_index": 0,
-                    "part": {"type": "output_text", "text": "", "annotations": []}}),
+                    "part": output_text("")}),
                 );
             }
             Block::Thinking => {
@@ -162,6 +164,14 @@ impl ResponsesEncoder {
                     "response.reasoning_summary_part.added",
                     json!({"item_id": id, "output_index": oi,
                     "summary_index": 0, "part": {"type": "summary_text", "text": ""}}),
+                );
+            }
+            Block::ToolUse { id: call_id, name } if is_custom(&self.ctx, name) => {
+                let it = json!({"id": id, "type": "custom_tool_call", "status": "in_progress", "call_id": call_id, "name": name, "input": ""});
+                self.send(
+                    out,
+                    "response.output_item.added",
+                    json!({"output_index": oi, "item": it}),
                 );
             }
             Block::ToolUse { id: call_id, name } => {
@@ -180,7 +190,14 @@ impl ResponsesEncoder {
         let Some(item) = self.open.as_mut().filter(|i| i.block == block) else {
             return;
         };
+        let custom =
+            matches!(&item.kind, Block::ToolUse { name, .. } if is_custom(&self.ctx, name));
         let (kind, text) = match (&item.kind, delta) {
+            // A freeform call's text is inside its JSON arguments: kept whole, sent at close.
+            (Block::ToolUse { .. }, Delta::InputJson(t)) if custom => {
+                item.buf.push_str(&t);
+                return;
+            }
             (Block::Text, Delta::Text(t)) => ("response.output_text.delta", t),
             (Block::Thinking, Delta::Thinking(t)) => ("response.reasoning_summary_text.delta", t),
             (Block::ToolUse { .. }, Delta::InputJson(t)) if !t.is_empty() => {
@@ -197,7 +214,7 @@ impl ResponsesEncoder {
             .unwrap_or_default();
         let data = match kind {
             "response.output_text.delta" => {
-                json!({"item_id": id, "output_index": oi, "content_index": 0, "delta": text})
+                json!({"item_id": id, "output_index": oi, "content_index": 0, "delta": text, "logprobs": []})
             }
             "response.reasoning_summary_text.delta" => {
                 json!({"item_id": id, "output_index": oi, "summary_index": 0, "delta": text})
@@ -213,12 +230,12 @@ impl ResponsesEncoder {
         let oi = item.output_index;
         let done = match &item.kind {
             Block::Text => {
-                self.send(out, "response.output_text.done", json!({"item_id": id, "output_index": oi, "content_index": 0, "text": item.buf}));
+                self.send(out, "response.output_text.done", json!({"item_id": id, "output_index": oi, "content_index": 0, "text": item.buf, "logprobs": []}));
                 self.send(
                     out,
                     "response.content_part.done",
                     json!({"item_id": id, "output_index": oi, "content_index": 0,
-                    "part": {"type": "output_text", "text": item.buf, "annotations": []}}),
+                    "part": output_text(&item.buf)}),
                 );
                 message_item(&self.base, item.block, &item.buf)
             }
@@ -232,12 +249,26 @@ impl ResponsesEncoder {
                 );
                 reasoning_item(&self.base, item.block, &item.buf)
             }
+            Block::ToolUse { id: call_id, name } if is_custom(&self.ctx, name) => {
+                let input = custom_input(&item.buf);
+                self.send(
+                    out,
+                    "response.custom_tool_call_input.delta",
+                    json!({"item_id": id, "output_index": oi, "delta": input}),
+                );
+                self.send(
+                    out,
+                    "response.custom_tool_call_input.done",
+                    json!({"item_id": id, "output_index": oi, "input": input}),
+                );
+                custom_item(&self.base, item.block, call_id, name, &input)
+            }
             Block::ToolUse { id: call_id, name } => {
                 let args = if item.buf.is_empty() { "{}" } else { &item.buf };
                 self.send(
                     out,
                     "response.function_call_arguments.done",
-                    json!({"item_id": id, "output_index": oi, "arguments": args}),
+                    json!({"item_id": id, "output_index": oi, "name": name, "arguments": args}),
                 );
                 call_item(&self.base, item.block, call_id, name, args)
             }

@@ -19,7 +19,7 @@ use bytes::Bytes;
 use serde_json::Value;
 
 use super::response::stop::Usage;
-use super::{ClientFormat, ResponseContext, TranslateError};
+use super::{ClientFormat, ResponseContext, TranslateError, wire_names};
 use crate::config::Dialect;
 use crate::proxy::sse::SseFramer;
 
@@ -114,7 +114,7 @@ impl Ev {
 
 enum Decoder {
     Anthropic(decode_anthropic::AnthropicDecoder),
-    Chat(decode_chat::ChatDecoder),
+    Chat(Box<decode_chat::ChatDecoder>),
 }
 
 enum Encoder {
@@ -141,6 +141,9 @@ pub struct StreamTranslator {
     encoder: Encoder,
     done: bool,
     evs: Vec<Ev>,
+    client: ClientFormat,
+    /// `(upstream name, client name)` pairs of shortened tool names.
+    tool_names: Vec<(String, String)>,
 }
 
 impl StreamTranslator {
@@ -157,7 +160,9 @@ impl StreamTranslator {
             (Dialect::Anthropic, _) => {
                 Decoder::Anthropic(decode_anthropic::AnthropicDecoder::default())
             }
-            (Dialect::OpenAi, _) => Decoder::Chat(decode_chat::ChatDecoder::new(ctx.clone())),
+            (Dialect::OpenAi, _) => {
+                Decoder::Chat(Box::new(decode_chat::ChatDecoder::new(ctx.clone())))
+            }
         };
         let encoder = match ctx.client {
             ClientFormat::Anthropic => {
@@ -174,6 +179,8 @@ impl StreamTranslator {
             encoder,
             done: false,
             evs: Vec::new(),
+            client: ctx.client,
+            tool_names: ctx.tool_names.clone(),
         })
     }
 
@@ -259,6 +266,20 @@ impl StreamTranslator {
                 break;
             }
             self.done = ev.is_terminal();
+            let ev = match ev {
+                Ev::BlockStart {
+                    index,
+                    block: Block::ToolUse { id, name },
+                } => {
+                    let (id, name) =
+                        wire_names::for_client(self.client, &self.tool_names, &id, &name);
+                    Ev::BlockStart {
+                        index,
+                        block: Block::ToolUse { id, name },
+                    }
+                }
+                other => other,
+            };
             self.encoder.emit(ev, out);
         }
     }

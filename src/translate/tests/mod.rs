@@ -3,8 +3,10 @@
 //! (review the diff before committing), without it a missing value fails.
 
 mod bad_input;
+mod current_clients;
 mod golden;
 mod property;
+mod schema;
 mod split;
 
 use std::path::PathBuf;
@@ -66,6 +68,7 @@ pub(super) fn context(client_fmt: ClientFormat, v: Option<&Value>) -> ResponseCo
             })
             .unwrap_or_default(),
         created: 1_764_460_800,
+        ..Default::default()
     }
 }
 
@@ -89,5 +92,14 @@ pub(super) fn options(v: Option<&Value>) -> TargetOptions {
             .get("reasoning_effort")
             .and_then(Value::as_bool)
             .unwrap_or(true),
+        max_output_tokens: v
+            .get("max_output_tokens")
+            .and_then(Value::as_u64)
+            .map(|n| n as u32),
+        max_completion_tokens: v
+            .get("max_completion_tokens")
+            .and_then(Value::as_bool)
+            .unwrap_or(false),
+        ..Default::default()
     }
 }
