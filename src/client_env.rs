@@ -15,7 +15,8 @@ pub enum ClientKind {
     Claude,
     /// Codex CLI (a `[model_providers.sluice]` block in `~/.codex/config.toml`).
     Codex,
-    /// aider (`OPENAI_API_BASE`, models as `openai/<name>`).
+    /// aider, through litellm: `OPENAI_API_BASE` (with `/v1`) for `openai/<name>` models,
+    /// `ANTHROPIC_API_BASE` (no `/v1`; litellm appends `/v1/messages`) for `anthropic/<name>`.
     Aider,
     /// OpenAI SDKs (`OPENAI_BASE_URL`, with `/v1`).
     Openai,
@@ -51,10 +52,7 @@ pub fn render(client: ClientKind, cfg: &Config) -> String {
         ClientKind::Openai => {
             let _ = writeln!(o, "export OPENAI_BASE_URL={base}/v1");
         }
-        ClientKind::Aider => {
-            let _ = writeln!(o, "export OPENAI_API_BASE={base}/v1");
-            let _ = writeln!(o, "# then run: aider --model openai/<model or combo name>");
-        }
+        ClientKind::Aider => aider_lines(&mut o, &base),
         ClientKind::Codex => codex_block(&mut o, &base),
     }
     credential_note(&mut o, client, cfg);
@@ -70,6 +68,26 @@ fn label(client: ClientKind) -> &'static str {
         ClientKind::Openai => "an OpenAI SDK",
         ClientKind::Anthropic => "an Anthropic SDK",
     }
+}
+
+/// aider's two modes, as litellm 1.81 (aider 0.86) reads them: `openai/` models take
+/// `OPENAI_BASE_URL`, else `OPENAI_API_BASE`; `anthropic/` models take `ANTHROPIC_API_BASE`,
+/// else `ANTHROPIC_BASE_URL`, and get `/v1/messages` appended.
+fn aider_lines(o: &mut String, base: &str) {
+    let _ = writeln!(
+        o,
+        "# OpenAI mode (Chat Completions): aider --model openai/<model or combo name>"
+    );
+    let _ = writeln!(o, "export OPENAI_API_BASE={base}/v1");
+    let _ = writeln!(
+        o,
+        "# Anthropic mode (Messages): aider --model anthropic/<model or combo name>"
+    );
+    let _ = writeln!(o, "export ANTHROPIC_API_BASE={base}");
+    let _ = writeln!(
+        o,
+        "# litellm reads OPENAI_BASE_URL before OPENAI_API_BASE: unset it or set it to {base}/v1 too"
+    );
 }
 
 fn codex_block(o: &mut String, base: &str) {
@@ -89,6 +107,9 @@ fn codex_block(o: &mut String, base: &str) {
 /// Which key the client must send, when sluice checks client keys; otherwise how its own
 /// credential reaches the upstream.
 fn credential_note(o: &mut String, client: ClientKind, cfg: &Config) {
+    if client == ClientKind::Aider {
+        return aider_credential_note(o, cfg);
+    }
     let var = match client {
         ClientKind::Claude | ClientKind::Anthropic => "ANTHROPIC_API_KEY",
         _ => "OPENAI_API_KEY",
@@ -109,20 +130,45 @@ fn credential_note(o: &mut String, client: ClientKind, cfg: &Config) {
     }
 }
 
-/// A note when no provider speaks this client's dialect: its requests are translated.
+/// aider's key variable is per mode, and litellm refuses to send while it is unset (even
+/// when sluice's connection brings its own key).
+fn aider_credential_note(o: &mut String, cfg: &Config) {
+    match &cfg.server.client_keys_env {
+        Some(keys) => {
+            let _ = writeln!(
+                o,
+                "# sluice checks client keys (server.client_keys_env): export OPENAI_API_KEY=<one of the keys in ${keys}> (openai/ models) or ANTHROPIC_API_KEY=<one of them> (anthropic/ models)"
+            );
+        }
+        None => {
+            let _ = writeln!(
+                o,
+                "# aider sends only with a key set: your own OPENAI_API_KEY (openai/ models) or ANTHROPIC_API_KEY (anthropic/ models) is forwarded to passthrough connections; connections with auth = {{ env }} use sluice's key (then any value will do)"
+            );
+        }
+    }
+}
+
+/// A note when no provider speaks this client's dialect (for aider: one of its modes'):
+/// its requests are translated.
 fn dialect_note(o: &mut String, client: ClientKind, cfg: &Config) {
-    let needed = match client {
-        ClientKind::Claude | ClientKind::Anthropic => Dialect::Anthropic,
-        _ => Dialect::OpenAi,
+    let needed: &[(Dialect, &str)] = match client {
+        ClientKind::Claude | ClientKind::Anthropic => &[(Dialect::Anthropic, label(client))],
+        ClientKind::Aider => &[
+            (Dialect::OpenAi, "aider's openai/ models"),
+            (Dialect::Anthropic, "aider's anthropic/ models"),
+        ],
+        _ => &[(Dialect::OpenAi, label(client))],
     };
-    if !cfg.providers.iter().any(|p| p.dialect == needed) {
-        let _ = writeln!(
-            o,
-            "# note: no provider in {} has dialect = \"{}\"; requests from {} are translated for the other dialect (docs/TRANSLATION.md)",
-            cfg.file.display(),
-            needed.as_str(),
-            label(client)
-        );
+    for (dialect, who) in needed {
+        if !cfg.providers.iter().any(|p| p.dialect == *dialect) {
+            let _ = writeln!(
+                o,
+                "# note: no provider in {} has dialect = \"{}\"; requests from {who} are translated for the other dialect (docs/TRANSLATION.md)",
+                cfg.file.display(),
+                dialect.as_str(),
+            );
+        }
     }
 }
 
@@ -166,9 +212,44 @@ mod tests {
         let aider = render(ClientKind::Aider, &c);
         assert_eq!(
             exports(&aider),
-            ["export OPENAI_API_BASE=http://127.0.0.1:9100/v1"]
+            [
+                "export OPENAI_API_BASE=http://127.0.0.1:9100/v1",
+                "export ANTHROPIC_API_BASE=http://127.0.0.1:9100"
+            ]
         );
         assert!(aider.contains("aider --model openai/"), "{aider}");
+        assert!(aider.contains("aider --model anthropic/"), "{aider}");
+    }
+
+    #[test]
+    fn aider_gets_both_modes_their_keys_and_a_note_for_the_translated_one() {
+        // The test config's only provider speaks Anthropic: openai/ models are translated.
+        let out = render(ClientKind::Aider, &cfg(""));
+        assert!(
+            out.contains("OPENAI_BASE_URL before OPENAI_API_BASE"),
+            "{out}"
+        );
+        assert!(
+            out.contains(
+                "your own OPENAI_API_KEY (openai/ models) or ANTHROPIC_API_KEY (anthropic/ models) is forwarded"
+            ),
+            "{out}"
+        );
+        assert!(
+            out.contains(
+                "has dialect = \"openai\"; requests from aider's openai/ models are translated"
+            ),
+            "{out}"
+        );
+        assert!(!out.contains("anthropic/ models are translated"), "{out}");
+        let keyed = render(
+            ClientKind::Aider,
+            &cfg("[server]\nclient_keys_env = \"CK\"\n"),
+        );
+        assert!(
+            keyed.contains("export OPENAI_API_KEY=<one of the keys in $CK> (openai/ models) or ANTHROPIC_API_KEY=<one of them>"),
+            "{keyed}"
+        );
     }
 
     #[test]

@@ -1,8 +1,13 @@
-//! Claude Code end to end: the real `claude -p` (npm `@anthropic-ai/claude-code`, pinned to the
-//! last pure-JS build) completes a prompt through sluice against the mock upstream.
+//! Claude Code end to end: the real `claude -p` (npm `@anthropic-ai/claude-code`) completes a
+//! prompt through sluice against the mock upstream, at two releases: the oldest supported
+//! ([`OLDEST`], the last pure-JS build) and a recent one ([`RECENT`], a native binary that
+//! sends what current releases send: system entries inside `messages`, adaptive thinking,
+//! `context_management`, deferred tools). `SLUICE_CLIENTS=latest` replaces the recent pin
+//! with whatever the npm registry serves today, so a new release is checked in one command.
 //!
-//! The CLI is installed once under `target/claude-code/` (see `scripts/install-claude-code.sh`);
-//! an in-process mutex plus a lock file keep parallel test runs from installing it twice.
+//! Each release is installed once under `target/claude-code-<version>/` (see
+//! `scripts/install-claude-code.sh`); an in-process mutex plus a lock file keep parallel test
+//! runs from installing it twice.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -10,8 +15,11 @@ use std::time::Duration;
 
 use crate::support::{MockUpstream, Reply, Sluice, client_tool, fill};
 
-/// Last release that ships `cli.js` (Node >= 18) instead of a ~400 MB native binary.
-const CLAUDE_CODE_VERSION: &str = "2.1.112";
+/// The oldest supported release: the last that ships `cli.js` (run with Node >= 18).
+const OLDEST: &str = "2.1.112";
+/// The recent pin: a native binary (~400 MB, from the platform package npm installs beside
+/// it).
+const RECENT: &str = "2.1.332";
 const PHRASE: &str = "sluice-e2e-ok 7f3a";
 const DUMMY_KEY: &str = "sk-ant-test-dummy";
 /// Kill `claude` if it has not finished by then.
@@ -31,18 +39,80 @@ base_url = "{MOCK}"
   auth = "passthrough"
 "#;
 
-/// Installs Claude Code under `target/claude-code/` unless present; returns the `cli.js` path.
-fn ensure_claude_code() -> PathBuf {
-    client_tool::ensure(
-        "claude-code",
-        &format!("@anthropic-ai/claude-code@{CLAUDE_CODE_VERSION}"),
-        "node_modules/@anthropic-ai/claude-code/cli.js",
-    )
+/// One installed Claude Code release: how to start it.
+#[derive(Debug, Clone)]
+struct Cli {
+    version: String,
+    /// The program (`node` for a `cli.js` build, else the native binary).
+    program: PathBuf,
+    /// Arguments before the client's own (`cli.js`'s path for a JS build).
+    lead: Vec<PathBuf>,
+}
+
+/// The releases under test: [`OLDEST`] and [`RECENT`], or with `SLUICE_CLIENTS=latest` the
+/// oldest and the registry's newest.
+fn releases() -> Vec<String> {
+    let recent = if std::env::var("SLUICE_CLIENTS").as_deref() == Ok("latest") {
+        client_tool::npm_latest("@anthropic-ai/claude-code")
+    } else {
+        RECENT.to_string()
+    };
+    vec![OLDEST.to_string(), recent]
+}
+
+/// Installs `version` under `target/claude-code-<version>/` unless present.
+fn ensure_claude_code(version: &str) -> Cli {
+    let dir = format!("claude-code-{version}");
+    let pkg = format!("@anthropic-ai/claude-code@{version}");
+    let manifest = client_tool::ensure(
+        &dir,
+        &pkg,
+        "node_modules/@anthropic-ai/claude-code/package.json",
+    );
+    let root = manifest.parent().map(Path::to_path_buf).unwrap_or_default();
+    let js = root.join("cli.js");
+    if js.exists() {
+        return Cli {
+            version: version.into(),
+            program: PathBuf::from("node"),
+            lead: vec![js],
+        };
+    }
+    let native = native_binary(&root).unwrap_or_else(|| {
+        panic!(
+            "Claude Code {version} installed without cli.js and without its native binary \
+             (@anthropic-ai/claude-code-linux-* under {}); npm must install optional dependencies",
+            root.display()
+        )
+    });
+    Cli {
+        version: version.into(),
+        program: native,
+        lead: Vec::new(),
+    }
+}
+
+/// The platform binary npm installed beside the package (`claude-code-linux-x64/claude`,
+/// …-arm64, …-musl).
+fn native_binary(pkg_root: &Path) -> Option<PathBuf> {
+    let scope = pkg_root.parent()?;
+    std::fs::read_dir(scope)
+        .ok()?
+        .filter_map(Result::ok)
+        .map(|e| e.path().join("claude"))
+        .find(|p| {
+            p.is_file()
+                && p.parent()
+                    .and_then(Path::file_name)
+                    .is_some_and(|n| n.to_string_lossy().starts_with("claude-code-linux-"))
+        })
 }
 
 /// Output of a finished `claude` run.
 #[derive(Debug)]
 struct Run {
+    #[allow(dead_code, reason = "shown through Debug when the test fails")]
+    version: String,
     success: bool,
     code: Option<i32>,
     stdout: String,
@@ -50,16 +120,16 @@ struct Run {
     stderr: String,
 }
 
-/// Runs `node cli.js -p PROMPT` with a clean environment; kills it after [`RUN_TIMEOUT`].
-fn run_claude(cli: &Path, base_url: &str, home: &Path, prompt: &str) -> Run {
+/// Runs `claude -p PROMPT` with a clean environment; kills it after [`RUN_TIMEOUT`].
+fn run_claude(cli: &Cli, base_url: &str, home: &Path, prompt: &str) -> Run {
     run_claude_with(cli, base_url, home, &["-p", prompt])
 }
 
-/// Runs `node cli.js ARGS…` like [`run_claude`].
-fn run_claude_with(cli: &Path, base_url: &str, home: &Path, args: &[&str]) -> Run {
+/// Runs `claude ARGS…` like [`run_claude`].
+fn run_claude_with(cli: &Cli, base_url: &str, home: &Path, args: &[&str]) -> Run {
     let path = std::env::var("PATH").unwrap_or_default();
-    let child = Command::new("node")
-        .arg(cli)
+    let child = Command::new(&cli.program)
+        .args(&cli.lead)
         .args(args)
         .env_clear()
         .env("PATH", path)
@@ -75,10 +145,15 @@ fn run_claude_with(cli: &Path, base_url: &str, home: &Path, args: &[&str]) -> Ru
         .stderr(Stdio::piped())
         .spawn()
         .unwrap_or_else(|e| {
-            panic!("cannot start `node` (Node.js >= 18 is required for this test): {e}")
+            panic!(
+                "cannot start Claude Code {} ({}; a cli.js build needs Node.js >= 18): {e}",
+                cli.version,
+                cli.program.display()
+            )
         });
     let f = client_tool::wait_bounded(child, RUN_TIMEOUT);
     let run = Run {
+        version: cli.version.clone(),
         success: f.success(),
         code: f.status.and_then(|s| s.code()),
         stdout: f.stdout,
@@ -91,11 +166,23 @@ fn run_claude_with(cli: &Path, base_url: &str, home: &Path, args: &[&str]) -> Ru
     run
 }
 
+/// Every release under test, installed (on a blocking thread).
+async fn installed() -> Vec<Cli> {
+    tokio::task::spawn_blocking(|| releases().iter().map(|v| ensure_claude_code(v)).collect())
+        .await
+        .unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn claude_code_completes_a_prompt_through_sluice() {
-    let cli = tokio::task::spawn_blocking(ensure_claude_code)
-        .await
-        .unwrap();
+    for cli in installed().await {
+        completes_a_prompt(cli).await;
+    }
+}
+
+/// Passthrough to an Anthropic provider: the phrase comes back, headers are forwarded as the
+/// design says, and the snapshot counts the request.
+async fn completes_a_prompt(cli: Cli) {
     let mock = MockUpstream::start().await;
     mock.on("/v1/messages").reply(Reply::anthropic_text(PHRASE));
     let s = Sluice::start(&fill(CONFIG, &mock), &[]).await;
@@ -171,6 +258,8 @@ base_url = "{MOCK}"
 "#;
 
 const MARKER: &str = "sluice-tool-marker-5d21";
+/// A tool-call id in the form some OpenAI-compatible servers use (invalid as an Anthropic id).
+const CHAT_CALL_ID: &str = "functions.Bash:0";
 const FINAL: &str = "sluice-final-answer-9c04";
 
 /// One chat-completion chunk as a `data:` line.
@@ -190,7 +279,7 @@ fn bash_tool_call_stream() -> Reply {
             None,
         ),
         chat_chunk(
-            serde_json::json!({"tool_calls": [{"index": 0, "id": "call_e2e_1", "type": "function",
+            serde_json::json!({"tool_calls": [{"index": 0, "id": CHAT_CALL_ID, "type": "function",
                 "function": {"name": "Bash", "arguments": args.to_string()}}]}),
             None,
         ),
@@ -213,9 +302,16 @@ fn text_stream(text: &str) -> Reply {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn claude_code_runs_a_tool_through_a_chat_only_provider() {
-    let cli = tokio::task::spawn_blocking(ensure_claude_code)
-        .await
-        .unwrap();
+    for cli in installed().await {
+        runs_a_tool_through_chat(cli).await;
+    }
+}
+
+/// Translated to a chat-only provider whose tool-call ids are not valid Anthropic ids (as
+/// Kimi's `functions.Bash:0`): the client runs the tool, and its result reaches the provider
+/// under the provider's own id.
+async fn runs_a_tool_through_chat(cli: Cli) {
+    let version = cli.version.clone();
     let mock = MockUpstream::start().await;
     mock.speak_only_chat();
     // The tool result comes back as a `tool` message: answer it with the final text; the
@@ -249,10 +345,21 @@ async fn claude_code_runs_a_tool_through_a_chat_only_provider() {
         "claude -p failed (exit {:?}): {run:#?}\nupstream saw: {seen:#?}",
         run.code
     );
+
+    if version == RECENT {
+        // The pinned recent release puts system entries between turns (what broke
+        // translation for releases after the oldest): this run exercised that shape.
+        assert!(
+            seen.iter().any(|r| r.json()["messages"]
+                .as_array()
+                .is_some_and(|m| m.iter().skip(1).any(|m| m["role"] == "system"))),
+            "Claude Code {version} sent no system entry inside messages: {seen:#?}"
+        );
+    }
     assert!(seen.iter().all(|r| r.path != "/v1/messages"), "{seen:#?}");
     let tool_result = seen.iter().find(|r| {
         let body = String::from_utf8_lossy(&r.body);
-        body.contains("\"role\":\"tool\"") && body.contains("call_e2e_1")
+        body.contains("\"role\":\"tool\"") && body.contains(CHAT_CALL_ID)
     });
     let tool_result =
         tool_result.unwrap_or_else(|| panic!("no tool result reached the mock: {seen:#?}"));
@@ -262,7 +369,7 @@ async fn claude_code_runs_a_tool_through_a_chat_only_provider() {
         .and_then(|m| m.iter().find(|m| m["role"] == "tool"))
         .cloned()
         .unwrap_or_default();
-    assert_eq!(tool["tool_call_id"], "call_e2e_1", "{messages:#}");
+    assert_eq!(tool["tool_call_id"], CHAT_CALL_ID, "{messages:#}");
     assert!(
         tool["content"]
             .as_str()
@@ -282,6 +389,176 @@ async fn claude_code_runs_a_tool_through_a_chat_only_provider() {
             .any(|a| a.translated == "anthropic→openai")),
         "{:#?}",
         snap.recent
+    );
+    s.stop().await;
+}
+
+/// An Anthropic stream whose one block calls Claude Code's `Bash` tool with `echo MARKER`.
+fn anthropic_bash_tool_stream() -> Reply {
+    let input =
+        serde_json::json!({"command": format!("echo {MARKER}"), "description": "Print the marker"});
+    let ev = |name: &str, data: serde_json::Value| format!("event: {name}\ndata: {data}\n\n");
+    Reply::sse_events(&[
+        ev(
+            "message_start",
+            serde_json::json!({"type": "message_start", "message": {"id": "msg_e2e",
+            "type": "message", "role": "assistant", "model": "mock", "content": [], "stop_reason": null,
+            "stop_sequence": null, "usage": {"input_tokens": 10, "output_tokens": 0}}}),
+        ),
+        ev(
+            "content_block_start",
+            serde_json::json!({"type": "content_block_start", "index": 0,
+            "content_block": {"type": "tool_use", "id": "toolu_e2e_1", "name": "Bash", "input": {}}}),
+        ),
+        ev(
+            "content_block_delta",
+            serde_json::json!({"type": "content_block_delta", "index": 0,
+            "delta": {"type": "input_json_delta", "partial_json": input.to_string()}}),
+        ),
+        ev(
+            "content_block_stop",
+            serde_json::json!({"type": "content_block_stop", "index": 0}),
+        ),
+        ev(
+            "message_delta",
+            serde_json::json!({"type": "message_delta",
+            "delta": {"stop_reason": "tool_use", "stop_sequence": null}, "usage": {"output_tokens": 5}}),
+        ),
+        ev("message_stop", serde_json::json!({"type": "message_stop"})),
+    ])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_code_runs_a_tool_through_an_anthropic_provider() {
+    for cli in installed().await {
+        runs_a_tool_through_anthropic(cli).await;
+    }
+}
+
+/// Passthrough with a tool round trip: the result comes back under the model's id.
+async fn runs_a_tool_through_anthropic(cli: Cli) {
+    let mock = MockUpstream::start().await;
+    mock.on("/v1/messages")
+        .body_contains("\"tool_result\"")
+        .reply(Reply::anthropic_text(FINAL));
+    mock.on("/v1/messages")
+        .body_contains("\"name\":\"Bash\"")
+        .reply(anthropic_bash_tool_stream());
+    let s = Sluice::start(&fill(CONFIG, &mock), &[]).await;
+    let home = tempfile::tempdir().unwrap();
+    let base_url = s.base_url();
+    let home_path = home.path().to_path_buf();
+    let run = tokio::task::spawn_blocking(move || {
+        let prompt = format!("Run `echo {MARKER}` with the Bash tool, then report.");
+        run_claude_with(
+            &cli,
+            &base_url,
+            &home_path,
+            &["-p", &prompt, "--allowedTools", "Bash"],
+        )
+    })
+    .await
+    .unwrap();
+    let seen = mock.requests();
+    assert!(
+        run.success && run.stdout.contains(FINAL),
+        "claude -p failed (exit {:?}): {run:#?}\nupstream saw: {seen:#?}",
+        run.code
+    );
+    let result = seen
+        .iter()
+        .filter_map(|r| {
+            let v = r.json();
+            v["messages"].as_array().and_then(|m| {
+                m.iter()
+                    .flat_map(|m| m["content"].as_array().cloned().unwrap_or_default())
+                    .find(|b| b["type"] == "tool_result")
+            })
+        })
+        .next()
+        .unwrap_or_else(|| panic!("no tool_result reached the mock: {seen:#?}"));
+    assert_eq!(result["tool_use_id"], "toolu_e2e_1", "{result:#}");
+    assert!(result.to_string().contains(MARKER), "{result:#}");
+    s.stop().await;
+}
+
+/// Installs the recent release only (how current Claude Code reacts to sluice's waits).
+async fn recent() -> Cli {
+    let v = releases().pop().unwrap_or_else(|| RECENT.to_string());
+    tokio::task::spawn_blocking(move || ensure_claude_code(&v))
+        .await
+        .unwrap()
+}
+
+/// A short rate limit reaches the client in the form it waits on: the upstream's 429 with
+/// `retry-after: 2` is passed through, Claude Code waits it out and asks again, and the
+/// second request is served; the prompt completes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_code_waits_out_a_short_rate_limit_and_completes() {
+    let cli = recent().await;
+    let mock = MockUpstream::start().await;
+    mock.on("/v1/messages").times(1).reply(
+        Reply::anthropic_error(429, "rate_limit_error", "slow down").header("retry-after", "2"),
+    );
+    mock.on("/v1/messages").reply(Reply::anthropic_text(PHRASE));
+    let s = Sluice::start(&fill(CONFIG, &mock), &[]).await;
+    let home = tempfile::tempdir().unwrap();
+    let base_url = s.base_url();
+    let home_path = home.path().to_path_buf();
+    let run = tokio::task::spawn_blocking(move || {
+        run_claude(&cli, &base_url, &home_path, "say the phrase")
+    })
+    .await
+    .unwrap();
+    assert!(
+        run.success && run.stdout.contains(PHRASE),
+        "{run:#?}\nupstream saw: {:#?}",
+        mock.requests()
+    );
+    let snap = s.wait_requests(2).await;
+    let statuses: Vec<u16> = snap.recent.iter().rev().map(|r| r.status).collect();
+    assert_eq!(statuses, [429, 200], "{:#?}", snap.recent);
+    s.stop().await;
+}
+
+/// A wait longer than a minute is answered at once and honestly: Claude Code gives up on a
+/// `retry-after` over 60 s (measured: docs/CLIENTS.md), so the message it prints carries the
+/// wait and the reset time instead of leaving the user staring at a spinner.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_code_shows_the_reset_time_of_a_long_wait() {
+    let cli = recent().await;
+    let mock = MockUpstream::start().await;
+    mock.on("/v1/messages").reply(
+        Reply::anthropic_error(429, "rate_limit_error", "slow down").header("retry-after", "7200"),
+    );
+    let s = Sluice::start(&fill(CONFIG, &mock), &[]).await;
+    let home = tempfile::tempdir().unwrap();
+    for turn in 0..2 {
+        let (cli, base_url, home_path) = (cli.clone(), s.base_url(), home.path().to_path_buf());
+        let started = std::time::Instant::now();
+        let run = tokio::task::spawn_blocking(move || {
+            run_claude(&cli, &base_url, &home_path, "say the phrase")
+        })
+        .await
+        .unwrap();
+        let said = format!("{}{}", run.stdout, run.stderr);
+        assert!(!run.success, "turn {turn}: {run:#?}");
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "turn {turn}: the client gave up at once instead of waiting 2 h: {run:#?}"
+        );
+        if turn == 1 {
+            // The connection is now cooling: sluice answers itself, naming the wait.
+            assert!(
+                said.contains("retry in 2h") && said.contains("UTC"),
+                "turn {turn}: {said}"
+            );
+        }
+    }
+    assert_eq!(
+        mock.requests().len(),
+        1,
+        "the cooling connection is not asked again"
     );
     s.stop().await;
 }

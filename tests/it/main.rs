@@ -13,6 +13,7 @@ mod support;
 
 mod admin;
 mod admission;
+mod aider;
 mod architecture;
 mod claude_code;
 mod cli;

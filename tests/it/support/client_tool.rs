@@ -45,6 +45,28 @@ pub fn ensure_pip(dir: &str, pkgs: &[&str], marker: &str) -> PathBuf {
         .join(dir)
 }
 
+/// Creates a virtualenv `target/<dir>/venv/` with the machine's `python3 -m venv` and
+/// pip-installs `pkgs` (pinned, e.g. `aider-chat==0.86.2`) into it, unless
+/// `target/<dir>/venv/<marker>` (e.g. `bin/aider`) exists; returns that path.
+pub fn ensure_venv(dir: &str, pkgs: &[&str], marker: &str) -> PathBuf {
+    let what = pkgs.join(" ");
+    // One command for the lock holder: create the venv (a clear hint when the `venv`
+    // module or its `ensurepip` is missing, as on Debian without python3-venv), then pip.
+    let script = r#"venv="$1"; shift
+python3 -m venv "$venv" || {
+  echo "python3 -m venv failed: python3 needs its venv module and ensurepip (on Debian/Ubuntu: apt-get install python3-venv)" >&2
+  exit 1
+}
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check "$@""#;
+    ensure_with(dir, &format!("venv/{marker}"), &what, |prefix| {
+        let mut c = Command::new("sh");
+        c.args(["-c", script, "sh"])
+            .arg(prefix.join("venv"))
+            .args(pkgs);
+        c
+    })
+}
+
 /// Installs with `install(prefix)` into `target/<dir>/` unless `target/<dir>/<bin>` exists
 /// (`what` names it in messages); returns that path. One installer at a time, across threads
 /// and processes.
@@ -162,4 +184,21 @@ pub fn wait_bounded(mut child: Child, timeout: Duration) -> Finished {
         stdout: text(out),
         stderr: text(err),
     }
+}
+
+/// The version the npm registry serves today as `pkg`'s `latest` (`npm view PKG version`),
+/// for `SLUICE_CLIENTS=latest` runs. Panics with a clear message when npm cannot answer.
+pub fn npm_latest(pkg: &str) -> String {
+    let out = Command::new("npm")
+        .args(["view", pkg, "version"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("SLUICE_CLIENTS=latest: cannot run `npm view {pkg}`: {e}"));
+    let v = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    assert!(
+        out.status.success() && !v.is_empty(),
+        "SLUICE_CLIENTS=latest: `npm view {pkg} version` failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    v
 }
