@@ -121,8 +121,38 @@ fn excluded_message(e: &Excluded) -> String {
         _ => "no target can take this request (banned, expired, out of credits or unavailable)",
     };
     match e.verdict.retry_after {
-        Some(d) => format!("{what}; retry in {}s", whole_seconds_up(d)),
+        Some(d) => format!(
+            "{what}; {}",
+            retry_phrase(whole_seconds_up(d), e.reset_at_unix_ms)
+        ),
         None => what.to_string(),
+    }
+}
+
+/// "retry in 42s", or past a minute (where Claude Code stops waiting on a `retry-after`
+/// and shows the message instead) the wait in hours and minutes and the reset's UTC time:
+/// "retry in 3h 12m (at 17:05 UTC)".
+fn retry_phrase(secs: u64, reset_at_unix_ms: Option<u64>) -> String {
+    if secs <= 60 {
+        return format!("retry in {secs}s");
+    }
+    let minutes = secs.div_ceil(60);
+    let (h, m) = (minutes / 60, minutes % 60);
+    let wait = match (h, m) {
+        (0, m) => format!("{m}m"),
+        (h, 0) => format!("{h}h"),
+        (h, m) => format!("{h}h {m}m"),
+    };
+    match reset_at_unix_ms {
+        Some(ms) => {
+            let s = (ms / 1000) % 86_400;
+            format!(
+                "retry in {wait} (at {:02}:{:02} UTC)",
+                s / 3600,
+                (s / 60) % 60
+            )
+        }
+        None => format!("retry in {wait}"),
     }
 }
 
@@ -559,5 +589,25 @@ mod tests {
             u64::MAX,
             "saturates, never overflows"
         );
+    }
+}
+
+#[cfg(test)]
+mod retry_phrase_tests {
+    use super::retry_phrase;
+
+    #[test]
+    fn short_waits_in_seconds_long_ones_with_the_reset_time() {
+        assert_eq!(retry_phrase(42, Some(0)), "retry in 42s");
+        assert_eq!(retry_phrase(60, None), "retry in 60s");
+        assert_eq!(retry_phrase(61, None), "retry in 2m");
+        // 2030-01-01 17:05:00 UTC
+        let at = 1_893_517_500_000;
+        assert_eq!(
+            retry_phrase(11_520, Some(at)),
+            "retry in 3h 12m (at 17:05 UTC)"
+        );
+        assert_eq!(retry_phrase(7_200, Some(at)), "retry in 2h (at 17:05 UTC)");
+        assert_eq!(retry_phrase(3_599, None), "retry in 1h");
     }
 }

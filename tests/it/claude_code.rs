@@ -535,7 +535,6 @@ async fn claude_code_shows_the_reset_time_of_a_long_wait() {
     let home = tempfile::tempdir().unwrap();
     for turn in 0..2 {
         let (cli, base_url, home_path) = (cli.clone(), s.base_url(), home.path().to_path_buf());
-        let started = std::time::Instant::now();
         let run = tokio::task::spawn_blocking(move || {
             run_claude(&cli, &base_url, &home_path, "say the phrase")
         })
@@ -543,10 +542,8 @@ async fn claude_code_shows_the_reset_time_of_a_long_wait() {
         .unwrap();
         let said = format!("{}{}", run.stdout, run.stderr);
         assert!(!run.success, "turn {turn}: {run:#?}");
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "turn {turn}: the client gave up at once instead of waiting 2 h: {run:#?}"
-        );
+        // run_claude fails the test if the client is still running after RUN_TIMEOUT (2 min):
+        // it must give up at once, not wait the 2 h out.
         if turn == 1 {
             // The connection is now cooling: sluice answers itself, naming the wait.
             assert!(
