@@ -12,7 +12,7 @@
 //! edit on disk and sluice's record of the request. aider streams by default; the translated
 //! pairs also run with `--no-stream`.
 //!
-//! aider is installed once, into a virtualenv under `target/aider/venv/` made with the
+//! aider is installed once, into a virtualenv under `target/aider-<version>/venv/` made with the
 //! machine's `python3` (about 700 MB).
 
 use std::net::SocketAddr;
@@ -27,7 +27,8 @@ use sluice::config::LoadEnv;
 
 use crate::support::{MockUpstream, Reply, Sluice, client_tool, fill, wire};
 
-const AIDER: &str = "aider-chat==0.86.2";
+/// The pinned aider release; `SLUICE_CLIENTS=latest` uses the one PyPI serves today.
+const AIDER_PIN: &str = "0.86.2";
 const RUN_TIMEOUT: Duration = Duration::from_secs(180);
 const OPENAI_KEY: &str = "sk-aider-test-openai";
 const ANTHROPIC_KEY: &str = "sk-ant-aider-test";
@@ -48,10 +49,25 @@ base_url = "{MOCK}"
   auth = "passthrough"
 "#;
 
-/// `target/aider/venv/bin/aider`, installed on first use; a python3 aider cannot run on fails
-/// the test with why.
+/// The aider release under test: [`AIDER_PIN`], or PyPI's newest with `SLUICE_CLIENTS=latest`.
+fn aider_version() -> String {
+    if std::env::var("SLUICE_CLIENTS").as_deref() == Ok("latest") {
+        client_tool::pypi_latest("aider-chat")
+    } else {
+        AIDER_PIN.to_string()
+    }
+}
+
+/// `target/aider-<version>/venv/bin/aider`, installed on first use; a python3 aider cannot
+/// run on fails the test with why.
 fn ensure_aider() -> PathBuf {
-    let bin = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/aider/venv/bin/aider");
+    let version = aider_version();
+    let pkg = format!("aider-chat=={version}");
+    let dir = format!("aider-{version}");
+    let bin = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("target")
+        .join(&dir)
+        .join("venv/bin/aider");
     if !bin.exists() {
         let v = Command::new("python3")
             .args([
@@ -59,14 +75,14 @@ fn ensure_aider() -> PathBuf {
                 "import sys; print('%d.%d' % sys.version_info[:2]); sys.exit(not ((3, 10) <= sys.version_info[:2] < (3, 13)))",
             ])
             .output()
-            .unwrap_or_else(|e| panic!("installing {AIDER} needs python3 on PATH: {e}"));
+            .unwrap_or_else(|e| panic!("installing {pkg} needs python3 on PATH: {e}"));
         assert!(
             v.status.success(),
-            "{AIDER} requires Python >=3.10,<3.13 but python3 is {}",
+            "{pkg} requires Python >=3.10,<3.13 but python3 is {}",
             String::from_utf8_lossy(&v.stdout).trim()
         );
     }
-    client_tool::ensure_venv("aider", &[AIDER], "bin/aider")
+    client_tool::ensure_venv(&dir, &[&pkg], "bin/aider")
 }
 
 /// How aider talks to sluice.

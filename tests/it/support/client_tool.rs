@@ -202,3 +202,37 @@ pub fn npm_latest(pkg: &str) -> String {
     );
     v
 }
+
+/// The newest version PyPI serves of `pkg` (`python3 -m pip index versions PKG`), for
+/// `SLUICE_CLIENTS=latest` runs. Panics with a clear message when pip cannot answer.
+pub fn pypi_latest(pkg: &str) -> String {
+    let out = Command::new("python3")
+        .args([
+            "-m",
+            "pip",
+            "index",
+            "versions",
+            "--disable-pip-version-check",
+            pkg,
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| {
+            panic!("SLUICE_CLIENTS=latest: cannot run `pip index versions {pkg}`: {e}")
+        });
+    let text = String::from_utf8_lossy(&out.stdout);
+    // First line: "aider-chat (0.86.2)".
+    let v = text
+        .lines()
+        .next()
+        .and_then(|l| l.split_once('(')?.1.split_once(')'))
+        .map(|(v, _)| v.trim().to_string())
+        .unwrap_or_default();
+    assert!(
+        out.status.success() && !v.is_empty(),
+        "SLUICE_CLIENTS=latest: `pip index versions {pkg}` gave no version: {}{}",
+        text,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    v
+}
