@@ -399,19 +399,32 @@ fn scalars(v: &Value, opts: &TargetOptions, require_max: bool, d: &mut Draft) {
     if let Some(n) = max {
         d.body.insert("max_tokens".into(), json!(n));
     }
-    let effort = v
+    let word = v
         .get("reasoning")
         .and_then(|r| s(r, "effort"))
-        .and_then(budget_for_effort);
-    // Without a max (Responses → Chat), the budget only carries the effort across.
-    let thinking = thinking_budget(effort, max.unwrap_or(u64::MAX), d);
-    if let Some(b) = thinking {
-        d.body.insert(
-            "thinking".into(),
-            json!({"type": "enabled", "budget_tokens": b}),
-        );
+        .filter(|w| budget_for_effort(w).is_some());
+    let thinking = if require_max {
+        let budget = word.and_then(budget_for_effort);
+        thinking_budget(budget, max.unwrap_or(u64::MAX), d).inspect(|b| {
+            d.body.insert(
+                "thinking".into(),
+                json!({"type": "enabled", "budget_tokens": b}),
+            );
+        })
+    } else {
+        // Responses → Chat: the effort word itself crosses (so `xhigh` stays `xhigh` where
+        // the provider takes it), and sampling stays: no Anthropic thinking rules apply.
+        word.map(|w| {
+            d.body.insert("thinking".into(), json!({"type": "adaptive"}));
+            d.body
+                .insert("output_config".into(), json!({"effort": w}));
+            0
+        })
+    };
+    if thinking.is_some() {
         d.context.thinking = v.get("reasoning").and_then(|r| s(r, "summary")) != Some("none");
     }
+    let thinking = thinking.filter(|_| require_max);
     for k in ["temperature", "top_p"] {
         match v.get(k) {
             Some(_) if thinking.is_some() => d.warn(format!(

@@ -319,3 +319,28 @@ fn chat_structured_output_and_pdf_reach_anthropic() {
     assert_eq!(v["messages"][0]["content"][0]["title"], "a.pdf");
     assert_eq!(v["max_tokens"], 4096, "the 8192 default is clamped too");
 }
+
+#[test]
+fn responses_to_chat_keeps_the_effort_word_and_sampling() {
+    let body = json!({"model": "m", "input": "hi", "reasoning": {"effort": "xhigh"},
+        "temperature": 0.3, "max_output_tokens": 500});
+    let opts = TargetOptions {
+        reasoning_effort: true,
+        max_reasoning_effort: ReasoningEffort::XHigh,
+        ..Default::default()
+    };
+    let t = translate_request(
+        ClientFormat::Responses,
+        Dialect::OpenAi,
+        body.to_string().as_bytes(),
+        "gpt-5",
+        &opts,
+    )
+    .unwrap();
+    let v: Value = serde_json::from_slice(&t.body).unwrap();
+    assert_eq!(v["reasoning_effort"], "xhigh", "{v:#}");
+    assert_eq!(v["temperature"], 0.3, "no Anthropic thinking rule on a Chat target");
+    assert_eq!(v["max_tokens"], 500);
+    assert!(t.context.thinking);
+    assert!(v.get("output_config").is_none() && v.get("thinking").is_none());
+}
