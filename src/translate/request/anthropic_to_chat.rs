@@ -360,15 +360,14 @@ fn thinking(v: &Value, opts: &TargetOptions, d: &mut Draft) {
         .get("output_config")
         .and_then(|c| s(c, "effort"))
         .map(effort_word);
-    let effort = match t.and_then(|t| s(t, "type")) {
-        Some("enabled") => Some(asked.unwrap_or_else(|| {
-            ReasoningEffort::parse(effort_for_budget(
-                u(t.unwrap_or(&Value::Null), "budget_tokens").unwrap_or(0),
-            ))
-            .unwrap_or_default()
-        })),
-        Some("adaptive") => Some(asked.unwrap_or(ReasoningEffort::Medium)),
-        Some("disabled") => None,
+    let by_budget = |t: &Value| {
+        let budget = u(t, "budget_tokens").unwrap_or(0);
+        ReasoningEffort::parse(effort_for_budget(budget)).unwrap_or_default()
+    };
+    let effort = match t.map(|t| (t, s(t, "type"))) {
+        Some((t, Some("enabled"))) => Some(asked.unwrap_or_else(|| by_budget(t))),
+        Some((_, Some("adaptive"))) => Some(asked.unwrap_or(ReasoningEffort::Medium)),
+        Some((_, Some("disabled"))) => None,
         _ => asked,
     };
     d.context.thinking =
