@@ -1,5 +1,5 @@
-//! The admin API on its own loopback listener (DESIGN §3): health probes, Prometheus
-//! metrics, the Snapshot as JSON, and the resilience endpoints of spec §1 and §3a. GET
+//! The admin API on its own loopback listener (README "Admin API", `CONFIG.md#admin`): health
+//! probes, Prometheus metrics, the Snapshot as JSON, and the resilience endpoints of §1–§3. GET
 //! endpoints evaluate state at request time with the same lazy refresh as routing, so they
 //! show what the next request would see; POST/PATCH/DELETE call [`Control`], the one door
 //! for operator actions.
@@ -516,7 +516,7 @@ fn remaining_ms(until: Option<u64>, now: u64) -> u64 {
     until.map_or(0, |u| u.saturating_sub(now))
 }
 
-/// `GET /api/monitoring/health`: every provider breaker (spec §1).
+/// `GET /api/monitoring/health`: every provider breaker (§1).
 pub fn health(s: &Snapshot) -> Value {
     let now = s.taken_at_unix_ms;
     json!({"breakers": s.providers.iter().map(|p| json!({
@@ -534,7 +534,7 @@ pub fn health(s: &Snapshot) -> Value {
 }
 
 /// `GET /api/resilience/cooldowns[?provider=]`: every connection with its state and its model
-/// lockouts (spec §3a). No credentials.
+/// lockouts (§2, §3). No credentials.
 pub fn cooldowns(s: &Snapshot, provider: Option<&str>) -> Value {
     let now = s.taken_at_unix_ms;
     let mut out = Vec::new();
@@ -623,7 +623,7 @@ fn lockout_json(l: &crate::core::snapshot::LockoutView, now: u64) -> Value {
     })
 }
 
-/// `GET /api/resilience/model-cooldowns`: active lockouts (spec §3a).
+/// `GET /api/resilience/model-cooldowns`: active lockouts (§3).
 pub fn model_cooldowns(s: &Snapshot) -> Value {
     json!({"lockouts": s.lockouts.iter().map(|l| lockout_json(l, s.taken_at_unix_ms)).collect::<Vec<_>>()})
 }

@@ -1,6 +1,6 @@
 //! sluice: a local LLM proxy with provider resilience and a live terminal operator console.
 //!
-//! Module map (see DESIGN.md §2):
+//! Module map (see `docs/ARCHITECTURE.md#layers`):
 //! - **policy**: pure decisions (no I/O, no clock reads): [`policy`].
 //! - **core**: the only writer of live state; publishes [`core::snapshot::Snapshot`]s and
 //!   exposes [`core::control::Control`], the one door for operator actions.

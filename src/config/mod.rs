@@ -117,7 +117,8 @@ impl fmt::Debug for Secret {
     }
 }
 
-/// Wire dialect of a provider or route (DESIGN §1).
+/// Wire dialect of a provider or route: the request format it speaks (`CONFIG.md#providers`,
+/// key `dialect`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Dialect {
@@ -138,7 +139,7 @@ impl Dialect {
     }
 }
 
-/// Breaker and cooldown default profile of a provider (spec §1, §2).
+/// Breaker and cooldown default profile of a provider (§1, §2 of `docs/RESILIENCE.md`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, PartialOrd, Ord)]
 #[serde(rename_all = "snake_case")]
 pub enum Profile {
@@ -209,7 +210,7 @@ impl Auth {
     }
 }
 
-/// Order in which candidates are tried (spec §4).
+/// Order in which candidates are tried (§4 "Strategies").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Strategy {
@@ -274,24 +275,23 @@ pub struct Connection {
     pub id: String,
     /// How it authenticates.
     pub auth: Auth,
-    /// Concurrency cap (spec §4); `None` = unlimited.
+    /// Concurrency cap (§4); `None` = unlimited.
     pub max_concurrent: Option<u32>,
-    /// Per-model caps keyed by upstream model id (spec §4).
+    /// Per-model caps keyed by upstream model id (§4).
     pub model_concurrency: BTreeMap<String, u32>,
-    /// Record errors but never cool (spec §2). Default false.
+    /// Record errors but never cool (§2). Default false.
     pub disable_cooling: bool,
-    /// Put the connection behind the admission queue (spec §5); `None` = unset.
+    /// Put the connection behind the admission queue (§5); `None` = unset.
     pub rate_limit_protection: Option<bool>,
-    /// Proceed without a permit after a queue timeout (spec §4). Default true.
+    /// Proceed without a permit after a queue timeout (§4). Default true.
     pub concurrency_fail_open: bool,
-    /// Egress label for egress-bucketed providers (spec §7). Default `direct`.
+    /// Egress label for egress-bucketed providers (§7). Default `direct`.
     pub egress: String,
     /// Per-connection §5 queue overrides (win over saved settings and the file).
     pub queue: ConnectionQueue,
-    /// Anthropic subscription low-priority lane (spec §2c). Default false.
+    /// Anthropic subscription low-priority lane (§2c). Default false.
     pub low_priority_mode: bool,
-    /// Anthropic subscription session-limit reset on the 5-hour wall (issue 9 §3). Default
-    /// false.
+    /// Anthropic subscription session-limit reset on the 5-hour wall (§2e). Default false.
     pub auto_limit_reset: bool,
     /// Cooldown of a rate-limited 429 without a retry hint on this connection, 1s–6h;
     /// wins over the provider's and `[resilience.connection_cooldown]`'s value. `None`
@@ -299,7 +299,7 @@ pub struct Connection {
     pub rate_limit_cooldown: Option<Duration>,
 }
 
-/// Per-connection overrides of `[resilience.queue]` (spec §5 precedence: a per-connection
+/// Per-connection overrides of `[resilience.queue]` (§5 precedence: a per-connection
 /// override wins over a saved setting, which wins over the file and the environment).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ConnectionQueue {
@@ -323,13 +323,13 @@ pub struct Provider {
     pub base_url: http::Uri,
     /// Breaker/cooldown profile.
     pub profile: Profile,
-    /// Order its connections are tried in (spec §0).
+    /// Order its connections are tried in (§0 "Candidates and fallback").
     pub connection_strategy: Strategy,
-    /// Quotas are per model (spec §3). Default false.
+    /// Quotas are per model (§3). Default false.
     pub per_model_quota: bool,
-    /// Whole-request timeout. Default 10m (DESIGN §4).
+    /// Whole-request timeout. Default 10m (sluice's choice, `CONFIG.md#providers`).
     pub timeout: Duration,
-    /// TCP+TLS connect timeout. Default 10s (DESIGN §4).
+    /// TCP+TLS connect timeout. Default 10s (sluice's choice, `CONFIG.md#providers`).
     pub connect_timeout: Duration,
     /// Slow start after recovery: when its breaker closes after a successful probe, or one
     /// of its connections' cooldown ends, the provider (or connection) is admitted for a
@@ -340,15 +340,15 @@ pub struct Provider {
     /// connection's own value wins over it, it wins over `[resilience.connection_cooldown]`'s.
     /// `None` (default) = inherit.
     pub rate_limit_cooldown: Option<Duration>,
-    /// Quota groups: group name → model glob patterns (spec §3).
+    /// Quota groups: group name → model glob patterns (§3).
     pub quota_groups: BTreeMap<String, Vec<String>>,
-    /// IP-scoped quotas (spec §7). Default false.
+    /// IP-scoped quotas (§7 "Egress buckets"). Default false.
     pub egress_bucketed: bool,
-    /// Requests in flight across all its connections (spec §4 provider gate); `None` =
+    /// Requests in flight across all its connections (the §4 provider cap); `None` =
     /// unlimited (default).
     pub max_concurrent: Option<u32>,
     /// `[providers.breaker]`: this provider's own breaker keys, laid over its profile's
-    /// `[resilience.breaker.<profile>]` (spec §1 "per profile and per provider").
+    /// `[resilience.breaker.<profile>]`: this provider's thresholds over its profile's (§1).
     pub breaker: BreakerOverride,
     /// `anthropic-beta` values this provider accepts (case A24): when set, other values are
     /// dropped from the header before forwarding (logged once each); unset forwards the
@@ -540,9 +540,9 @@ pub const DEFAULT_MAX_HOLD: Duration = Duration::from_secs(15 * 60);
 /// `[server]`
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
-    /// Inference listener. Default `127.0.0.1:8787` (DESIGN §4).
+    /// Inference listener. Default `127.0.0.1:8787` (`CONFIG.md#server`).
     pub listen: SocketAddr,
-    /// Request body limit in bytes. Default 32 MiB (DESIGN §3).
+    /// Request body limit in bytes. Default 32 MiB (`CONFIG.md#server`).
     pub max_body: u64,
     /// Keys clients must present (from `client_keys_env`); empty = no client auth.
     pub client_keys: Vec<Secret>,
@@ -565,7 +565,7 @@ pub struct ServerConfig {
 /// `[admin]`
 #[derive(Debug, Clone)]
 pub struct AdminConfig {
-    /// Admin listener. Default `127.0.0.1:8788` (DESIGN §3).
+    /// Admin listener. Default `127.0.0.1:8788` (`CONFIG.md#admin`).
     pub listen: SocketAddr,
     /// Bearer token required on every admin route but `/livez` and `/readyz`.
     pub token: Option<Secret>,
@@ -598,7 +598,7 @@ pub struct LogConfig {
 pub struct ConsoleConfig {
     /// Theme name (`themes/<name>.toml` or a built-in). Default `default`.
     pub theme: String,
-    /// Countdown redraw tick. Default 250ms (DESIGN §4).
+    /// Countdown redraw tick. Default 250ms (`CONFIG.md#console`).
     pub tick: Duration,
     /// `[console.keys]` overrides: action → keys, as written.
     pub keys: BTreeMap<String, Vec<String>>,
@@ -746,8 +746,8 @@ impl Config {
     }
 }
 
-/// Where config discovery looks, in order (DESIGN §4): `--config`, `$SLUICE_CONFIG`,
-/// `./config.toml`, then the XDG config dir.
+/// Where config discovery looks, in order (`CONFIG.md#finding-the-file`): `--config`,
+/// `$SLUICE_CONFIG`, `./config.toml`, then the XDG config dir.
 pub fn discover(explicit: Option<&Path>, env_config: Option<&str>) -> Result<PathBuf, ConfigError> {
     if let Some(p) = explicit {
         return Ok(p.to_path_buf());

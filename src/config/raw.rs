@@ -1,8 +1,9 @@
 //! Raw serde mirror of `config.toml` (stage one of two): every table denies unknown keys.
 //!
-//! Field defaults live in `validate` (resilience ones in `validate/defaults.rs`), each citing its source
-//! (DESIGN §4 or a resilience-spec §). Values stay loosely typed here (strings, `toml::Value`)
-//! so stage two can report the key path, the bad value and the fix in one message.
+//! Field defaults live in `validate` (resilience ones in `validate/defaults.rs`), each citing its
+//! source (`CONFIG.md`, or a section of `docs/RESILIENCE.md`). Values stay loosely typed here
+//! (strings, `toml::Value`) so stage two can report the key path, the bad value and the fix in
+//! one message.
 
 #![allow(
     missing_docs,
@@ -192,8 +193,8 @@ pub struct RawCombo {
     pub max_hold: Option<String>,
 }
 
-/// `[resilience]`: the tables of resilience-spec §1–§6. Parsed and validated here so a file
-/// written against the whole contract loads today.
+/// `[resilience]`: the tables of §1–§6 of `docs/RESILIENCE.md`. Parsed and validated here so a
+/// file that sets any key documented there loads today.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawResilience {

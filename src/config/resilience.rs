@@ -1,4 +1,5 @@
-//! Typed resilience settings (`[resilience.*]`, resilience-spec §1–§6) and the §7 rule types.
+//! Typed resilience settings (`[resilience.*]`, §1–§6 of `docs/RESILIENCE.md`) and the §7 rule
+//! types.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -7,7 +8,7 @@ use serde::Serialize;
 
 use super::Profile;
 
-/// Resilience settings (spec §1–§6), with the spec's defaults.
+/// Resilience settings (§1–§6), with the defaults `docs/RESILIENCE.md` gives.
 #[derive(Debug, Clone, Serialize)]
 pub struct Resilience {
     /// §1 per profile.
@@ -241,13 +242,13 @@ pub struct StreamSettings {
 pub struct ThroughputWatchdog {
     /// Master switch. Default false; `SLUICE_STREAM_THROUGHPUT_WATCHDOG` overrides the file.
     pub enabled: bool,
-    /// No verdict before this much streaming. Default 30s (sluice; the spec gives none).
+    /// No verdict before this much streaming. Default 30s (sluice's own choice).
     #[serde(with = "humantime_serde")]
     pub warmup: Duration,
-    /// Rolling window the rate is measured over. Default 30s (sluice; the spec gives none).
+    /// Rolling window the rate is measured over. Default 30s (sluice's own choice).
     #[serde(with = "humantime_serde")]
     pub window: Duration,
-    /// Abort below this many text bytes per second. Default 10 (sluice; the spec gives none).
+    /// Abort below this many text bytes per second. Default 10 (sluice's own choice).
     pub min_bytes_per_sec: u32,
 }
 

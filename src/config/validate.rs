@@ -11,15 +11,15 @@ use std::time::Duration;
 use super::raw::{self, RawConfig};
 use super::*;
 
-/// Inference listener default (DESIGN §4).
+/// Inference listener default (`CONFIG.md#server`).
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8787";
-/// Admin listener default (DESIGN §3).
+/// Admin listener default, loopback only (`CONFIG.md#admin`).
 pub const DEFAULT_ADMIN_LISTEN: &str = "127.0.0.1:8788";
-/// Body limit default, 32 MiB (DESIGN §3; Anthropic's own request limit).
+/// Body limit default, 32 MiB (Anthropic's own request limit; `CONFIG.md#server`).
 pub const DEFAULT_MAX_BODY: u64 = 32 * 1024 * 1024;
-/// Provider whole-request timeout default (DESIGN §4).
+/// Provider whole-request timeout default (`CONFIG.md#providers`).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
-/// Provider connect timeout default (DESIGN §4).
+/// Provider connect timeout default (`CONFIG.md#providers`).
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Concurrent client connections per listener, default (sluice: far above what local agents
 /// open, well below the default open-file limit of 1024 + upstream sockets would exhaust).
@@ -32,7 +32,7 @@ pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 pub const DEFAULT_REQUEST_LOG_MAX_ROWS: u64 = 10_000;
 /// `request_log` age cap default, 7 days.
 pub const DEFAULT_REQUEST_LOG_MAX_AGE: Duration = Duration::from_secs(7 * 24 * 3600);
-/// Console tick default (DESIGN §4).
+/// Console tick default (`CONFIG.md#console`).
 pub const DEFAULT_TICK: Duration = Duration::from_millis(250);
 /// Upper bound of every operator-supplied duration (config file, environment, live settings):
 /// 366 days. Longer values are rejected at validation, so deadline arithmetic

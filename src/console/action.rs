@@ -2,11 +2,12 @@
 //! (`Control` in-process, the admin API when attached) and returns an [`Outcome`], and
 //! [`apply`] words that outcome for the status bar.
 //!
-//! The console never mutates state itself (house-style §4.3): [`App::on_key`](super::app::App::on_key)
-//! returns an `Action`, the run loop hands it to [`perform`], and the outcome goes back into
-//! the app with [`App::on_outcome`](super::app::App::on_outcome) (a status-bar line, or the
-//! settings editor's data / refusal). Keeping these plain functions of `&dyn Door` lets tests
-//! drive them against a real core (`&Control`) with a `ManualClock`.
+//! The console never mutates state itself (`docs/ARCHITECTURE.md#the-operator-doors`):
+//! [`App::on_key`](super::app::App::on_key) returns an `Action`, the run loop hands it to
+//! [`perform`], and the outcome goes back into the app with
+//! [`App::on_outcome`](super::app::App::on_outcome) (a status-bar line, or the settings
+//! editor's data / refusal). Keeping these plain functions of `&dyn Door` lets tests drive them
+//! against a real core (`&Control`) with a `ManualClock`.
 
 use super::door::{Door, DoorError};
 use super::settings::{Field, SettingsView};
@@ -18,11 +19,11 @@ use crate::core::verify::{VerifyReport, VerifyTarget};
 pub enum Action {
     /// Leave the console and ask sluice to shut down.
     Quit,
-    /// Close the breaker of one provider (`Some(id)`) or of every provider (`None`); spec §1.
+    /// Close the breaker of one provider (`Some(id)`) or of every provider (`None`); §1.
     ResetBreaker(Option<String>),
-    /// Clear connection cooldowns and quota waits (terminal states are skipped); spec §3a.
+    /// Clear connection cooldowns and quota waits (terminal states are skipped); §2.
     ClearCooldowns(ClearTarget),
-    /// Remove one model lockout; `model` is the quota-group name or model id as listed (§3a).
+    /// Remove one model lockout; `model` is the quota-group name or model id as listed (§3).
     ReenableModel {
         /// Provider id.
         provider: String,

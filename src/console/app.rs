@@ -565,7 +565,7 @@ impl App {
         None
     }
 
-    /// `c`: the marked connections in row order, else the selected one; no confirm (DESIGN §5).
+    /// `c`: the marked connections in row order, else the selected one; no confirm dialog.
     fn clear_marked_or_current(&mut self) -> Option<Action> {
         let ids: Vec<String> = if self.marked.is_empty() {
             self.selected_connection()

@@ -4,14 +4,14 @@
 /// Providers, then Quota.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Focus {
-    /// Provider circuit breakers and §1b provider cooldowns (spec §1).
+    /// Provider circuit breakers and §1b provider cooldowns (§1).
     #[default]
     Circuits,
-    /// Connection cooldowns, quota waits and terminal states (spec §2, §3a).
+    /// Connection cooldowns, quota waits and terminal states (§2).
     Cooldowns,
-    /// Model lockouts (spec §3).
+    /// Model lockouts (§3).
     Lockouts,
-    /// Admission gates: in-flight / cap, queued / depth (spec §4, §5).
+    /// Admission gates: in-flight / cap, queued / depth (§4, §5).
     Queues,
     /// Recent requests.
     Requests,

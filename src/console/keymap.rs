@@ -4,9 +4,9 @@
 //! hints, so the help can never miss or misstate a key the console handles.
 //!
 //! Panel keys (`r`, `c`, `x`, …) only act in their panel; pressed elsewhere they produce a hint
-//! naming the panel to focus. Destructive commands open a confirm dialog first (DESIGN §5,
-//! clients-and-conventions §6.2). The settings editor and its field input have scopes of
-//! their own, so their keys may reuse global ones. The `quit` keys that use ctrl (`ctrl-c`)
+//! naming the panel to focus. Destructive commands open a confirm dialog first (README "The
+//! console"). The settings editor and its field input have scopes of their own, so their keys
+//! may reuse global ones. The `quit` keys that use ctrl (`ctrl-c`)
 //! work in every mode, dialogs and field input included.
 //!
 //! Config errors: an unknown action names `console.keys.<action>` and lists the valid ones;
@@ -219,7 +219,7 @@ pub struct Keymap {
 }
 
 impl Default for Keymap {
-    /// The built-in bindings (DESIGN §5).
+    /// The built-in bindings (the key table in README "The console").
     fn default() -> Self {
         Self {
             bindings: COMMANDS

@@ -1,9 +1,10 @@
 //! The ratatui operator console: [`run`] owns the terminal, [`render`] draws one frame.
 //!
 //! The console reads `Arc<Snapshot>`s from a `watch` channel and acts only through
-//! [`Control`] (house-style §4.3): it never touches core state. The loop is a `tokio::select!`
-//! over terminal events, new snapshots, a tick (uptime, message expiry) and shutdown, with a
-//! dirty flag so it redraws only when something changed, at most ~10 frames per second.
+//! [`Control`] (`docs/ARCHITECTURE.md#the-operator-doors`): it never touches core state. The
+//! loop is a `tokio::select!` over terminal events, new snapshots, a tick (uptime, message
+//! expiry) and shutdown, with a dirty flag so it redraws only when something changed, at most
+//! ~10 frames per second.
 //! UI state lives in [`app::App`] (TEA style: keys in, [`app::Action`]s out); drawing is a pure
 //! function of the app, the [`theme::Theme`] and `now`, so tests render into a `TestBackend`.
 //!

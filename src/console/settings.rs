@@ -1,4 +1,4 @@
-//! The settings editor (DESIGN §5 "Lockout settings" modal): the §3 model-lockout settings and
+//! The settings editor (console key `e`): the §3 model-lockout settings and
 //! the §2 tunables (stream-stall switch, the hint-less `rate_limit_cooldown` — `"none"` when
 //! unset — and `base` and `max_backoff_level` per profile) and the quota preflight switch and
 //! thresholds as a form.

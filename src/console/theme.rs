@@ -1,4 +1,4 @@
-//! `Theme`: semantic console styles loaded from TOML files of roles (DESIGN §5, house-style §4.6).
+//! `Theme`: semantic console styles loaded from TOML files of roles (README "The console").
 //!
 //! A theme file names *roles* (`ok`, `error`, `breaker_open`, …), not widgets, so panels ask for
 //! "the style of an open breaker" and a theme decides what that looks like. A file may name a
@@ -23,7 +23,7 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("high-contrast", HIGH_CONTRAST_TOML),
 ];
 
-/// Most `parent` links followed from the named theme (DESIGN §5: chain depth ≤ 4).
+/// Most `parent` links followed from the named theme: a chain is at most 4 deep.
 pub const MAX_PARENT_DEPTH: usize = 4;
 
 /// A semantic role a theme styles.

@@ -1,4 +1,4 @@
-//! `Gates`: the async side of admission (resilience-spec §4 concurrency caps, §5 queue).
+//! `Gates`: the async side of admission (§4 concurrency caps, §5 queue of `docs/RESILIENCE.md`).
 //!
 //! The pure decision lives in [`crate::policy::admission`]; this module is the stateful shell
 //! around it. Every [`GateState`] of the process sits behind one `std::sync::Mutex`, taken for

@@ -1,5 +1,6 @@
-//! `Control`: the single door for operator actions (DESIGN §2). The console, the admin API and
-//! config reload all call it; nothing else mutates live state on an operator's behalf.
+//! `Control`: the single door for operator actions (`docs/ARCHITECTURE.md#the-operator-doors`).
+//! The console, the admin API and config reload all call it; nothing else mutates live state on
+//! an operator's behalf.
 //!
 //! Each action applies to the live policy state at the clock's `now`, writes the changed rows
 //! behind to the store, marks the snapshot dirty, and returns a report the caller shows
@@ -43,7 +44,7 @@ pub enum ControlError {
     },
 }
 
-/// Which connections a clear applies to (spec §3a `POST /api/resilience/cooldowns`).
+/// Which connections a clear applies to (`POST /api/resilience/cooldowns`, §2).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ClearTarget {
     /// These connection ids.
@@ -278,7 +279,7 @@ impl Control {
     }
 
     /// Clears connection cooldowns and quota waits (and the cleared connections' live model
-    /// lockouts). Terminal states are skipped and reported (spec §3a).
+    /// lockouts). Terminal states are skipped and reported (§2).
     pub fn clear_cooldowns(&self, target: &ClearTarget) -> Result<ClearReport, ControlError> {
         let _layout = self.no_reload();
         let cfg = self.core.config().clone();
@@ -361,7 +362,7 @@ impl Control {
         Ok(report)
     }
 
-    /// Closes the breaker of `provider`, or of every provider (spec §1 `POST
+    /// Closes the breaker of `provider`, or of every provider (§1 `POST
     /// /api/resilience/reset`). Returns the provider ids reset.
     pub fn reset_breakers(&self, provider: Option<&str>) -> Result<Vec<String>, ControlError> {
         let _layout = self.no_reload();
@@ -396,7 +397,7 @@ impl Control {
         Ok(done)
     }
 
-    /// Re-enables one model on one connection (spec §3a `DELETE
+    /// Re-enables one model on one connection (§3 `DELETE
     /// /api/resilience/model-cooldowns`); `model` is the quota-group name or model id as
     /// listed. Returns whether a live lockout was removed.
     pub fn reenable_model(

@@ -1,5 +1,5 @@
 //! Credential fingerprints: a terminal connection state (`banned`, `expired`,
-//! `credits_exhausted`) ends when the connection's credential changes (spec §2 "Terminal
+//! `credits_exhausted`) ends when the connection's credential changes (§2 "Terminal
 //! states").
 //!
 //! sluice never stores a key or a plain hash of one. It keeps a random per-install secret in

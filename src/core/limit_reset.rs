@@ -1,4 +1,4 @@
-//! The live session-limit reset (issue 9 §3, `auto_limit_reset`): one [`LimitResetSlot`]
+//! The live session-limit reset (§2e, `auto_limit_reset`): one [`LimitResetSlot`]
 //! per connection in the resilience state, claimed by dispatch before it queries the usage
 //! endpoint ([`Core::claim_limit_reset`]), moved by what the try found
 //! ([`Core::record_limit_reset`]), shown on the connection's row ([`view`]) and saved behind

@@ -41,7 +41,7 @@ use stats::{ProviderStats, Stats};
 /// Per (provider, connection) index counters.
 pub type ConnLoad = crate::fast_map::FastMap<(usize, usize), u64>;
 
-/// Minimum spacing between two published snapshots (≤ 20 Hz, DESIGN §2).
+/// Minimum spacing between two published snapshots (at most 20 per second).
 pub const PUBLISH_SPACING: Duration = Duration::from_millis(50);
 
 /// Longest spacing [`publish_spacing`] sets (1 s, so a watcher still sees the last-minute

@@ -1,7 +1,7 @@
 //! Conversions between live policy state (monotonic `Instant`s) and store rows (wall-clock
 //! Unix ms), and the startup restore. A deadline is saved as `wall_now + (t - now)` and
 //! loaded as `now + (wall - wall_now)`, saturating, so remaining times survive a restart and
-//! wall-clock jumps never reach the in-memory logic (house style §4.4).
+//! wall-clock jumps never reach the in-memory logic (`docs/ARCHITECTURE.md#layers`, "Time").
 
 use std::time::Duration;
 

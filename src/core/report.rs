@@ -1,4 +1,5 @@
-//! [`Core::report`]: the single choke point every attempt's outcome goes through (spec §0).
+//! [`Core::report`]: the single choke point every attempt's outcome goes through (§0;
+//! `docs/ARCHITECTURE.md#the-one-choke-point`).
 //!
 //! The decision — which layer records what — is the pure `policy::report::plan`; this file
 //! only applies that plan to the live breaker, cooldowns and lockouts under one short lock,
@@ -30,7 +31,7 @@ struct Writes {
 }
 
 impl Core {
-    /// The single choke point every attempt's outcome goes through (spec §0): asks
+    /// The single choke point every attempt's outcome goes through (§0): asks
     /// `policy::report::plan` what changes, applies it to the breaker (counted failures and
     /// successes, the probe verdict), the §1b window, the connection cooldown — or, in
     /// lockout mode, a model lockout instead — and the egress fan-out, and writes the changed

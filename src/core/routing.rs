@@ -121,7 +121,7 @@ fn groups(cands: Vec<Candidate>) -> Vec<Vec<Candidate>> {
 }
 
 impl Core {
-    /// Orders a request's candidates (spec §0, §4): a combo's targets by its strategy, then
+    /// Orders a request's candidates (§0, §4): a combo's targets by its strategy, then
     /// within each target the provider's connections by its `connection_strategy` (config
     /// order for `priority`). Every candidate appears exactly once.
     pub fn order_candidates(&self, plan: &Plan) -> Vec<Candidate> {
@@ -180,7 +180,7 @@ impl Core {
         out
     }
 
-    /// Orders a combo's targets by its strategy (spec §4) from live per-target stats
+    /// Orders a combo's targets by its strategy (§4) from live per-target stats
     /// (in-flight, attempts, cap, weight); each target's connections keep their order. A
     /// plain model is unchanged.
     fn order_targets(&self, plan: &Plan) -> Vec<Candidate> {

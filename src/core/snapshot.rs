@@ -1,4 +1,5 @@
-//! `Snapshot`: the immutable view model the console and the admin API read (DESIGN §2).
+//! `Snapshot`: the immutable view model the console and the admin API read
+//! (`docs/ARCHITECTURE.md#the-operator-doors`).
 //!
 //! Built by the core after changes (coalesced, at most ~20 Hz) and published on a
 //! `tokio::sync::watch` channel as `Arc<Snapshot>`. Plain data: tests build one by hand.
@@ -40,9 +41,9 @@ pub struct Snapshot {
     pub providers: Vec<ProviderView>,
     /// Configured combos.
     pub combos: Vec<ComboView>,
-    /// Active model lockouts (spec §3), soonest expiry first.
+    /// Active model lockouts (§3), soonest expiry first.
     pub lockouts: Vec<LockoutView>,
-    /// Admission gates with a cap (spec §4, §5): in-flight / cap, queued / depth cap, oldest
+    /// Admission gates with a cap (§4, §5): in-flight / cap, queued / depth cap, oldest
     /// wait, timeouts, rejections.
     pub queues: Vec<super::admission::GateView>,
     /// Write-behind losses of the store since start (zero without a store).
@@ -164,7 +165,7 @@ pub struct RequestView {
     pub error: String,
     /// Every attempt in order (for the console's request details).
     pub attempt_log: Vec<AttemptView>,
-    /// Candidates left out before dispatch, with why (spec §8 reasons).
+    /// Candidates left out before dispatch, with why (the §8 reasons).
     pub skipped: Vec<SkippedView>,
     /// Every cooldown-aware wait (§4) the request made, in order.
     pub waits: Vec<WaitView>,
@@ -276,7 +277,7 @@ pub struct ProviderView {
     pub last_status: u16,
     /// Latency of the last attempt's response head in ms.
     pub last_latency_ms: u64,
-    /// The provider circuit breaker (spec §1).
+    /// The provider circuit breaker (§1).
     pub breaker: BreakerView,
     /// The §1b windowed provider cooldown deadline, Unix ms, when cooling.
     pub provider_cooldown_until_unix_ms: Option<u64>,
@@ -324,7 +325,7 @@ pub struct TransitionView {
     pub reason: String,
 }
 
-/// One active model lockout (spec §3).
+/// One active model lockout (§3).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct LockoutView {
@@ -359,7 +360,7 @@ pub struct ConnectionView {
     /// Attempts in flight now.
     pub in_flight: u64,
     /// Effective status: `active`, `cooling`, `quota_wait`, `banned`, `expired` or
-    /// `credits_exhausted` (spec §2).
+    /// `credits_exhausted` (§2).
     pub status: ConnectionStatus,
     /// When the cooldown or quota wait ends, Unix ms.
     pub cooldown_until_unix_ms: Option<u64>,

@@ -6,7 +6,7 @@
 //! and [`decide_queued`] (a waiter re-checked when a permit is released or its timer fires)
 //! look at the whole chain at once and return a [`Decision`]; [`apply`] then books it on every
 //! gate together, so the async side takes all permits as one bundle in the fixed order and no
-//! deadlock is possible (resilience-spec §4). [`release`] returns the bundle.
+//! deadlock is possible (§4). [`release`] returns the bundle.
 //!
 //! **FIFO by reservation.** A capped gate lends a later request a permit only when enough
 //! permits remain for every earlier waiter on that gate: it blocks when

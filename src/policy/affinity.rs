@@ -1,4 +1,4 @@
-//! `Affinity`: session → connection pins (resilience-spec §2a).
+//! `Affinity`: session → connection pins (`docs/RESILIENCE.md#2a-session-affinity`).
 //!
 //! A client session (named by one of [`SESSION_HEADERS`]) is pinned to the connection that
 //! last served it, so a multi-turn agent stays on one account. A pin is soft: the router

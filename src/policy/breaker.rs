@@ -1,12 +1,12 @@
-//! `Breaker`: the provider circuit breaker (resilience-spec §1), and [`ProviderCooldown`], the
-//! optional windowed provider cooldown (§1b).
+//! `Breaker`: the provider circuit breaker (`docs/RESILIENCE.md#1-provider-circuit-breaker`), and
+//! [`ProviderCooldown`], the optional windowed provider cooldown (§1b).
 //!
 //! Both are pure: plain data plus functions of `now`. Nothing here reads a clock, spawns a
 //! timer or takes a lock; the core owns one `Breaker` (and one `ProviderCooldown`) per provider,
 //! feeds it the outcomes that [`OutcomeClass::counts_for_breaker`] selects, and asks it for
 //! admission. Every time-dependent method takes `now`, and every read refreshes lazily (§1 "Lazy
 //! recovery"), so an expired OPEN or a hung probe is noticed by the next caller, not by a timer
-//! that might never fire (cases A04, A10).
+//! that might never fire (the hung probe is case A10).
 //!
 //! [`OutcomeClass::counts_for_breaker`]: crate::policy::OutcomeClass::counts_for_breaker
 
@@ -88,7 +88,7 @@ struct Probe {
     admitted_at: Instant,
 }
 
-/// The provider circuit breaker of resilience-spec §1.
+/// The provider circuit breaker of §1.
 ///
 /// # States
 ///

@@ -1,7 +1,9 @@
-//! `classify`: one upstream result → one [`Classified`] (resilience-spec §0, §2, §3, §7).
+//! `classify`: one upstream result → one [`Classified`] (§0, §2, §3, §7 of
+//! `docs/RESILIENCE.md`).
 //!
 //! Classification happens once, at the boundary; breaker, cooldown and lockout consume the
-//! class and never re-parse statuses (house style §4.5). The order is fixed:
+//! class and never re-parse statuses (`docs/ARCHITECTURE.md#the-one-choke-point`). The order
+//! is fixed:
 //!
 //! 1. **Restatement** (§7): config rules, then built-ins; first match wins. A matching rule
 //!    rewrites the status (e.g. a 403 saying `额度不足` becomes a 429) before anything else
@@ -9,15 +11,15 @@
 //! 2. **Provider error rules** (§7 `[[error_rules]]`), for every error status including 400.
 //! 3. **The §0 table** by status, body markers and the retry hint.
 //!
-//! Decisions where the spec leaves room (each is tested):
+//! Decisions `docs/RESILIENCE.md` leaves open (each is tested):
 //! - *Quota vs rate limit* (429 and 403; §2 "Two kinds of waiting", case A05): a hint longer
 //!   than `quota_wait_threshold` → `QuotaExhausted` (`quota_wait`); quota text with no hint
 //!   → `QuotaExhausted` (ladder, so repeats escalate); quota text with a short hint →
 //!   `RateLimited` with that hint (A05's bug was exactly locking a "retry in 26s" quota
 //!   message until the next day). Quota text is a `quota_markers` match that does not overlap
 //!   a `concurrency_markers` match ("Concurrency limit reached" holds `limit reached`), or a
-//!   hint phrased as a quota reset ("reset after 16h26m14s", cases.md vector 15).
-//! - *Concurrency limits* (issue 9 §4): a 429 whose body matches `concurrency_markers` and
+//!   hint phrased as a quota reset ("reset after 16h26m14s", retry-hint vector v15).
+//! - *Concurrency limits* (§2): a 429 whose body matches `concurrency_markers` and
 //!   that [`quota_or_rate`] would call a plain rate limit (no quota text, no long hint) is
 //!   `ConcurrencyLimited` (`concurrency_limited`): too many requests in flight says nothing
 //!   about the account's quota. Quota text or a long hint keeps the quota verdict.
@@ -46,7 +48,7 @@ use super::{Classified, OutcomeClass, Restated, Scope};
 use crate::config::{ConnectionCooldownSettings, Dialect, ErrorRule, Restatement};
 
 /// Body markers of an exhausted prepaid balance → terminal `credits_exhausted` (§2 "Terminal
-/// states": "a credit/billing marker"; the spec names no list, this is sluice's default).
+/// states": "a credit/billing marker"; the list is sluice's own default).
 /// Matched case-insensitively on any 4xx.
 pub const DEFAULT_CREDIT_MARKERS: [&str; 9] = [
     "credit balance is too low",

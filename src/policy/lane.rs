@@ -1,4 +1,5 @@
-//! The Anthropic subscription low-priority lane (resilience spec §2c, issue 9).
+//! The Anthropic subscription low-priority lane
+//! (`docs/RESILIENCE.md#2c-anthropic-subscription-low-priority-lane-off-by-default`).
 //!
 //! A subscription (OAuth) connection with `low_priority_mode = true` that hits its usage
 //! wall may be offered a slower lane instead of a hard 429: the 429 carries

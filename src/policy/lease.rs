@@ -1,4 +1,4 @@
-//! Exclusive session leases (resilience-spec §2b): a lease gives one owner a connection (not
+//! Exclusive session leases (§2d): a lease gives one owner a connection (not
 //! a model) until it expires or is released. Every acquire on a connection raises its
 //! generation, so a request carrying an older generation is refused before dispatch.
 //!

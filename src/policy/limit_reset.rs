@@ -1,4 +1,5 @@
-//! The Anthropic subscription session-limit reset (issue 9 §3, `auto_limit_reset`).
+//! The Anthropic subscription session-limit reset (`auto_limit_reset`,
+//! `docs/RESILIENCE.md#2e-anthropic-subscription-session-limit-reset-off-by-default`).
 //!
 //! A subscription (OAuth) connection with `auto_limit_reset = true` that hits its 5-hour
 //! wall ([`is_five_hour_wall`]) asks the account's usage endpoint whether a reset of the

@@ -1,4 +1,4 @@
-//! `Lockouts`: per-(connection, model) lockouts (resilience-spec §3).
+//! `Lockouts`: per-(connection, model) lockouts (`docs/RESILIENCE.md#3-model-lockout`).
 //!
 //! A model lockout disables one model, or one quota group of models, on one connection without
 //! disabling the connection. The core records a failure here instead of a connection cooldown
@@ -33,7 +33,7 @@ pub const MAX_LOCKOUTS: usize = 10_000;
 pub const REQUEST_REJECTED_MAX_LOCK: Duration = Duration::from_secs(3600);
 
 /// The lock settings of a `request_rejected` 403 (a "request not allowed" for one model,
-/// issue 9 §4): `live`'s `base_cooldown` (an error rule's `base_cooldown` when the caller
+/// §2): `live`'s `base_cooldown` (an error rule's `base_cooldown` when the caller
 /// put it there), doubled per repeat whatever `exponential` and `max_backoff_steps` say, at
 /// least the retry hint, at most [`REQUEST_REJECTED_MAX_LOCK`] (also when the base is
 /// longer).
@@ -143,7 +143,7 @@ pub struct LockTarget<'a> {
     pub quota_groups: &'a BTreeMap<String, Vec<String>>,
 }
 
-/// One lockout as plain data: for listings (§3a `GET /api/resilience/model-cooldowns`), the
+/// One lockout as plain data: for listings (`GET /api/resilience/model-cooldowns`), the
 /// snapshot, and persistence (table `model_lockouts`; the core converts `until` to wall ms).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LockoutView {
@@ -297,7 +297,7 @@ impl Lockouts {
             .map(|(k, e)| view(k, e))
     }
 
-    /// Operator re-enable (§3a `DELETE /api/resilience/model-cooldowns`): drops the entry
+    /// Operator re-enable (`DELETE /api/resilience/model-cooldowns`): drops the entry
     /// under `key` (quota-group name or model id), live or remembered. Returns whether a live
     /// lock was removed.
     pub fn remove(&mut self, provider: &str, connection: &str, key: &str, now: Instant) -> bool {
@@ -305,8 +305,8 @@ impl Lockouts {
         self.locks.remove(&k).is_some_and(|e| now < e.until)
     }
 
-    /// Drops every entry of one connection (§3a "lockoutsCleared"). Returns how many were
-    /// live at `now`.
+    /// Drops every entry of one connection (a cooldown clear's `lockoutsCleared`). Returns how
+    /// many were live at `now`.
     pub fn clear_connection(&mut self, provider: &str, connection: &str, now: Instant) -> usize {
         let mut live = 0;
         self.locks.retain(|(p, c, _), e| {

@@ -1,5 +1,5 @@
-//! `plan`: what one classified attempt outcome changes, as plain data (spec §0 table, §3
-//! "Scope by status", §7 error-rule scope and the egress-bucketed lock).
+//! `plan`: what one classified attempt outcome changes, as plain data (§0 table, §3 "Where the
+//! lock is written", §7 error-rule scope and the egress-bucketed lock).
 //!
 //! The core's single choke point (`Core::report`) asks [`plan`] and only applies the answer
 //! to its live breaker, cooldowns and lockouts and persists the changed rows. The rules:

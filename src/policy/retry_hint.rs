@@ -1,11 +1,12 @@
-//! `parse`: every retry-hint format of resilience-spec §2 → one [`Hint`].
+//! `parse`: every retry-hint format of §2 (`docs/RESILIENCE.md#2-connection-cooldown`) → one
+//! [`Hint`].
 //!
 //! Upstreams say "come back later" in many dialects: `retry-after-ms`, `retry-after` (seconds
 //! or HTTP-date), Anthropic's unified and per-bucket reset headers, OpenAI's
 //! `x-ratelimit-reset-*` Go durations, Gemini's `RetryInfo.retryDelay` and
 //! `ErrorInfo.metadata.quotaResetDelay`, and free text ("try again in 1m9.696s"). This module
-//! folds them into one `Duration` with the precedence of `reference/cases.md` ("Retry-hint
-//! parser vectors"): `retry-after-ms` > `retry-after` > provider-structured > body text.
+//! folds them into one `Duration` with this precedence, pinned by the vectors in `tests.rs`:
+//! `retry-after-ms` > `retry-after` > provider-structured > body text.
 //! A source whose value does not parse is skipped, never read as zero. Pure: no clock; absolute
 //! times are measured against the upstream `date` header, else the `now_wall` argument.
 
@@ -20,10 +21,10 @@ use serde_json::Value;
 pub use formats::parse_go_duration;
 
 /// Smallest hint ever returned: a zero or past hint means "retry now", which we floor to
-/// 1 s so it still counts as a hint (cases.md vectors 3 and 4).
+/// 1 s so it still counts as a hint (test vectors v3 and v4).
 pub const FLOOR: Duration = Duration::from_secs(1);
 
-/// Where a [`Hint`] came from, in precedence order (cases.md "Precedence proposal").
+/// Where a [`Hint`] came from, in precedence order (the first present wins).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum HintSource {
     /// `retry-after-ms` header (milliseconds).
@@ -57,7 +58,7 @@ impl HintSource {
     }
 }
 
-/// One parsed upstream retry hint (resilience-spec §2 "Retry hints win for 429").
+/// One parsed upstream retry hint (§2 "Retry hints win for 429").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Hint {
     /// How long to wait from now; at least [`FLOOR`] (1 s), uncapped (see [`cap`]).
@@ -65,8 +66,8 @@ pub struct Hint {
     pub delay: Duration,
     /// Which source won the precedence.
     pub source: HintSource,
-    /// The hint itself says a quota window resets ("reset after 16h26m14s", cases.md
-    /// vector 15): the classifier treats it as quota text.
+    /// The hint itself says a quota window resets ("reset after 16h26m14s", test
+    /// vector v15): the classifier treats it as quota text.
     pub quota_text: bool,
 }
 
@@ -144,7 +145,7 @@ mod rounding_tests {
     }
 }
 
-/// `d` capped at `max` (cases.md vector 17: e.g. `max_cooldown`, default 30m, or
+/// `d` capped at `max` (test `vector_17_cap_and_rounding`: e.g. `max_cooldown`, default 30m, or
 /// `max_quota_wait`, default 7d, §2); never below [`FLOOR`].
 pub fn cap(d: Duration, max: Duration) -> Duration {
     floor(d.min(max))
@@ -179,7 +180,7 @@ fn latest_of(windows: &[(Duration, bool)]) -> Option<Duration> {
 
 /// `anthropic-ratelimit-unified[-<window>]-reset` (epoch seconds) with its `-status`: the
 /// latest reset among `rejected` windows; if no window carries a status, the latest present;
-/// if statuses exist but none is rejected, no hint (cases.md vector 10).
+/// if statuses exist but none is rejected, no hint (test vectors v10, v10b).
 fn anthropic_unified(headers: &HeaderMap, reference: i128) -> Option<Duration> {
     const PREFIX: &str = "anthropic-ratelimit-unified";
     let mut windows = Vec::new();
@@ -234,7 +235,7 @@ fn anthropic_buckets(headers: &HeaderMap, reference: i128) -> Option<Duration> {
 }
 
 /// `x-ratelimit-reset-{requests,tokens}` (Go durations): the exhausted bucket
-/// (`x-ratelimit-remaining-*: 0`), else the larger (cases.md vectors 6–8, A07).
+/// (`x-ratelimit-remaining-*: 0`), else the larger (test vectors v6–v8, A07).
 fn openai_buckets(headers: &HeaderMap) -> Option<Duration> {
     let mut windows = Vec::new();
     for bucket in ["requests", "tokens"] {
@@ -250,7 +251,7 @@ fn openai_buckets(headers: &HeaderMap) -> Option<Duration> {
 
 /// Gemini `error.details[]`: `RetryInfo.retryDelay` ("26s") and
 /// `ErrorInfo.metadata.quotaResetDelay` ("2h57m16.9s"); the larger when both parse
-/// (cases.md vectors 11, 12, A05).
+/// (test vectors v11, v12, A05).
 fn gemini_body(json: &Value) -> Option<Duration> {
     // Gemini REST sometimes wraps the error object in a one-element array.
     let root = match json {
@@ -281,7 +282,7 @@ const PHRASES: [(&str, bool); 6] = [
     ("resets in ", true),
 ];
 
-/// Free-text hints (cases.md vectors 13–15): "Please try again in 1m9.696s.", "retry in
+/// Free-text hints (test vectors v13–v15): "Please try again in 1m9.696s.", "retry in
 /// 26.66s", "Please retry after 3 seconds.", "reset after 16h26m14s" (quota). The longest
 /// delay found wins; `true` when it came from a quota-reset phrase.
 fn body_text(text: &str) -> Option<(Duration, bool)> {

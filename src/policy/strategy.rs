@@ -1,7 +1,7 @@
 //! `order`: the try order of a combo's targets under each §4 strategy.
 //!
 //! A combo lists targets in configured order; [`order`] returns their indices in the order one
-//! request tries them (resilience-spec §4 "Combos"). Every target appears exactly once, so a
+//! request tries them (§4 "Strategies"). Every target appears exactly once, so a
 //! failed attempt before the first byte can still fall through to all the others. The inputs
 //! are plain data ([`TargetStat`] per target, [`StrategyState`] per combo) and randomness comes
 //! through [`RngLike`], so tests seed [`SplitMix64`] and get a fixed order.

@@ -1,5 +1,6 @@
 //! Header rules for both directions: what is forwarded upstream, what comes back to the
-//! client, and how credentials are passed through or injected (DESIGN §3).
+//! client, and how credentials are passed through or injected (a connection's `auth`,
+//! `CONFIG.md#providersconnections`).
 
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 
@@ -79,7 +80,7 @@ pub fn check_client_key(
 }
 
 /// The headers sent upstream for one attempt: the client's headers minus hop-by-hop,
-/// `host`, `content-length`, `accept-encoding` (SSE is never compressed, spec §6), session
+/// `host`, `content-length`, `accept-encoding` (SSE is never compressed, §6), session
 /// headers and `x-sluice-*`; credentials passed through or replaced per `auth`.
 pub fn upstream_request(
     client: &HeaderMap,

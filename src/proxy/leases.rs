@@ -1,4 +1,5 @@
-//! Exclusive session leases on the inference listener (resilience-spec §2b):
+//! Exclusive session leases on the inference listener
+//! (`docs/RESILIENCE.md#2d-exclusive-session-leases-off-by-default`):
 //! `POST /api/v1/session-leases` (`acquire` / `renew` / `release`, called with the client's
 //! sluice key) and the pre-dispatch [`gate`] that keeps unleased requests off leased
 //! connections and fences leased ones to their connection and generation.

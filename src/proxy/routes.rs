@@ -1,5 +1,5 @@
-//! Path → handler for the inference listener (DESIGN §3). Matching is on the path only, so
-//! `/v1/messages?beta=true` is `/v1/messages`.
+//! Path → handler for the inference listener (`docs/ARCHITECTURE.md#the-request-path`).
+//! Matching is on the path only, so `/v1/messages?beta=true` is `/v1/messages`.
 
 use std::collections::HashSet;
 use std::time::Duration;

@@ -1,4 +1,5 @@
-//! `Store`: SQLite persistence (DESIGN §6) owned by one writer thread.
+//! `Store`: SQLite persistence (request log, cooldowns, breakers, lockouts, pins, settings)
+//! owned by one writer thread.
 //!
 //! # Design
 //!

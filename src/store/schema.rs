@@ -15,7 +15,7 @@ use super::StoreError;
 /// How long a statement waits for a lock held by another connection before failing.
 pub(crate) const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Schema v1: every table DESIGN §6 names. Deadlines are wall-clock Unix ms (converted to
+/// Schema v1: every table the store keeps. Deadlines are wall-clock Unix ms (converted to
 /// monotonic deadlines on load); `connections` never holds credentials.
 const V1: &str = "
 CREATE TABLE request_log (

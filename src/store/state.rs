@@ -1,4 +1,5 @@
-//! Resilience state rows (spec §1–§3, §2a) and the SQL that writes, reads and prunes them.
+//! Resilience state rows (§1–§3, §2a of `docs/RESILIENCE.md`) and the SQL that writes, reads
+//! and prunes them.
 //!
 //! Plain data only: the store knows nothing about `crate::policy`; the core converts policy
 //! state to rows and back. Every time is wall-clock Unix ms. Writes are full-row UPSERTs keyed
@@ -9,7 +10,7 @@ use rusqlite::{Connection, Row, Transaction, params};
 
 use super::writer::to_sql_int;
 
-/// One `circuit_breakers` row: a provider's breaker (spec §1 "Persistence").
+/// One `circuit_breakers` row: a provider's breaker (§1).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct BreakerRow {
     /// Provider name (the key).
@@ -30,7 +31,7 @@ pub struct BreakerRow {
     pub updated_at_unix_ms: u64,
 }
 
-/// One `connections` row: a connection's cooldown / terminal state (spec §2). Never credentials.
+/// One `connections` row: a connection's cooldown / terminal state (§2). Never credentials.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ConnectionRow {
     /// Provider name (key, with `connection`).
@@ -63,7 +64,7 @@ pub struct ConnectionRow {
     pub updated_at_unix_ms: u64,
 }
 
-/// One `model_lockouts` row: a model (or quota group) locked on one connection (spec §3).
+/// One `model_lockouts` row: a model (or quota group) locked on one connection (§3).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LockoutRow {
     /// Provider name (key, with `connection` and `model`).
@@ -84,7 +85,7 @@ pub struct LockoutRow {
     pub updated_at_unix_ms: u64,
 }
 
-/// One `session_affinity` row: a session pinned to a connection (spec §2a).
+/// One `session_affinity` row: a session pinned to a connection (§2a).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AffinityRow {
     /// Session key (the key).

@@ -19,8 +19,8 @@ pub(crate) const BATCH_SPAN_MS: u64 = 1_000;
 /// Retention runs at most once per this much request time (ms), unless forced.
 pub(crate) const PRUNE_INTERVAL_MS: u64 = 5_000;
 /// How long the writer waits after the first row of an idle period before writing, so rows
-/// of a burst share one wake-up and one transaction (25 ms; far inside the 1 s loss bound of
-/// DESIGN §6).
+/// of a burst share one wake-up and one transaction (25 ms; far inside the one second of
+/// writes a crash may lose).
 pub(crate) const WRITE_LINGER: std::time::Duration = std::time::Duration::from_millis(25);
 
 /// A message to the writer thread.

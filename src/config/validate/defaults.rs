@@ -1,5 +1,5 @@
-//! Resilience defaults (resilience-spec §1–§6), each a named constant or `default_*` function
-//! citing its section, and the environment variables that may replace them.
+//! Resilience defaults (§1–§6 of `docs/RESILIENCE.md`), each a named constant or `default_*`
+//! function citing its section, and the environment variables that may replace them.
 
 use std::time::Duration;
 
@@ -61,11 +61,11 @@ pub const DEFAULT_READINESS_TIMEOUT: Duration = Duration::from_secs(30);
 pub const DEFAULT_HEARTBEAT_INTERVAL: Duration = Duration::from_secs(15);
 /// §6: content stall timeout.
 pub const DEFAULT_CONTENT_STALL_TIMEOUT: Duration = Duration::from_secs(180);
-/// §6 throughput watchdog warm-up (sluice's choice; the spec gives none).
+/// §6 throughput watchdog warm-up (sluice's own choice).
 pub const DEFAULT_WATCHDOG_WARMUP: Duration = Duration::from_secs(30);
-/// §6 throughput watchdog window (sluice's choice; the spec gives none).
+/// §6 throughput watchdog window (sluice's own choice).
 pub const DEFAULT_WATCHDOG_WINDOW: Duration = Duration::from_secs(30);
-/// §6 throughput watchdog floor (sluice's choice; the spec gives none).
+/// §6 throughput watchdog floor (sluice's own choice).
 pub const DEFAULT_WATCHDOG_MIN_BYTES_PER_SEC: u32 = 10;
 /// §4 cooldown-aware wait: longest single wait.
 pub const DEFAULT_COMBO_WAIT_MAX_WAIT: Duration = Duration::from_secs(60);
@@ -87,8 +87,8 @@ pub const ENV_RATE_LIMIT_AUTO_ENABLE: &str = "SLUICE_RATE_LIMIT_AUTO_ENABLE";
 /// §6 env var that overrides `throughput_watchdog.enabled`.
 pub const ENV_STREAM_THROUGHPUT_WATCHDOG: &str = "SLUICE_STREAM_THROUGHPUT_WATCHDOG";
 
-/// Breaker defaults per profile (spec §1 profile table; quiet window, probe timeout and
-/// multiplier cap from the §1 prose).
+/// Breaker defaults per profile (§1: per-profile thresholds, quiet window, probe timeout and
+/// multiplier cap).
 pub fn default_breaker(p: Profile) -> BreakerSettings {
     let (degrade_at, open_at, reset) = match p {
         Profile::Oauth => (5, 8, 60),
@@ -105,7 +105,7 @@ pub fn default_breaker(p: Profile) -> BreakerSettings {
     }
 }
 
-/// Cooldown ladder defaults per profile (spec §2 "Backoff").
+/// Cooldown ladder defaults per profile (§2 "Ladder").
 pub fn default_cooldown(p: Profile) -> CooldownProfile {
     let (base, max_backoff_level) = match p {
         Profile::Oauth => (5, 8),
@@ -118,7 +118,7 @@ pub fn default_cooldown(p: Profile) -> CooldownProfile {
     }
 }
 
-/// Windowed provider cooldown defaults per profile (spec §1b table).
+/// Windowed provider cooldown defaults per profile (§1b).
 pub fn default_provider_cooldown(p: Profile) -> ProviderCooldownProfile {
     let (failure_threshold, window_min, cooldown_min) = match p {
         Profile::Oauth => (10, 15, 5),

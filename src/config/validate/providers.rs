@@ -1,4 +1,4 @@
-//! Providers, connections, combos and routing (DESIGN §4).
+//! Providers, connections, combos and routing (`CONFIG.md#providers`, `#combos`, `#routing`).
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -623,7 +623,8 @@ impl Validator<'_, '_> {
     pub(super) fn routing(&mut self, raw: &raw::RawRouting, providers: &[Provider]) -> Vec<String> {
         let ids: Vec<String> = match &raw.default_provider {
             // Unset: every provider in file order, so each route's dialect finds the first
-            // provider that speaks it (DESIGN §4 "first listed provider whose dialect matches").
+            // provider that speaks it (`CONFIG.md#routing`: "first listed provider whose dialect
+            // matches").
             None => {
                 let mut ids: Vec<String> = Vec::new();
                 for p in providers {

@@ -1,5 +1,5 @@
-//! The keys of the issue 9 §4 rules: `concurrency_markers` and `rate_limit_cooldown` (global,
-//! per provider, per connection).
+//! The keys of the §2 concurrency-limit and hint-less rate-limit rules: `concurrency_markers`
+//! and `rate_limit_cooldown` (global, per provider, per connection).
 
 use super::*;
 

@@ -1,4 +1,4 @@
-//! `[resilience.*]` tables (resilience-spec §1–§6), with the spec defaults.
+//! `[resilience.*]` tables (§1–§6 of `docs/RESILIENCE.md`), with the defaults it gives.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -383,8 +383,8 @@ impl Validator<'_, '_> {
     }
 
     /// §5. Precedence for the three durations/depth: the file's value, else the `SLUICE_QUEUE_*`
-    /// env var (which "supplies the default"), else the spec default. `auto_enable_api_key_connections`:
-    /// `SLUICE_RATE_LIMIT_AUTO_ENABLE` overrides the file.
+    /// env var (which supplies the default), else the built-in default.
+    /// `auto_enable_api_key_connections`: `SLUICE_RATE_LIMIT_AUTO_ENABLE` overrides the file.
     fn queue(&mut self, rq: &raw::RawQueue) -> QueueSettings {
         let k = "resilience.queue";
         let max_wait_default = self.env_duration(ENV_QUEUE_MAX_WAIT, DEFAULT_QUEUE_MAX_WAIT);

@@ -1,4 +1,5 @@
-//! `[[restatement]]` and `[[error_rules]]` (resilience-spec §7).
+//! `[[restatement]]` and `[[error_rules]]`
+//! (`docs/RESILIENCE.md#7-restatement-error-rules-and-egress-buckets`).
 
 use std::collections::HashSet;
 use std::time::Duration;

@@ -1,4 +1,4 @@
-//! `[session_leases]`: exclusive session leases (resilience-spec §2b). Durations are parsed
+//! `[session_leases]`: exclusive session leases (§2d). Durations are parsed
 //! with `humantime` and bounded before use, so an enormous value is a config error, never an
 //! overflow later.
 

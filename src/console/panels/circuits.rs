@@ -1,4 +1,4 @@
-//! Circuits panel (DESIGN §5, spec §1): one row per provider breaker with its state (themed and
+//! Circuits panel (§1): one row per provider breaker with its state (themed and
 //! written out), failures / thresholds, a live "next probe in" countdown and the last
 //! transition. A §1b provider cooldown in force adds `cooling 42s` (cooling role) to the state;
 //! a provider ramping up after its breaker closed (`slow_start`) adds `ramping 40 %`.

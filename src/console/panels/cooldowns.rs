@@ -1,9 +1,9 @@
-//! Cooldown manager panel (DESIGN §5, spec §2 and §3a): one row per connection with its status
+//! Cooldown manager panel (§2): one row per connection with its status
 //! (themed and written out), remaining time, backoff level, last error kind and lockout count.
 //! Marked rows (for `c`) carry a `●`.
 //!
 //! A cooling or quota-waiting connection whose deadline has passed by `now` is shown `active`:
-//! recovery is lazy (spec §2), so that is what the next request will see.
+//! recovery is lazy (§2), so that is what the next request will see.
 
 use ratatui::Frame;
 use ratatui::layout::Rect;

@@ -1,4 +1,4 @@
-//! Model lockouts panel (DESIGN §5, spec §3): provider, connection, model (or quota group),
+//! Model lockouts panel (§3): provider, connection, model (or quota group),
 //! scope, reason, failures and a live "expires in" countdown, soonest expiry first.
 
 use ratatui::Frame;

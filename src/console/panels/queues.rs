@@ -1,4 +1,4 @@
-//! Queues panel (DESIGN §5, spec §4–§5): one row per capped admission gate (a connection's
+//! Queues panel (§4–§5): one row per capped admission gate (a connection's
 //! `max_concurrent`, or a model's `model_concurrency` entry): in-flight / cap, queued / depth
 //! cap, the oldest waiter's wait, and lifetime timeouts and rejections. A full queue
 //! (queued ≥ depth cap) is drawn with the `queue_full` role and says `full`.

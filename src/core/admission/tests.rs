@@ -1,4 +1,4 @@
-//! Tests for [`Gates`] on paused tokio time (resilience-spec §4, §5; cases A21, A22).
+//! Tests for [`Gates`] on paused tokio time (§4, §5; cases A21, A22).
 //!
 //! `SystemClock` follows `tokio::time::pause`, so the gates' clock and their timers agree.
 

@@ -128,7 +128,7 @@ impl AdmissionCode {
     }
 
     /// HTTP status: 429 for the §5 queue codes, 504 for the execution timeout, 503 for the
-    /// strict-cap (semaphore) codes (sluice's choice; the spec names no status for them).
+    /// strict-cap (semaphore) codes (sluice's own choice).
     pub fn status(self) -> u16 {
         match self {
             Self::QueueTimeout | Self::QueueFull => 429,

@@ -1,5 +1,5 @@
 //! Tests for [`decide`], [`decide_queued`], [`apply`] and [`QueuePolicy`] with explicit
-//! instants (resilience-spec §4, §5; case A21).
+//! instants (§4, §5; case A21).
 
 use std::time::Duration;
 

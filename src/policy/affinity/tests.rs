@@ -1,4 +1,4 @@
-//! Tests for [`Affinity`] and [`session_key`] with explicit instants (spec §9 "Unit").
+//! Tests for [`Affinity`] and [`session_key`] with explicit instants (no clock, no timers).
 
 use std::time::Duration;
 

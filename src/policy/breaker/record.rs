@@ -1,5 +1,5 @@
 //! `BreakerView` and `BreakerRecord`: a breaker as plain data, for the snapshot and for the
-//! store (resilience-spec §1 "Persistence").
+//! store (§1; table `circuit_breakers`).
 
 use std::time::Duration;
 

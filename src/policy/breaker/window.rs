@@ -1,4 +1,5 @@
-//! `ProviderCooldown`: the optional windowed provider cooldown (resilience-spec §1b).
+//! `ProviderCooldown`: the optional windowed provider cooldown
+//! (`docs/RESILIENCE.md#1b-windowed-provider-cooldown-off-by-default`).
 //!
 //! Independent of the [`Breaker`](super::Breaker): it counts the same counted failures, but in a
 //! sliding time window, and cools the whole provider for a fixed time once the window holds

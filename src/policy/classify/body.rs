@@ -1,12 +1,12 @@
 //! `Body`: one upstream error body, prepared once for marker matching and field extraction.
 //!
 //! Markers match case-insensitively against the body as raw text and, when it contains JSON
-//! string escapes, against the text with those escapes decoded (resilience-spec §7), so a
+//! string escapes, against the text with those escapes decoded (§7), so a
 //! marker `额度不足` matches a body that says `\u989d\u5ea6\u4e0d\u8db3`.
 
 use serde_json::Value;
 
-/// Longest console message, in characters (spec §2 `last_error`: short text).
+/// Longest console message, in characters (§2: `last_error` is a short text).
 pub(super) const MESSAGE_MAX_CHARS: usize = 200;
 
 /// An error body prepared for matching.

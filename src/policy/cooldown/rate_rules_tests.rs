@@ -1,5 +1,5 @@
-//! The concurrency-limit and `rate_limit_cooldown` rules of [`Cooldown::on_failure`] (issue 9
-//! §4), with explicit instants.
+//! The concurrency-limit and `rate_limit_cooldown` rules of [`Cooldown::on_failure`] (§2),
+//! with explicit instants.
 
 use std::time::Duration;
 

@@ -179,7 +179,7 @@ pub enum Eligibility {
     Terminal(ConnectionStatus),
 }
 
-/// Result of an operator clear (§3a `POST /api/resilience/cooldowns`).
+/// Result of an operator clear (`POST /api/resilience/cooldowns`, §2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ClearResult {
     /// A live `cooling` or `quota_wait` exclusion was removed.
@@ -190,7 +190,7 @@ pub enum ClearResult {
     SkippedTerminal,
 }
 
-/// Plain data for the snapshot and `GET /api/resilience/cooldowns` (§3a). No credentials.
+/// Plain data for the snapshot and `GET /api/resilience/cooldowns` (§2). No credentials.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CooldownView {
     /// Status effective at `now` (a passed deadline reads `active`).
@@ -219,7 +219,7 @@ pub struct CooldownView {
 }
 
 /// Everything [`super::Cooldown`] holds, as plain data for persistence (table `connections`). The
-/// core converts the instants to wall-clock ms and back (house style §4.4).
+/// core converts the instants to wall-clock ms and back, so the policy never reads a wall clock.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct CooldownRecord {
     /// Stored status (not the effective one).

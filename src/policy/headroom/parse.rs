@@ -322,105 +322,19 @@ fn reason_token(s: &str) -> Option<String> {
 }
 
 /// RFC 3339 (`2030-01-01T00:00:01Z`, `2030-01-01T00:00:01.5+02:00`, `t`/space separator,
-/// `z`) → Unix ms, truncating below a millisecond. Dates before 1970 and invalid fields
-/// (month 13, 30 February, hour 24, offset ±24:00) give `None`; second 60 (a leap second)
-/// is read as the next second.
+/// `z`) → Unix ms, truncating below a millisecond, parsed by the `time` crate. Dates before
+/// 1970, a separator other than `T`/`t`/space, and invalid fields (month 13, 30 February,
+/// hour 24, offset ±24:00) give `None`; second 60 (a leap second, accepted only at the end of
+/// a UTC month) is read as the last millisecond of second 59.
 pub fn rfc3339_ms(s: &str) -> Option<u64> {
     let s = s.trim();
-    let b = s.as_bytes();
-    if b.len() < 20 || !s.is_ascii() {
+    // `time` accepts any byte between date and time; upstreams send `T`, and RFC 3339 also
+    // names `t` and a space.
+    if !matches!(s.as_bytes().get(10), Some(b'T' | b't' | b' ')) {
         return None;
     }
-    let seps = b[4] == b'-' && b[7] == b'-' && b[13] == b':' && b[16] == b':';
-    if !seps || !matches!(b[10], b'T' | b't' | b' ') {
-        return None;
-    }
-    let year = digits(&s[0..4])?;
-    let (mon, day) = (digits(&s[5..7])?, digits(&s[8..10])?);
-    let (h, mi, sec) = (
-        digits(&s[11..13])?,
-        digits(&s[14..16])?,
-        digits(&s[17..19])?,
-    );
-    if !(1..=12).contains(&mon) || day == 0 || day > days_in_month(year, mon) {
-        return None;
-    }
-    if h > 23 || mi > 59 || sec > 60 {
-        return None;
-    }
-    let (ms, zone) = fraction_and_zone(&s[19..])?;
-    let offset = zone_offset_secs(zone)?;
-    let days = days_from_civil(year, mon, day);
-    let local = days * 86_400 + i64::from(h * 3_600 + mi * 60 + sec);
-    let utc = local - offset;
-    u64::try_from(utc).ok()?.checked_mul(1_000)?.checked_add(ms)
-}
-
-/// `.123456Z` → (123, `Z`); no fraction → (0, rest).
-fn fraction_and_zone(rest: &str) -> Option<(u64, &str)> {
-    let Some(after_dot) = rest.strip_prefix('.') else {
-        return Some((0, rest));
-    };
-    let len = after_dot
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(after_dot.len());
-    if len == 0 {
-        return None;
-    }
-    let (frac, zone) = after_dot.split_at(len);
-    Some((frac_ms(frac), zone))
-}
-
-/// `Z` / `z` → 0; `+HH:MM` / `-HH:MM` → signed seconds east of UTC.
-fn zone_offset_secs(zone: &str) -> Option<i64> {
-    if zone == "Z" || zone == "z" {
-        return Some(0);
-    }
-    let b = zone.as_bytes();
-    if b.len() != 6 || b[3] != b':' {
-        return None;
-    }
-    let sign = match b[0] {
-        b'+' => 1,
-        b'-' => -1,
-        _ => return None,
-    };
-    let (oh, om) = (digits(&zone[1..3])?, digits(&zone[4..6])?);
-    if oh > 23 || om > 59 {
-        return None;
-    }
-    Some(sign * i64::from(oh * 3_600 + om * 60))
-}
-
-/// A fixed-width run of ASCII digits.
-fn digits(s: &str) -> Option<u32> {
-    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    s.parse().ok()
-}
-
-fn is_leap(y: u32) -> bool {
-    (y % 4 == 0 && y % 100 != 0) || y % 400 == 0
-}
-
-fn days_in_month(y: u32, m: u32) -> u32 {
-    match m {
-        2 if is_leap(y) => 29,
-        2 => 28,
-        4 | 6 | 9 | 11 => 30,
-        _ => 31,
-    }
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
-fn days_from_civil(y: u32, m: u32, d: u32) -> i64 {
-    let y = i64::from(y) - i64::from(m <= 2);
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let m = i64::from(m);
-    let mp = if m > 2 { m - 3 } else { m + 9 };
-    let doy = (153 * mp + 2) / 5 + i64::from(d) - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
+    let t = time::OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339).ok()?;
+    let secs = u64::try_from(t.unix_timestamp()).ok()?;
+    secs.checked_mul(1_000)?
+        .checked_add(u64::from(t.millisecond()))
 }

@@ -1,4 +1,4 @@
-//! `request_rejected` locks (issue 9 §4): per connection and model, doubling per repeat,
+//! `request_rejected` locks (§2, §3): per connection and model, doubling per repeat,
 //! capped at 1 h, with explicit instants.
 
 use std::time::Duration;

@@ -1,4 +1,4 @@
-//! Table-driven tests for [`Lockouts`] with explicit instants (spec §9 "Unit").
+//! Table-driven tests for [`Lockouts`] with explicit instants (no clock, no timers).
 
 use std::time::Duration;
 

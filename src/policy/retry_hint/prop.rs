@@ -97,7 +97,7 @@ proptest! {
     fn never_panics_never_zero(h in headers(), b in body(), wall in any::<u64>()) {
         let wall = UNIX_EPOCH.checked_add(Duration::from_millis(wall)).unwrap_or(now());
         if let Some(hint) = parse(&h, &b, wall) {
-            // Sub-second hints are kept (cases.md vector 13); only zero becomes the floor.
+            // Sub-second hints are kept (test vector v13a); only zero becomes the floor.
             prop_assert!(!hint.delay.is_zero(), "{hint:?}");
             let capped = cap(hint.delay, Duration::from_secs(1800));
             prop_assert!(!capped.is_zero() && capped <= Duration::from_secs(1800));

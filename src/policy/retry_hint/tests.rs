@@ -1,4 +1,5 @@
-//! cases.md "Retry-hint parser vectors" as one table, plus a generated-garbage property test.
+//! The retry-hint parser vectors (v1–v17, and cases A05, A07) as one table, plus a
+//! generated-garbage property test.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 

@@ -1,4 +1,4 @@
-//! Tests for [`order`] with fixed seeds and stats (resilience-spec §4 "Combos").
+//! Tests for [`order`] with fixed seeds and stats (§4 "Strategies").
 
 use super::*;
 use crate::policy::latency::Summary;

@@ -1,4 +1,4 @@
-//! The session-limit reset in dispatch (issue 9 §3, `auto_limit_reset`): a connection's
+//! The session-limit reset in dispatch (§2e, `auto_limit_reset`): a connection's
 //! failed attempt that is the 5-hour wall makes sluice ask the account's usage endpoint
 //! (`GET {base_url}/api/oauth/usage`, the connection's own credentials, bounded by
 //! [`QUERY_TIMEOUT`]); when a reset is `available` it is requested

@@ -78,7 +78,7 @@ pub enum Terminal {
     /// `message_stop`, chat `data: [DONE]`, `response.completed`.
     Done,
     /// Anthropic `message_delta` with a `stop_reason`: complete only once no block is open
-    /// (clients-and-conventions §1.5); the tracker decides.
+    /// (a block still open means the connection dropped); the tracker decides.
     StopReason,
     /// `response.incomplete` (e.g. output token limit): a proper end, not a failure.
     Incomplete,

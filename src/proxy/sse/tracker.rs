@@ -74,7 +74,7 @@ impl StreamTracker {
     }
 
     /// Opt-in: let keepalives restart the content-stall budget too. §6 says they do not (the
-    /// default, `false`); case A20 asks for it "configurable per provider".
+    /// default, `false`); case A20 needs it as a per-provider opt-in.
     pub fn keepalive_restarts_stall(mut self, on: bool) -> Self {
         self.keepalive_progress = on;
         self

@@ -1,4 +1,4 @@
-//! Framing: cases.md "SSE framing vectors" 1–10 over every fixture.
+//! Framing: the SSE framing vectors 1–10 (one test each, below) over every fixture.
 
 use super::super::{
     ANTHROPIC_HEARTBEAT, DEFAULT_MAX_EVENT_SIZE, Event, EventKind, FEED_SLICE, FrameError,

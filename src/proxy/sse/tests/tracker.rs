@@ -70,7 +70,7 @@ fn complete_failed_and_truncated_per_fixture() {
     }
 }
 
-/// clients-and-conventions §1.5: a body ending after `message_delta` with `stop_reason` and
+/// Anthropic stream completion: a body ending after `message_delta` with `stop_reason` and
 /// no open block is complete; with a block still open it is a dropped connection.
 #[test]
 fn anthropic_stop_reason_completes_only_without_open_blocks() {
