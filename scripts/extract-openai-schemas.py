@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Extract the OpenAI answer schemas sluice's translation tests validate against.
+"""Extract the OpenAI schemas sluice's translation tests validate against: the answers an
+OpenAI client gets, and the request bodies sluice sends an OpenAI-compatible upstream.
 
 Usage:
     python3 scripts/extract-openai-schemas.py OPENAPI_YAML [OUT_JSON]
@@ -11,16 +12,19 @@ OUT_JSON defaults to tests/fixtures/openai-schema/openai-answers.schema.json.
 Needs PyYAML (`pip install pyyaml`): the script is run by hand when the spec is updated, and
 its output is checked in, so neither the tests nor CI run it.
 
-The output is one JSON Schema 2020-12 document: every component schema named in ROOTS plus
-everything they `$ref`, transitively, under `$defs`, with `#/components/schemas/X` rewritten
-to `#/$defs/X`. Documentation-only keywords (string `description`, `example(s)`, `x-*`
-vendor extensions, `discriminator`) are dropped to keep the file small; they do not affect
-validation. A few schemas still carry OpenAPI 3.0's `nullable: true`, which JSON Schema 2020-12
-ignores; read literally, the real API's own chunks (`"finish_reason": null`) would be invalid,
-so such a schema S becomes `{"anyOf": [S, {"type": "null"}]}`, as the SDKs generated from the
-spec read it (the count is printed on stderr). Draft 2019-09's `$recursiveAnchor: true` /
-`$recursiveRef: "#"` (a filter that nests itself) become a `$ref` to the component itself. `x-sluice-events` maps each Responses stream
-event `type` to the schema of that event (from `ResponseStreamEvent`'s members).
+The output is one JSON Schema 2020-12 document: every component schema named in ROOTS (the
+answers: `Response`, the stream events, chat completions and chunks, `ErrorResponse`; the
+requests: `CreateChatCompletionRequest`, `CreateResponse`) plus everything they `$ref`,
+transitively, under `$defs`, with `#/components/schemas/X` rewritten to `#/$defs/X`.
+Documentation-only keywords (string `description`, `example(s)`, `x-*` vendor extensions,
+`discriminator`) are dropped to keep the file small; they do not affect validation. A few
+schemas still carry OpenAPI 3.0's `nullable: true`, which JSON Schema 2020-12 ignores; read
+literally, the real API's own chunks (`"finish_reason": null`) would be invalid, so such a
+schema S becomes `{"anyOf": [S, {"type": "null"}]}`, as the SDKs generated from the spec read
+it (the count is printed on stderr). Draft 2019-09's `$recursiveAnchor: true` /
+`$recursiveRef: "#"` (a filter that nests itself) become a `$ref` to the component itself.
+`x-sluice-events` maps each Responses stream event `type` to the schema of that event (from
+`ResponseStreamEvent`'s members).
 """
 
 import json
@@ -38,6 +42,8 @@ ROOTS = [
     "CreateChatCompletionResponse",
     "CreateChatCompletionStreamResponse",
     "ErrorResponse",
+    "CreateChatCompletionRequest",
+    "CreateResponse",
 ]
 PREFIX = "#/components/schemas/"
 # Keywords whose value is a map from names to schemas (its keys are not keywords).

@@ -28,6 +28,10 @@ const HANDLED: &[&str] = &[
     "output_config",
 ];
 
+/// Most `stop` strings a Chat Completions request may carry; later ones are not sent (the
+/// answer still maps a stop on any of them).
+const MAX_CHAT_STOPS: usize = 4;
+
 /// The text block current Claude Code puts first in `system`: attribution for Anthropic's
 /// own billing, meaningless to another provider.
 const BILLING_HEADER: &str = "x-anthropic-billing-header:";
@@ -114,7 +118,7 @@ fn message(
             Ok(())
         }
         Some(Value::Array(blocks)) if role == "assistant" => {
-            out.push(assistant(i, blocks, calls, d)?);
+            out.extend(assistant(i, blocks, calls, d)?);
             Ok(())
         }
         Some(Value::Array(blocks)) => user(i, blocks, calls, out),
@@ -218,12 +222,15 @@ fn document_part(b: &Value, field: &str) -> Result<Value, TranslateError> {
     }
 }
 
+/// An assistant turn's blocks → one chat message, or none when nothing is left once thinking
+/// is dropped (a thinking-only turn): Chat Completions rejects an assistant message with
+/// neither `content` nor `tool_calls`.
 fn assistant(
     i: usize,
     blocks: &[Value],
     calls: &mut HashSet<String>,
     d: &mut Draft,
-) -> Result<Value, TranslateError> {
+) -> Result<Option<Value>, TranslateError> {
     let mut text = Vec::new();
     let mut tool_calls = Vec::new();
     for (j, b) in blocks.iter().enumerate() {
@@ -251,6 +258,10 @@ fn assistant(
             }
         }
     }
+    if text.is_empty() && tool_calls.is_empty() {
+        d.warn(format!("dropped messages[{i}] (nothing but thinking)"));
+        return Ok(None);
+    }
     let content = if text.is_empty() {
         Value::Null
     } else {
@@ -260,7 +271,7 @@ fn assistant(
     if !tool_calls.is_empty() {
         m["tool_calls"] = Value::Array(tool_calls);
     }
-    Ok(m)
+    Ok(Some(m))
 }
 
 /// `tools` and `tool_choice`. Server tools (no `input_schema`) are dropped with a warning; a
@@ -336,8 +347,15 @@ fn scalars(v: &Value, opts: &TargetOptions, d: &mut Draft) {
         d.warn("dropped 'top_k' (no Chat Completions counterpart)");
     }
     let stops = stop_list(v.get("stop_sequences"));
+    if stops.len() > MAX_CHAT_STOPS {
+        d.adjusted.push(format!(
+            "stop_sequences {} → {MAX_CHAT_STOPS} (Chat Completions takes at most {MAX_CHAT_STOPS})",
+            stops.len()
+        ));
+    }
     if !stops.is_empty() {
-        d.body.insert("stop".into(), json!(stops));
+        let sent = &stops[..stops.len().min(MAX_CHAT_STOPS)];
+        d.body.insert("stop".into(), json!(sent));
     }
     d.context.stop_sequences = stops;
     if v.get("stream") == Some(&Value::Bool(true)) {

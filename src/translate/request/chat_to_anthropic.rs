@@ -265,6 +265,9 @@ pub(crate) fn document_block(
     Ok(b)
 }
 
+/// `tools` and `tool_choice`. A function without `parameters` (or with `null`, as typed
+/// clients send an unset field) takes no arguments. `tool_choice` `allowed_tools` keeps only
+/// the allowed tools, with its mode (`auto` / `required`); Anthropic has no such choice.
 fn tools(v: &Value, d: &mut Draft) -> Result<(), TranslateError> {
     let mut out = Vec::new();
     for (i, t) in arr(v, "tools").iter().enumerate() {
@@ -277,6 +280,7 @@ fn tools(v: &Value, d: &mut Draft) -> Result<(), TranslateError> {
         let f = t.get("function").unwrap_or(&Value::Null);
         let schema = f
             .get("parameters")
+            .filter(|p| !p.is_null())
             .cloned()
             .unwrap_or_else(|| json!({"type": "object", "properties": {}}));
         let mut tool = json!({"name": s(f, "name").unwrap_or_default(), "input_schema": schema});
@@ -290,6 +294,23 @@ fn tools(v: &Value, d: &mut Draft) -> Result<(), TranslateError> {
         Some(Value::String(c)) if c == "required" => Some(json!({"type": "any"})),
         Some(Value::String(c)) if c == "none" => Some(json!({"type": "none"})),
         Some(Value::String(_)) => Some(json!({"type": "auto"})),
+        Some(c @ Value::Object(_)) if s(c, "type") == Some("allowed_tools") => {
+            let a = c.get("allowed_tools").unwrap_or(&Value::Null);
+            let allowed: Vec<&str> = arr(a, "tools")
+                .iter()
+                .filter_map(|t| t.get("function").and_then(|f| s(f, "name")))
+                .collect();
+            out.retain(|t| allowed.contains(&s(t, "name").unwrap_or_default()));
+            d.warn(
+                "offered only the tools in tool_choice.allowed_tools (no Anthropic counterpart)",
+            );
+            let mode = if s(a, "mode") == Some("required") {
+                "any"
+            } else {
+                "auto"
+            };
+            Some(json!({"type": mode}))
+        }
         Some(c @ Value::Object(_)) => {
             let name = c
                 .get("function")

@@ -315,8 +315,11 @@ fn tools(v: &Value, d: &mut Draft) -> Result<(), TranslateError> {
     for (i, t) in arr(v, "tools").iter().enumerate() {
         match s(t, "type").unwrap_or_default() {
             "function" => {
+                // `parameters` is required and nullable in the Responses API: `null` (or none)
+                // is a tool without arguments.
                 let schema = t
                     .get("parameters")
+                    .filter(|p| !p.is_null())
                     .cloned()
                     .unwrap_or_else(|| json!({"type": "object", "properties": {}}));
                 let mut tool =
@@ -390,12 +393,21 @@ fn tools(v: &Value, d: &mut Draft) -> Result<(), TranslateError> {
     Ok(())
 }
 
+/// `max_output_tokens` (clamped to the target's `max_output_tokens` here only for an Anthropic
+/// upstream: towards Chat the Anthropic → Chat step clamps and records it), reasoning,
+/// sampling, `stream` and `user`.
 fn scalars(v: &Value, opts: &TargetOptions, require_max: bool, d: &mut Draft) {
-    let max = u(v, "max_output_tokens").or_else(|| match (opts.default_max_tokens, require_max) {
-        (Some(n), _) => Some(u64::from(n)),
-        (None, true) => Some(u64::from(DEFAULT_MAX_TOKENS)),
-        (None, false) => None,
-    });
+    let asked =
+        u(v, "max_output_tokens").or_else(|| match (opts.default_max_tokens, require_max) {
+            (Some(n), _) => Some(u64::from(n)),
+            (None, true) => Some(u64::from(DEFAULT_MAX_TOKENS)),
+            (None, false) => None,
+        });
+    let max = if require_max {
+        asked.and_then(|n| d.output_limit(Some(n), opts))
+    } else {
+        asked
+    };
     if let Some(n) = max {
         d.body.insert("max_tokens".into(), json!(n));
     }
@@ -415,9 +427,9 @@ fn scalars(v: &Value, opts: &TargetOptions, require_max: bool, d: &mut Draft) {
         // Responses → Chat: the effort word itself crosses (so `xhigh` stays `xhigh` where
         // the provider takes it), and sampling stays: no Anthropic thinking rules apply.
         word.map(|w| {
-            d.body.insert("thinking".into(), json!({"type": "adaptive"}));
             d.body
-                .insert("output_config".into(), json!({"effort": w}));
+                .insert("thinking".into(), json!({"type": "adaptive"}));
+            d.body.insert("output_config".into(), json!({"effort": w}));
             0
         })
     };

@@ -1,6 +1,7 @@
 //! The last step of every translation to an Anthropic upstream: tool names and tool-call ids
-//! in the forms Anthropic accepts (see [`crate::translate::wire_names`]), and the one shape
-//! rule the source formats do not enforce (at least one message).
+//! in the forms Anthropic accepts (see [`crate::translate::wire_names`]), and the shape rules
+//! Anthropic enforces that the source formats do not (at least one message, no thinking with
+//! a forced tool, `temperature` at most 1).
 
 use serde_json::Value;
 
@@ -9,12 +10,15 @@ use crate::translate::TranslateError;
 use crate::translate::wire_names::{id_for_anthropic, shorten_into};
 
 /// Rewrites `tools[].name`, `tool_choice.name` and every `tool_use` / `tool_result` block's
-/// name and id in `d.body`; shortened names are recorded in `d.context.tool_names`.
+/// name and id in `d.body`; shortened names are recorded in `d.context.tool_names`. Then
+/// applies [`forced_tool_without_thinking`] and [`temperature_in_range`].
 ///
 /// # Errors
 /// [`TranslateError::Invalid`] on `messages` when no user or assistant message is left (a
 /// request of system text alone): Anthropic rejects an empty `messages`.
 pub fn finish(d: &mut Draft) -> Result<(), TranslateError> {
+    forced_tool_without_thinking(d);
+    temperature_in_range(d);
     let names = &mut d.context.tool_names;
     if let Some(tools) = d.body.get_mut("tools").and_then(Value::as_array_mut) {
         for t in tools {
@@ -46,6 +50,42 @@ pub fn finish(d: &mut Draft) -> Result<(), TranslateError> {
         }
     }
     Ok(())
+}
+
+/// Anthropic rejects thinking together with a `tool_choice` that forces a tool (`any` or
+/// `tool`; "Thinking may not be enabled when tool_choice forces tool use"), which OpenAI
+/// clients combine freely (`tool_choice: "required"` with a reasoning effort). The forced
+/// tool is what the client's code depends on, so thinking is dropped, with a warning.
+fn forced_tool_without_thinking(d: &mut Draft) {
+    let forced = d
+        .body
+        .get("tool_choice")
+        .and_then(|c| c.get("type"))
+        .and_then(Value::as_str)
+        .is_some_and(|t| matches!(t, "any" | "tool"));
+    let thinking = d
+        .body
+        .get("thinking")
+        .and_then(|t| t.get("type"))
+        .and_then(Value::as_str)
+        .is_some_and(|t| t != "disabled");
+    if forced && thinking {
+        d.body.remove("thinking");
+        d.warn("dropped reasoning effort (Anthropic allows no thinking when tool_choice forces a tool)");
+    }
+}
+
+/// OpenAI's `temperature` goes to 2, Anthropic's to 1: a higher value is clamped to 1, with a
+/// warning.
+fn temperature_in_range(d: &mut Draft) {
+    if d.body
+        .get("temperature")
+        .and_then(Value::as_f64)
+        .is_some_and(|x| x > 1.0)
+    {
+        d.body.insert("temperature".into(), serde_json::json!(1.0));
+        d.warn("clamped 'temperature' to 1.0 (the Anthropic maximum)");
+    }
 }
 
 fn rename(v: &mut Value, names: &mut Vec<(String, String)>) {
@@ -102,6 +142,28 @@ mod tests {
             "sx_functions_2EBash_3A0"
         );
         assert_eq!(d.context.tool_names, vec![(wire, long)]);
+    }
+
+    #[test]
+    fn a_forced_tool_drops_thinking_and_temperature_is_clamped() {
+        let mut d = draft(json!({
+            "messages": [{"role": "user", "content": "go"}],
+            "tools": [{"name": "t", "input_schema": {"type": "object"}}],
+            "tool_choice": {"type": "any"},
+            "thinking": {"type": "enabled", "budget_tokens": 2048},
+            "temperature": 1.5
+        }));
+        finish(&mut d).unwrap();
+        assert!(d.body.get("thinking").is_none(), "{:?}", d.body);
+        assert_eq!(d.body["temperature"], json!(1.0));
+        assert_eq!(d.warnings.len(), 2, "{:?}", d.warnings);
+        let mut d = draft(json!({"messages": [{"role": "user", "content": "go"}],
+            "tool_choice": {"type": "auto"}, "thinking": {"type": "adaptive"}}));
+        finish(&mut d).unwrap();
+        assert!(
+            d.body.get("thinking").is_some(),
+            "kept with tool_choice auto"
+        );
     }
 
     #[test]

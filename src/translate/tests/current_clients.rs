@@ -339,8 +339,21 @@ fn responses_to_chat_keeps_the_effort_word_and_sampling() {
     .unwrap();
     let v: Value = serde_json::from_slice(&t.body).unwrap();
     assert_eq!(v["reasoning_effort"], "xhigh", "{v:#}");
-    assert_eq!(v["temperature"], 0.3, "no Anthropic thinking rule on a Chat target");
+    assert_eq!(
+        v["temperature"], 0.3,
+        "no Anthropic thinking rule on a Chat target"
+    );
     assert_eq!(v["max_tokens"], 500);
     assert!(t.context.thinking);
     assert!(v.get("output_config").is_none() && v.get("thinking").is_none());
+}
+
+#[test]
+fn more_than_four_stop_sequences_send_the_first_four() {
+    let body = json!({"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}],
+        "stop_sequences": ["a", "b", "c", "d", "e"]});
+    let (v, t) = to_chat(&body, &TargetOptions::default());
+    assert_eq!(v["stop"], json!(["a", "b", "c", "d"]));
+    assert_eq!(t.adjusted.len(), 1, "{:?}", t.adjusted);
+    assert_eq!(t.context.stop_sequences.len(), 5);
 }

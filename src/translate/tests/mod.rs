@@ -3,6 +3,7 @@
 //! (review the diff before committing), without it a missing value fails.
 
 mod bad_input;
+mod corpus;
 mod current_clients;
 mod golden;
 mod property;
