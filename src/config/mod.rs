@@ -391,7 +391,7 @@ pub struct Translation {
     /// `system`.
     pub system_role: SystemRole,
     /// Per-model overrides of the keys above, by model name or `*` glob (an exact name wins,
-    /// else the longest matching pattern). Default empty.
+    /// else the longest matching pattern: `proxy::translated::model_options`). Default empty.
     pub model_options: Vec<(String, ModelOptions)>,
 }
 
@@ -408,18 +408,6 @@ impl Default for Translation {
             system_role: SystemRole::System,
             model_options: Vec::new(),
         }
-    }
-}
-
-impl Translation {
-    /// The per-model entry for `model`: the entry named exactly `model`, else the longest
-    /// `*` pattern that matches it; `None` when none does.
-    pub fn model(&self, model: &str) -> Option<&ModelOptions> {
-        self.model_options
-            .iter()
-            .filter(|(p, _)| crate::policy::lockout::glob_match(p, model))
-            .max_by_key(|(p, _)| (p == model, p.len()))
-            .map(|(_, o)| o)
     }
 }
 

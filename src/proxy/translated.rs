@@ -19,7 +19,7 @@ use hyper::body::Incoming;
 use super::body::{rewrite_model, splice_model};
 use super::dialect::ProxyError;
 use super::routes::{Route, RouteKind};
-use crate::config::{Dialect, Provider};
+use crate::config::{Dialect, ModelOptions, Provider};
 use crate::translate::{
     self, ClientFormat, ResponseContext, StreamTranslator, TargetOptions, TranslateError,
 };
@@ -53,7 +53,9 @@ pub fn upstream_dialect(client: ClientFormat, p: &Provider) -> Option<Dialect> {
 /// model's `[providers.model_options]` entry laid over them.
 pub fn target_options(p: &Provider, model: &str) -> TargetOptions {
     let t = &p.translation;
-    let m = t.model(model).cloned().unwrap_or_default();
+    let m = model_options(&t.model_options, model)
+        .cloned()
+        .unwrap_or_default();
     TargetOptions {
         drop_fields: t.drop_fields.clone(),
         default_max_tokens: t.default_max_tokens,
@@ -63,6 +65,19 @@ pub fn target_options(p: &Provider, model: &str) -> TargetOptions {
         max_completion_tokens: m.max_completion_tokens.unwrap_or(t.max_completion_tokens),
         system_role: t.system_role,
     }
+}
+
+/// The `[providers.model_options]` entry for `model`: the one named exactly `model`, else the
+/// longest `*` pattern that matches it; `None` when none does.
+pub fn model_options<'a>(
+    entries: &'a [(String, ModelOptions)],
+    model: &str,
+) -> Option<&'a ModelOptions> {
+    entries
+        .iter()
+        .filter(|(p, _)| crate::policy::lockout::glob_match(p, model))
+        .max_by_key(|(p, _)| (p == model, p.len()))
+        .map(|(_, o)| o)
 }
 
 /// `anthropic→openai`: the label an attempt's `translated` field shows.
@@ -372,5 +387,52 @@ mod native_tests {
             &out.body[..],
             body.replace("client-model", "target-model").as_bytes()
         );
+    }
+}
+
+#[cfg(test)]
+mod options_tests {
+    use super::*;
+    use crate::config::{LoadEnv, ReasoningEffort, from_str};
+
+    fn provider() -> Provider {
+        let text = "[[providers]]\nid = \"o\"\ndialect = \"openai\"\nbase_url = \"http://127.0.0.1:9\"\n\
+            reasoning_effort = false\nmax_output_tokens = 32768\n\
+            [providers.model_options.\"o*\"]\nreasoning_effort = true\nmax_completion_tokens = true\n\
+            [providers.model_options.\"o3*\"]\nmax_output_tokens = 65536\n\
+            [providers.model_options.\"o3-pro\"]\nmax_reasoning_effort = \"xhigh\"\n\
+            [[providers.connections]]\nid = \"c\"\nauth = \"passthrough\"\n";
+        let cfg = from_str(
+            text,
+            std::path::Path::new("t.toml"),
+            &LoadEnv::fixed(&[], "/tmp"),
+        )
+        .expect("valid config");
+        cfg.providers[0].clone()
+    }
+
+    #[test]
+    fn an_exact_name_wins_then_the_longest_pattern_then_the_provider() {
+        let p = provider();
+        let plain = target_options(&p, "gpt-4o");
+        assert!(!plain.reasoning_effort && !plain.max_completion_tokens);
+        assert_eq!(plain.max_output_tokens, Some(32768));
+        let o1 = target_options(&p, "o1");
+        assert!(o1.reasoning_effort && o1.max_completion_tokens);
+        assert_eq!(
+            o1.max_output_tokens,
+            Some(32768),
+            "not set on o*: the provider's"
+        );
+        let o3 = target_options(&p, "o3-mini");
+        assert_eq!(o3.max_output_tokens, Some(65536), "o3* is longer than o*");
+        assert!(!o3.reasoning_effort, "only the one best entry applies");
+        let pro = target_options(&p, "o3-pro");
+        assert_eq!(
+            pro.max_reasoning_effort,
+            ReasoningEffort::XHigh,
+            "exact name"
+        );
+        assert_eq!(pro.max_output_tokens, Some(32768));
     }
 }

@@ -434,15 +434,18 @@ fn output_limits_efforts_and_model_options_are_read() {
     assert_eq!(t.max_reasoning_effort, ReasoningEffort::Medium);
     assert_eq!(t.system_role, SystemRole::Developer);
     assert!(!t.max_completion_tokens);
-    let o = t.model("o1").expect("the glob matches");
+    let entry = |name: &str| {
+        t.model_options
+            .iter()
+            .find(|(p, _)| p == name)
+            .map(|(_, o)| o.clone())
+            .expect("entry read")
+    };
+    let o = entry("o*");
     assert_eq!(o.max_completion_tokens, Some(true));
     assert_eq!(o.max_output_tokens, None, "left out: the provider's value");
-    let pro = t.model("o3-pro").expect("the exact name matches");
-    assert_eq!(
-        pro.max_output_tokens,
-        Some(100000),
-        "an exact name wins over a glob"
-    );
+    let pro = entry("o3-pro");
+    assert_eq!(pro.max_output_tokens, Some(100000));
     assert_eq!(pro.max_reasoning_effort, Some(ReasoningEffort::XHigh));
-    assert!(t.model("gpt-4o").is_none());
+    assert_eq!(t.model_options.len(), 2);
 }
