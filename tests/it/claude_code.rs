@@ -120,12 +120,7 @@ struct Run {
     stderr: String,
 }
 
-/// Runs `claude -p PROMPT` with a clean environment; kills it after [`RUN_TIMEOUT`].
-fn run_claude(cli: &Cli, base_url: &str, home: &Path, prompt: &str) -> Run {
-    run_claude_with(cli, base_url, home, &["-p", prompt])
-}
-
-/// Runs `claude ARGS…` like [`run_claude`].
+/// Runs `claude ARGS…` with a clean environment; kills it after [`RUN_TIMEOUT`].
 fn run_claude_with(cli: &Cli, base_url: &str, home: &Path, args: &[&str]) -> Run {
     let path = std::env::var("PATH").unwrap_or_default();
     let child = Command::new(&cli.program)
@@ -166,6 +161,29 @@ fn run_claude_with(cli: &Cli, base_url: &str, home: &Path, args: &[&str]) -> Run
     run
 }
 
+/// Runs `claude ARGS…` against `s` with `home` as HOME and working directory, on a blocking
+/// thread.
+async fn claude(cli: &Cli, s: &Sluice, home: &Path, args: Vec<String>) -> Run {
+    let (cli, base_url, home) = (cli.clone(), s.base_url(), home.to_path_buf());
+    tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        run_claude_with(&cli, &base_url, &home, &args)
+    })
+    .await
+    .unwrap()
+}
+
+/// `-p "say the phrase"`.
+fn say_the_phrase() -> Vec<String> {
+    vec!["-p".into(), "say the phrase".into()]
+}
+
+/// A prompt to run `echo MARKER` with the Bash tool, which is allowed without asking.
+fn run_the_marker() -> Vec<String> {
+    let prompt = format!("Run `echo {MARKER}` with the Bash tool, then report.");
+    vec!["-p".into(), prompt, "--allowedTools".into(), "Bash".into()]
+}
+
 /// Every release under test, installed (on a blocking thread).
 async fn installed() -> Vec<Cli> {
     tokio::task::spawn_blocking(|| releases().iter().map(|v| ensure_claude_code(v)).collect())
@@ -188,13 +206,7 @@ async fn completes_a_prompt(cli: Cli) {
     let s = Sluice::start(&fill(CONFIG, &mock), &[]).await;
     let home = tempfile::tempdir().unwrap();
 
-    let base_url = s.base_url();
-    let home_path = home.path().to_path_buf();
-    let run = tokio::task::spawn_blocking(move || {
-        run_claude(&cli, &base_url, &home_path, "say the phrase")
-    })
-    .await
-    .unwrap();
+    let run = claude(&cli, &s, home.path(), say_the_phrase()).await;
 
     let seen = mock.requests();
     assert!(
@@ -325,19 +337,7 @@ async fn runs_a_tool_through_chat(cli: Cli) {
     let s = Sluice::start(&fill(CHAT_ONLY_CONFIG, &mock), &[]).await;
     let home = tempfile::tempdir().unwrap();
 
-    let base_url = s.base_url();
-    let home_path = home.path().to_path_buf();
-    let run = tokio::task::spawn_blocking(move || {
-        let prompt = format!("Run `echo {MARKER}` with the Bash tool, then report.");
-        run_claude_with(
-            &cli,
-            &base_url,
-            &home_path,
-            &["-p", &prompt, "--allowedTools", "Bash"],
-        )
-    })
-    .await
-    .unwrap();
+    let run = claude(&cli, &s, home.path(), run_the_marker()).await;
 
     let seen = mock.requests();
     assert!(
@@ -446,19 +446,7 @@ async fn runs_a_tool_through_anthropic(cli: Cli) {
         .reply(anthropic_bash_tool_stream());
     let s = Sluice::start(&fill(CONFIG, &mock), &[]).await;
     let home = tempfile::tempdir().unwrap();
-    let base_url = s.base_url();
-    let home_path = home.path().to_path_buf();
-    let run = tokio::task::spawn_blocking(move || {
-        let prompt = format!("Run `echo {MARKER}` with the Bash tool, then report.");
-        run_claude_with(
-            &cli,
-            &base_url,
-            &home_path,
-            &["-p", &prompt, "--allowedTools", "Bash"],
-        )
-    })
-    .await
-    .unwrap();
+    let run = claude(&cli, &s, home.path(), run_the_marker()).await;
     let seen = mock.requests();
     assert!(
         run.success && run.stdout.contains(FINAL),
@@ -503,13 +491,7 @@ async fn claude_code_waits_out_a_short_rate_limit_and_completes() {
     mock.on("/v1/messages").reply(Reply::anthropic_text(PHRASE));
     let s = Sluice::start(&fill(CONFIG, &mock), &[]).await;
     let home = tempfile::tempdir().unwrap();
-    let base_url = s.base_url();
-    let home_path = home.path().to_path_buf();
-    let run = tokio::task::spawn_blocking(move || {
-        run_claude(&cli, &base_url, &home_path, "say the phrase")
-    })
-    .await
-    .unwrap();
+    let run = claude(&cli, &s, home.path(), say_the_phrase()).await;
     assert!(
         run.success && run.stdout.contains(PHRASE),
         "{run:#?}\nupstream saw: {:#?}",
@@ -534,15 +516,10 @@ async fn claude_code_shows_the_reset_time_of_a_long_wait() {
     let s = Sluice::start(&fill(CONFIG, &mock), &[]).await;
     let home = tempfile::tempdir().unwrap();
     for turn in 0..2 {
-        let (cli, base_url, home_path) = (cli.clone(), s.base_url(), home.path().to_path_buf());
-        let run = tokio::task::spawn_blocking(move || {
-            run_claude(&cli, &base_url, &home_path, "say the phrase")
-        })
-        .await
-        .unwrap();
+        let run = claude(&cli, &s, home.path(), say_the_phrase()).await;
         let said = format!("{}{}", run.stdout, run.stderr);
         assert!(!run.success, "turn {turn}: {run:#?}");
-        // run_claude fails the test if the client is still running after RUN_TIMEOUT (2 min):
+        // run_claude_with fails the test if the client is still running after RUN_TIMEOUT (2 min):
         // it must give up at once, not wait the 2 h out.
         if turn == 1 {
             // The connection is now cooling: sluice answers itself, naming the wait.
