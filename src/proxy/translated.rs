@@ -327,8 +327,8 @@ mod native_tests {
     use crate::proxy::body::probe;
     use serde_json::Value;
 
-    fn anthropic_provider() -> Provider {
-        let text = "[[providers]]\nid = \"a\"\ndialect = \"anthropic\"\nbase_url = \"http://127.0.0.1:9\"\n  [[providers.connections]]\n  id = \"c\"\n  auth = \"passthrough\"\n";
+    /// The first provider of a config text.
+    pub(super) fn provider_of(text: &str) -> Provider {
         let cfg = from_str(
             text,
             std::path::Path::new("t.toml"),
@@ -336,6 +336,12 @@ mod native_tests {
         )
         .expect("valid config");
         cfg.providers[0].clone()
+    }
+
+    fn anthropic_provider() -> Provider {
+        provider_of(
+            "[[providers]]\nid = \"a\"\ndialect = \"anthropic\"\nbase_url = \"http://127.0.0.1:9\"\n  [[providers.connections]]\n  id = \"c\"\n  auth = \"passthrough\"\n",
+        )
     }
 
     fn prepared(body: &str, rewrite: bool) -> Value {
@@ -393,7 +399,7 @@ mod native_tests {
 #[cfg(test)]
 mod options_tests {
     use super::*;
-    use crate::config::{LoadEnv, ReasoningEffort, from_str};
+    use crate::config::ReasoningEffort;
 
     fn provider() -> Provider {
         let text = "[[providers]]\nid = \"o\"\ndialect = \"openai\"\nbase_url = \"http://127.0.0.1:9\"\n\
@@ -402,13 +408,7 @@ mod options_tests {
             [providers.model_options.\"o3*\"]\nmax_output_tokens = 65536\n\
             [providers.model_options.\"o3-pro\"]\nmax_reasoning_effort = \"xhigh\"\n\
             [[providers.connections]]\nid = \"c\"\nauth = \"passthrough\"\n";
-        let cfg = from_str(
-            text,
-            std::path::Path::new("t.toml"),
-            &LoadEnv::fixed(&[], "/tmp"),
-        )
-        .expect("valid config");
-        cfg.providers[0].clone()
+        super::native_tests::provider_of(text)
     }
 
     #[test]
