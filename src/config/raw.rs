@@ -246,6 +246,7 @@ pub struct RawBreaker {
     pub degraded_quiet_window: Option<String>,
     pub probe_timeout: Option<String>,
     pub max_backoff_multiplier: Option<i64>,
+    pub trip_statuses: Option<Vec<i64>>,
 }
 
 /// `[resilience.provider_cooldown]` (§1b); per-profile tables inside.

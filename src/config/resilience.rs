@@ -96,6 +96,8 @@ pub struct BreakerOverride {
     pub probe_timeout: Option<Duration>,
     /// Replaces `max_backoff_multiplier`.
     pub max_backoff_multiplier: Option<u32>,
+    /// Replaces `trip_statuses` (the whole list).
+    pub trip_statuses: Option<StatusSet>,
 }
 
 impl BreakerOverride {
@@ -112,6 +114,7 @@ impl BreakerOverride {
             max_backoff_multiplier: self
                 .max_backoff_multiplier
                 .unwrap_or(profile.max_backoff_multiplier),
+            trip_statuses: self.trip_statuses.unwrap_or(profile.trip_statuses),
         }
     }
 }
@@ -134,6 +137,75 @@ pub struct BreakerSettings {
     pub probe_timeout: Duration,
     /// Cap on reset-timeout escalation. Default 16.
     pub max_backoff_multiplier: u32,
+    /// HTTP statuses whose server-side failures count toward the breaker. Default
+    /// [`DEFAULT_TRIP_STATUSES`]. Transport errors always count; statuses classified as
+    /// another layer's business (401, 403, 404, 429, 529, the request's own 400/413/422)
+    /// never do, listed or not.
+    pub trip_statuses: StatusSet,
+}
+
+/// Default `trip_statuses` of every breaker profile: 408, 500, 502, 503, 504 (§1 "What
+/// counts"). 501, 505, 520–527 and every other 4xx are left out: they say nothing about the
+/// provider's health.
+pub const DEFAULT_TRIP_STATUSES: [u16; 5] = [408, 500, 502, 503, 504];
+
+/// Number of 64-bit words in a [`StatusSet`]: statuses 0–639.
+const STATUS_WORDS: usize = 10;
+/// One past the largest status a [`StatusSet`] can hold.
+const STATUS_LIMIT: u16 = 640;
+
+/// A set of HTTP statuses (100–599), such as a breaker's `trip_statuses`. Held as plain bits
+/// so the settings that carry it stay `Copy` and a lookup is one shift; shown and serialized
+/// as a sorted list of statuses.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct StatusSet([u64; STATUS_WORDS]);
+
+impl StatusSet {
+    /// The set of `statuses`; statuses past 639 are ignored (validation allows 100–599).
+    pub fn of(statuses: &[u16]) -> Self {
+        statuses.iter().copied().collect()
+    }
+
+    /// Whether `status` is in the set.
+    pub fn contains(&self, status: u16) -> bool {
+        let i = usize::from(status);
+        self.0.get(i / 64).is_some_and(|w| w >> (i % 64) & 1 == 1)
+    }
+
+    /// The statuses in ascending order.
+    pub fn iter(&self) -> impl Iterator<Item = u16> + '_ {
+        (0..STATUS_LIMIT).filter(|s| self.contains(*s))
+    }
+
+    /// Whether the set is empty.
+    pub fn is_empty(&self) -> bool {
+        self.0.iter().all(|w| *w == 0)
+    }
+}
+
+impl FromIterator<u16> for StatusSet {
+    fn from_iter<I: IntoIterator<Item = u16>>(iter: I) -> Self {
+        let mut set = Self::default();
+        for s in iter {
+            let i = usize::from(s);
+            if let Some(w) = set.0.get_mut(i / 64) {
+                *w |= 1 << (i % 64);
+            }
+        }
+        set
+    }
+}
+
+impl std::fmt::Debug for StatusSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+impl Serialize for StatusSet {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.iter())
+    }
 }
 
 /// §2 backoff ladder for one profile.

@@ -214,6 +214,7 @@ impl Pair {
             disable_cooling: true,
         }; 3];
         let lockout = self.core.res().settings.model_lockout.clone();
+        let trip_statuses = self.model.settings().trip_statuses;
         let plan = report::plan(&ReportInput {
             outcome: &classified,
             lockout: &lockout,
@@ -223,6 +224,7 @@ impl Pair {
             connection: a.ticket.connection,
             connections: &facts,
             rule_base_cooldown: None,
+            trip_statuses: &trip_statuses,
         });
         self.core.report(a.ticket, &classified);
         match plan.breaker {

@@ -1,4 +1,5 @@
-//! Exclusive session leases in the core (resilience-spec §2b): the lease table behind a
+//! Exclusive session leases in the core
+//! (`docs/RESILIENCE.md#2d-exclusive-session-leases-off-by-default`): the lease table behind a
 //! short lock, acquire / renew / release, the pre-dispatch gate, write-behind rows and the
 //! snapshot's `lease` field. The policy itself is [`crate::policy::lease`].
 
@@ -194,6 +195,7 @@ impl Core {
                         target: target_name(&cfg, key, &c.model),
                         reason: ExclusionReason::Leased,
                         retry_after: Some(until.saturating_duration_since(now)),
+                        cause: crate::policy::select::ExclusionCause::Transient,
                     });
                 }
                 None => kept.push(c),

@@ -10,7 +10,7 @@ use std::borrow::Cow;
 use super::Core;
 use super::resilience::{ReportEffect, ResState, Ticket};
 use crate::clock::Instant;
-use crate::config::{ModelLockoutSettings, Profile, Provider};
+use crate::config::{ModelLockoutSettings, Profile, Provider, StatusSet};
 use crate::policy::breaker::BreakerState;
 use crate::policy::cooldown::{
     Cooldown, CooldownEffect, CooldownRecord, CooldownRules, rate_limit_override,
@@ -74,6 +74,12 @@ impl Core {
         let mut writes = Writes::default();
         {
             let r: &mut ResState = &mut guard;
+            let trip_statuses = r
+                .providers
+                .get(ticket.provider)
+                .map_or_else(StatusSet::default, |res| {
+                    res.breaker.settings().trip_statuses
+                });
             let step = plan::plan(&ReportInput {
                 outcome: c,
                 lockout: &r.settings.model_lockout,
@@ -86,6 +92,7 @@ impl Core {
                 connection: ticket.connection,
                 connections: &facts,
                 rule_base_cooldown: c.error_rule.and_then(|rule| rule.base_cooldown()),
+                trip_statuses: &trip_statuses,
             });
             apply_lockouts(r, p, &ticket, c, &step, now, &mut effect, &mut writes);
             apply_breaker(

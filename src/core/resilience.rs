@@ -21,7 +21,7 @@ use crate::policy::breaker::{Admit, Breaker, BreakerState, ProbeTicket, Provider
 use crate::policy::classify::{self, Input, Rules};
 use crate::policy::cooldown::{Cooldown, Eligibility};
 use crate::policy::lockout::{LockTarget, Lockouts};
-use crate::policy::select::{Candidate, Exclusion, ExclusionReason};
+use crate::policy::select::{Candidate, Exclusion, ExclusionCause, ExclusionReason};
 use crate::policy::slow_start::{self, SlowStart};
 use crate::policy::{Classified, OutcomeClass, Scope};
 
@@ -380,6 +380,7 @@ impl super::Core {
                 target: String::new(),
                 reason: ExclusionReason::Unavailable,
                 retry_after: None,
+                cause: ExclusionCause::Transient,
             });
         };
         // Named only when an exclusion or a log line needs it: most admissions need neither.
@@ -388,17 +389,26 @@ impl super::Core {
             target: target(),
             reason,
             retry_after: until.map(|u| u.saturating_duration_since(now)),
+            cause: ExclusionCause::Transient,
         };
         let Some(res) = r.providers.get(pi) else {
             return Err(excl(ExclusionReason::Unavailable, None));
         };
-        match res.connections.get(ci).map(|cd| cd.eligibility(now)) {
+        let cd = res.connections.get(ci);
+        match cd.map(|cd| cd.eligibility(now)) {
             Some(Eligibility::Terminal(_)) => return Err(excl(ExclusionReason::Terminal, None)),
             Some(Eligibility::QuotaWait { until }) => {
                 return Err(excl(ExclusionReason::QuotaWait, Some(until)));
             }
             Some(Eligibility::Cooling { until }) => {
-                return Err(excl(ExclusionReason::ConnectionCooldown, Some(until)));
+                // A connection cooled after a 401 or 403 is out for auth, not rate limiting.
+                let cause = cd
+                    .and_then(|cd| cd.cooling_cause(now))
+                    .map_or(ExclusionCause::Transient, ExclusionCause::of_class);
+                return Err(Exclusion {
+                    cause,
+                    ..excl(ExclusionReason::ConnectionCooldown, Some(until))
+                });
             }
             _ => {}
         }
@@ -416,7 +426,10 @@ impl super::Core {
             quota_groups: &p.quota_groups,
         };
         if let Some(l) = r.lockouts.locked(at, now) {
-            return Err(excl(ExclusionReason::ModelLockout, Some(l.until)));
+            return Err(Exclusion {
+                cause: ExclusionCause::of_reason(&l.reason),
+                ..excl(ExclusionReason::ModelLockout, Some(l.until))
+            });
         }
         let Some(res) = r.providers.get_mut(pi) else {
             return Err(excl(ExclusionReason::Unavailable, None));
@@ -441,6 +454,7 @@ impl super::Core {
                 target: target(),
                 reason: ExclusionReason::CircuitOpen,
                 retry_after: Some(retry_after),
+                cause: ExclusionCause::Transient,
             }),
             admit => Ok(Ticket {
                 provider: cand.provider,
@@ -481,6 +495,7 @@ impl super::Core {
                     reason: ExclusionReason::QuotaPreflight,
                     retry_after: reset_at_ms
                         .map(|t| Duration::from_millis(t.saturating_sub(now_ms))),
+                    cause: ExclusionCause::Transient,
                 })
             }
             _ => None,
@@ -536,46 +551,6 @@ impl super::Core {
         c
     }
 
-    /// The failure behind `cand`'s exclusion for `reason`: the class of the connection's last
-    /// failure for a connection cooldown (e.g. `auth`, `rate_limited`), the lockout's reason
-    /// word for a model lockout (e.g. `not_found`); empty otherwise. The §4 wait uses it to
-    /// never wait on failures that time does not heal.
-    pub fn exclusion_cause(&self, cand: &Candidate, reason: ExclusionReason) -> String {
-        let now = self.clock().now();
-        let r = self.res();
-        let cfg = self.config();
-        let Some((pi, ci)) = self.locate(cand.layout, cand.provider, cand.connection) else {
-            return String::new();
-        };
-        match reason {
-            ExclusionReason::ConnectionCooldown => r
-                .providers
-                .get(pi)
-                .and_then(|p| p.connections.get(ci))
-                .map(|cd| cd.view(now).last_error_kind)
-                .unwrap_or_default(),
-            ExclusionReason::ModelLockout => {
-                let (Some(p), Some(c)) = (
-                    cfg.providers.get(pi),
-                    cfg.providers.get(pi).and_then(|p| p.connections.get(ci)),
-                ) else {
-                    return String::new();
-                };
-                let at = LockTarget {
-                    provider: &p.id,
-                    connection: &c.id,
-                    model: &cand.model,
-                    quota_groups: &p.quota_groups,
-                };
-                r.lockouts
-                    .locked(at, now)
-                    .map(|l| l.reason)
-                    .unwrap_or_default()
-            }
-            _ => String::new(),
-        }
-    }
-
     /// Ends an attempt without a verdict (the client went away, sluice is shutting down):
     /// releases the probe permit, penalises nothing.
     pub fn release(&self, ticket: Ticket) {
@@ -603,7 +578,7 @@ pub(crate) struct LiveViews {
 
 impl super::Core {
     /// Evaluates every layer at `now` with the same lazy refresh as routing, so views show
-    /// what the next request would see (spec §8). `None` when a reload changed the layout
+    /// what the next request would see (§8). `None` when a reload changed the layout
     /// since `cfg` was read (the caller reads again).
     pub(crate) fn resilience_views(&self, cfg: &Config, now: Instant) -> Option<LiveViews> {
         let tm = self.time_map();

@@ -3,12 +3,10 @@
 //!
 //! Both are pure: plain data plus functions of `now`. Nothing here reads a clock, spawns a
 //! timer or takes a lock; the core owns one `Breaker` (and one `ProviderCooldown`) per provider,
-//! feeds it the outcomes that [`OutcomeClass::counts_for_breaker`] selects, and asks it for
+//! feeds it the outcomes that [`counts`] selects, and asks it for
 //! admission. Every time-dependent method takes `now`, and every read refreshes lazily (§1 "Lazy
 //! recovery"), so an expired OPEN or a hung probe is noticed by the next caller, not by a timer
 //! that might never fire (the hung probe is case A10).
-//!
-//! [`OutcomeClass::counts_for_breaker`]: crate::policy::OutcomeClass::counts_for_breaker
 
 mod record;
 mod transition;
@@ -21,11 +19,29 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use crate::clock::Instant;
-use crate::config::BreakerSettings;
+use crate::config::{BreakerSettings, StatusSet};
+use crate::policy::Classified;
 
 pub use record::{BreakerRecord, BreakerView};
 pub use transition::{BreakerState, TRANSITION_HISTORY, Transition, TransitionReason};
 pub use window::{ProviderCooldown, ProviderCooldownView};
+
+/// Whether `c` counts toward the provider breaker (§1 "What counts"): a provider-level
+/// failure ([`OutcomeClass::counts_for_breaker`]) that either carries no HTTP error status — a
+/// transport error, a stream cut short after a 2xx head — or whose status is one of the
+/// breaker's `trip_statuses` (default 408, 500, 502, 503, 504). So a 501, 505 or 520–527
+/// cools the connection but leaves the breaker alone unless listed, and 401/403/429/404/529
+/// and the request's own 4xx never count, listed or not: they are classified as another
+/// layer's business before this is asked.
+///
+/// [`OutcomeClass::counts_for_breaker`]: crate::policy::OutcomeClass::counts_for_breaker
+pub fn counts(c: &Classified, trip_statuses: &StatusSet) -> bool {
+    c.class.counts_for_breaker()
+        && match c.status {
+            Some(s) if !(200..300).contains(&s) => trip_statuses.contains(s),
+            _ => true,
+        }
+}
 
 /// Consecutive OPEN→HALF_OPEN→OPEN cycles tolerated before the reset timeout starts doubling
 /// (§1 "more than 3").
@@ -92,8 +108,8 @@ struct Probe {
 ///
 /// # States
 ///
-/// - **CLOSED**: traffic flows. Each counted failure (408/5xx/transport, see
-///   [`OutcomeClass::counts_for_breaker`]) increments `failure_count`; each success decrements
+/// - **CLOSED**: traffic flows. Each counted failure (a `trip_statuses` status or a transport
+///   error, see [`counts`]) increments `failure_count`; each success decrements
 ///   it by one. Reaching `degrade_at` → DEGRADED; reaching `open_at` → OPEN.
 /// - **DEGRADED**: traffic still flows (a console warning). It returns to CLOSED when successes
 ///   bring the count below `degrade_at`, or when `degraded_quiet_window` passes with no new
@@ -146,8 +162,6 @@ struct Probe {
 /// b.on_success(Some(ticket), t2);
 /// assert_eq!(b.state(t2), BreakerState::Closed);
 /// ```
-///
-/// [`OutcomeClass::counts_for_breaker`]: crate::policy::OutcomeClass::counts_for_breaker
 #[derive(Debug, Clone)]
 pub struct Breaker {
     settings: BreakerSettings,
@@ -256,12 +270,10 @@ impl Breaker {
         }
     }
 
-    /// Records a **counted** failure at `now` (only outcomes for which
-    /// [`OutcomeClass::counts_for_breaker`] is true; for any other outcome of a probe call
-    /// [`release_probe`](Self::release_probe)). Pass the ticket when this request was the
-    /// probe. Returns the transition this failure caused, if any.
-    ///
-    /// [`OutcomeClass::counts_for_breaker`]: crate::policy::OutcomeClass::counts_for_breaker
+    /// Records a **counted** failure at `now` (only outcomes for which [`counts`] is true;
+    /// for any other outcome of a probe call [`release_probe`](Self::release_probe)). Pass the
+    /// ticket when this request was the probe. Returns the transition this failure caused, if
+    /// any.
     pub fn on_failure(&mut self, probe: Option<ProbeTicket>, now: Instant) -> Option<Transition> {
         self.refresh(now);
         if self.take_probe(probe) {

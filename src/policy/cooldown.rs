@@ -1,4 +1,5 @@
-//! `Cooldown`: one connection's cooldown and terminal state (resilience-spec §2).
+//! `Cooldown`: one connection's cooldown and terminal state
+//! (`docs/RESILIENCE.md#2-connection-cooldown`).
 //!
 //! A connection (one API key or account) is skipped while it cools, waits for a quota window
 //! or sits in a terminal state, while the provider's other connections keep serving. This type
@@ -6,7 +7,7 @@
 //! with `now` and the dispatch instant of the failed attempt, and reads eligibility lazily at
 //! selection time. Nothing here reads a clock or needs a timer (§2 "Lazy recovery").
 //!
-//! Decisions where the spec leaves a choice are stated on the method that makes them; the
+//! Decisions `docs/RESILIENCE.md` leaves open are stated on the method that makes them; the
 //! module-level summary is on [`Cooldown`].
 
 use std::time::Duration;
@@ -33,11 +34,11 @@ pub const MAX_ERROR_CHARS: usize = 200;
 /// for 429").
 pub const OAUTH_RATE_LIMIT_COOLDOWN: Duration = Duration::from_secs(60);
 
-/// Cooldown of a concurrency-limited 429 without a retry hint: 1 s (issue 9 §4: the
+/// Cooldown of a concurrency-limited 429 without a retry hint: 1 s (§2: the
 /// upstream counts requests in flight, which free up within moments).
 pub const CONCURRENCY_LIMIT_COOLDOWN: Duration = Duration::from_secs(1);
 
-/// One connection's cooldown state machine (resilience-spec §2).
+/// One connection's cooldown state machine (§2).
 ///
 /// **States.** `active` → `cooling` (ladder or 429 hint) or `quota_wait` (a hint longer than
 /// `quota_wait_threshold`) → back to eligible lazily when the deadline passes (the stored
@@ -109,6 +110,8 @@ pub const CONCURRENCY_LIMIT_COOLDOWN: Duration = Duration::from_secs(1);
 pub struct Cooldown {
     status: ConnectionStatus,
     reason: String,
+    /// The class of the failure that set the live `cooling` / `quota_wait` deadline.
+    cause: Option<OutcomeClass>,
     cooldown_until: Option<Instant>,
     cooldown_started_at: Option<Instant>,
     backoff_level: u32,
@@ -252,6 +255,7 @@ impl Cooldown {
             Action::Terminal(status) => {
                 self.status = status;
                 self.reason = reason;
+                self.cause = None;
                 self.cooldown_until = None;
                 CooldownEffect::Terminal(status)
             }
@@ -263,17 +267,17 @@ impl Cooldown {
             }
             Action::Hinted(h) => {
                 let until = deadline_after(now, h.min(settings.max_cooldown));
-                self.exclude(ConnectionStatus::Cooling, until, reason, now)
+                self.exclude(ConnectionStatus::Cooling, until, (reason, c.class), now)
             }
             Action::Override(d) => {
                 self.backoff_level = 0;
                 self.cooldown_started_at = Some(now);
                 let until = deadline_after(now, d);
-                self.exclude(ConnectionStatus::Cooling, until, reason, now)
+                self.exclude(ConnectionStatus::Cooling, until, (reason, c.class), now)
             }
             Action::QuotaWait(h) => {
                 let until = deadline_after(now, h.min(settings.max_quota_wait));
-                self.exclude(ConnectionStatus::QuotaWait, until, reason, now)
+                self.exclude(ConnectionStatus::QuotaWait, until, (reason, c.class), now)
             }
             Action::Ladder { .. } if stale => CooldownEffect::Stale,
             Action::Ladder { fixed, floor } => {
@@ -286,7 +290,7 @@ impl Cooldown {
                 self.backoff_level = level.saturating_add(1).min(max_level);
                 self.cooldown_started_at = Some(now);
                 let until = deadline_after(now, computed);
-                self.exclude(ConnectionStatus::Cooling, until, reason, now)
+                self.exclude(ConnectionStatus::Cooling, until, (reason, c.class), now)
             }
         }
     }
@@ -295,7 +299,7 @@ impl Cooldown {
     /// `backoff_level`"); also resets the 401 and rejection counters and the anti-herd
     /// reference. Returns whether anything changed.
     ///
-    /// *Decision*: a terminal state survives a success (the spec clears terminal states only
+    /// *Decision*: a terminal state survives a success (§2 clears terminal states only
     /// on a credential change or an explicit operator reset; such a success can only come from
     /// a request dispatched before the verdict). The whole state is then left untouched.
     pub fn on_success(&mut self) -> bool {
@@ -323,7 +327,8 @@ impl Cooldown {
         self.eligibility(now) == Eligibility::Eligible
     }
 
-    /// Operator clear (§3a): removes a live `cooling` / `quota_wait` exclusion and its reason.
+    /// Operator clear (`POST /api/resilience/cooldowns`): removes a live `cooling` /
+    /// `quota_wait` exclusion and its reason.
     ///
     /// *Decision*: clearing also resets `backoff_level` and the anti-herd reference (the
     /// operator asks for a fresh start), but keeps the error fields (history) and the 401 /
@@ -336,6 +341,7 @@ impl Cooldown {
             Eligibility::Cooling { .. } | Eligibility::QuotaWait { .. } => {
                 self.status = ConnectionStatus::Active;
                 self.reason.clear();
+                self.cause = None;
                 self.cooldown_until = None;
                 self.cooldown_started_at = None;
                 self.backoff_level = 0;
@@ -393,6 +399,13 @@ impl Cooldown {
         self.status
     }
 
+    /// The class of the failure behind the live `cooling` / `quota_wait` deadline (e.g.
+    /// [`OutcomeClass::Auth`] for a connection cooled after a 401), `None` when there is no
+    /// such deadline. Restored state takes the class of the last recorded failure.
+    pub fn cooling_cause(&self, now: Instant) -> Option<OutcomeClass> {
+        self.live_deadline(now).and(self.cause)
+    }
+
     /// Current backoff level.
     pub fn backoff_level(&self) -> u32 {
         self.backoff_level
@@ -427,9 +440,12 @@ impl Cooldown {
             (true, None) => (ConnectionStatus::Active, None),
             (false, _) => (r.status, None),
         };
+        // The record keeps no class of its own: the last recorded failure's stands in.
+        let cause = cooldown_until.and_then(|_| OutcomeClass::from_word(&r.last_error_kind));
         Self {
             status,
             reason: r.reason,
+            cause,
             cooldown_until,
             cooldown_started_at: r.cooldown_started_at,
             backoff_level: r.backoff_level,
@@ -471,13 +487,13 @@ impl Cooldown {
         self.last_failure_at = Some(now);
     }
 
-    /// Applies the max rule: the later of the live deadline and `until` wins, with its status
-    /// and reason (ties keep the existing one).
+    /// Applies the max rule: the later of the live deadline and `until` wins, with its status,
+    /// reason and the class behind it (ties keep the existing one).
     fn exclude(
         &mut self,
         status: ConnectionStatus,
         until: Instant,
-        reason: String,
+        (reason, cause): (String, OutcomeClass),
         now: Instant,
     ) -> CooldownEffect {
         let live = self.live_deadline(now);
@@ -486,6 +502,7 @@ impl Cooldown {
             self.status = status;
             self.cooldown_until = Some(until);
             self.reason = reason;
+            self.cause = Some(cause);
             if live.is_none() {
                 // A new exclusion starts here: the anti-herd reference (a ladder step has
                 // already set it to `now`).

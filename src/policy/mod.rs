@@ -2,7 +2,7 @@
 //! ratatui). The core owns instances of these types and feeds them classified outcomes.
 //!
 //! - [`classify`]: one upstream result → [`Classified`] (restatement §7 first, then rules).
-//! - [`retry_hint`]: every retry-hint format of spec §2 → one `Duration`.
+//! - [`retry_hint`]: every retry-hint format of §2 → one `Duration`.
 //! - [`breaker`]: the provider circuit breaker (§1) and the windowed provider cooldown (§1b).
 //! - [`cooldown`]: per-connection cooldown and terminal states (§2).
 //! - [`lockout`]: per-(connection, model) lockouts (§3).
@@ -33,7 +33,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-/// What one attempt's outcome means to the resilience layers (spec §0 table, one variant per
+/// What one attempt's outcome means to the resilience layers (§0 table, one variant per
 /// row). Produced once by [`classify`], consumed by breaker, cooldown and lockout, which
 /// never re-parse statuses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
@@ -78,9 +78,35 @@ pub enum OutcomeClass {
 }
 
 impl OutcomeClass {
-    /// Counts toward the provider breaker (§1 "What counts").
+    /// A provider-level failure, the kind the provider breaker counts (§1 "What counts");
+    /// whether this one does also depends on its status and the breaker's `trip_statuses`
+    /// ([`breaker::counts`]).
     pub fn counts_for_breaker(self) -> bool {
         matches!(self, Self::Transient)
+    }
+
+    /// Every class, in declaration order.
+    pub const ALL: [Self; 15] = [
+        Self::Success,
+        Self::Transient,
+        Self::RateLimited,
+        Self::ConcurrencyLimited,
+        Self::QuotaExhausted,
+        Self::Auth,
+        Self::CreditsExhausted,
+        Self::Forbidden,
+        Self::Banned,
+        Self::RequestRejected,
+        Self::NotFound,
+        Self::Overloaded,
+        Self::ClientFault,
+        Self::ClientGone,
+        Self::StreamStall,
+    ];
+
+    /// The class [`Self::as_str`] spells `word`, if any (e.g. a stored `last_error_kind`).
+    pub fn from_word(word: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|c| c.as_str() == word)
     }
 
     /// Short lowercase name for logs, the snapshot and the console (`last_error_kind`).

@@ -4,8 +4,9 @@
 //! The core's single choke point (`Core::report`) asks [`plan`] and only applies the answer
 //! to its live breaker, cooldowns and lockouts and persists the changed rows. The rules:
 //!
-//! - **Breaker** (§1): a success is a success, a counted failure (transient) a failure;
-//!   anything else only releases a probe permit.
+//! - **Breaker** (§1): a success is a success, a counted failure (a transient one with no
+//!   HTTP error status or a status in the breaker's `trip_statuses`, `breaker::counts`) a
+//!   failure; anything else only releases a probe permit.
 //! - **Lockout mode** (§0): `[resilience.model_lockout] enabled` and the status in its
 //!   `error_codes`, for a model-scoped class (transient, rate limited, quota, forbidden, not
 //!   found) — the failure becomes a model lockout *instead of* a connection cooldown. A
@@ -32,7 +33,7 @@
 use std::time::Duration;
 
 use super::{Classified, OutcomeClass, Scope};
-use crate::config::ModelLockoutSettings;
+use crate::config::{ModelLockoutSettings, StatusSet};
 
 #[cfg(test)]
 mod tests;
@@ -65,6 +66,8 @@ pub struct ReportInput<'a> {
     pub connections: &'a [ConnectionFacts<'a>],
     /// The `base_cooldown` of the error rule that classified the outcome, if any.
     pub rule_base_cooldown: Option<Duration>,
+    /// The provider breaker's `trip_statuses` (profile's, or the provider's own).
+    pub trip_statuses: &'a StatusSet,
 }
 
 /// The breaker's part (§1).
@@ -158,7 +161,7 @@ pub fn plan(input: &ReportInput<'_>) -> ReportPlan {
     let c = input.outcome;
     let breaker = match c.class {
         OutcomeClass::Success => BreakerStep::Success,
-        class if class.counts_for_breaker() => BreakerStep::Failure,
+        _ if super::breaker::counts(c, input.trip_statuses) => BreakerStep::Failure,
         _ => BreakerStep::Release,
     };
     let egress = egress_fanout(input);

@@ -3,7 +3,7 @@
 //! A combo name expands to its targets in strategy order, each into its provider's
 //! connections (or the pinned one); any other model goes, unchanged, to the connections of the
 //! first default provider whose dialect matches the route, or — when none does — of the first
-//! default provider (spec §0 "Candidates"). Targets of either dialect are candidates: the
+//! default provider (§0 "Candidates and fallback"). Targets of either dialect are candidates: the
 //! proxy translates a request for a provider of the other dialect (`src/translate/`).
 
 use crate::config::{Config, Dialect};
@@ -199,7 +199,7 @@ mod tests {
     }
 }
 
-/// Why a candidate was left out at selection time (spec §8 diagnostic reasons).
+/// Why a candidate was left out at selection time (the §8 diagnostic reasons).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ExclusionReason {
@@ -251,8 +251,9 @@ impl ExclusionReason {
         }
     }
 
-    /// Transient exclusions (§8 "Transient ="): cooling connection, model lockout, open or
-    /// half-open-busy breaker, provider cooldown.
+    /// Reasons that may be transient: cooling connection, model lockout, open or
+    /// half-open-busy breaker, provider cooldown. A cooldown or lockout is transient only
+    /// when its cause heals by waiting ([`Exclusion::is_transient`]).
     pub fn is_transient(self) -> bool {
         matches!(
             self,
@@ -273,6 +274,72 @@ impl ExclusionReason {
     /// lockouts only (never an open breaker, quota wait, terminal, auth or not-found).
     pub fn is_waitable(self) -> bool {
         matches!(self, Self::ConnectionCooldown | Self::ModelLockout)
+    }
+}
+
+/// What kind of failure keeps a cooled connection or a locked model out. A connection
+/// cooldown or a model lockout is transient (a rate limit, a server failure) unless the
+/// failure behind it was an auth or not-found one: waiting does not heal those, so they never
+/// earn a `429` with a retry hint, and the §4 wait never waits on them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExclusionCause {
+    /// A rate limit, a server or transport failure, or anything else time heals (also every
+    /// exclusion that is not a cooldown or a lockout).
+    #[default]
+    Transient,
+    /// The credential or the account was refused: 401, a generic 403, a ban, no credits, a
+    /// "request not allowed" 403, or an error rule naming one of them.
+    Auth,
+    /// The model does not exist on that connection (404).
+    NotFound,
+}
+
+impl ExclusionCause {
+    /// The cause behind a failure of `class`.
+    pub fn of_class(class: super::OutcomeClass) -> Self {
+        use super::OutcomeClass as O;
+        match class {
+            O::Auth | O::Forbidden | O::Banned | O::CreditsExhausted | O::RequestRejected => {
+                Self::Auth
+            }
+            O::NotFound => Self::NotFound,
+            O::Success
+            | O::Transient
+            | O::RateLimited
+            | O::ConcurrencyLimited
+            | O::QuotaExhausted
+            | O::Overloaded
+            | O::ClientFault
+            | O::ClientGone
+            | O::StreamStall => Self::Transient,
+        }
+    }
+
+    /// The cause behind a model lockout recorded with reason word `reason` (a classification's
+    /// reason: the built-in words, or an `[[error_rules]]` rule's `reason`). Unknown words are
+    /// transient.
+    pub fn of_reason(reason: &str) -> Self {
+        match reason {
+            "auth" | "auth_error" | "forbidden" | "banned" | "credits_exhausted"
+            | "request_rejected" => Self::Auth,
+            "not_found" => Self::NotFound,
+            _ => Self::Transient,
+        }
+    }
+
+    /// The wire word (`transient`, `auth`, `not_found`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Transient => "transient",
+            Self::Auth => "auth",
+            Self::NotFound => "not_found",
+        }
+    }
+
+    /// Whether waiting can end an exclusion with this cause.
+    pub fn heals_by_waiting(self) -> bool {
+        self == Self::Transient
     }
 }
 
@@ -298,6 +365,28 @@ pub struct Exclusion {
     pub reason: ExclusionReason,
     /// Until the exclusion ends, when known (ms precision is enough).
     pub retry_after: Option<std::time::Duration>,
+    /// The failure behind a connection cooldown or a model lockout
+    /// ([`ExclusionCause::Transient`] for every other reason).
+    pub cause: ExclusionCause,
+}
+
+impl Exclusion {
+    /// Transient (§8): an open or half-open-busy breaker, a provider cooldown, or a connection
+    /// cooldown or model lockout that waiting heals. A cooldown or lockout caused by an auth
+    /// or not-found failure is not: it counts with the terminal states.
+    pub fn is_transient(&self) -> bool {
+        self.reason.is_transient() && self.cause.heals_by_waiting()
+    }
+
+    /// A connection cooldown or model lockout from a rate limit or another failure waiting
+    /// heals: the exclusions that answer `429 rate_limit_error`.
+    pub fn is_rate_limit(&self) -> bool {
+        self.is_transient()
+            && matches!(
+                self.reason,
+                ExclusionReason::ConnectionCooldown | ExclusionReason::ModelLockout
+            )
+    }
 }
 
 /// What §8 says the client gets when every candidate was excluded and none was attempted.
@@ -315,6 +404,12 @@ pub struct NoneEligible {
 
 /// Applies the §8 table (rows checked in order) to the exclusions of a request for which no
 /// attempt was made. `exclusions` must be non-empty; an empty list means "no target" (404).
+///
+/// Only transient exclusions ([`Exclusion::is_transient`]) give a `retry-after`: a connection
+/// cooled after a 401 or a generic 403, or a model locked after a 404, is no rate limit, so
+/// when nothing transient or quota-bound is left the answer is `503 ALL_TARGETS_SKIPPED`
+/// without a retry hint, as for terminal states. Mixed with a rate-limited candidate, the
+/// answer is that candidate's `429` and hint.
 pub fn none_eligible(exclusions: &[Exclusion]) -> NoneEligible {
     if exclusions.is_empty() {
         return NoneEligible {
@@ -324,38 +419,37 @@ pub fn none_eligible(exclusions: &[Exclusion]) -> NoneEligible {
             no_retry: false,
         };
     }
-    let earliest = |pred: &dyn Fn(ExclusionReason) -> bool| {
+    let earliest = |pred: &dyn Fn(&Exclusion) -> bool| {
         exclusions
             .iter()
-            .filter(|e| pred(e.reason))
+            .filter(|e| pred(e))
             .filter_map(|e| e.retry_after)
             .min()
     };
-    let any = |r: &[ExclusionReason]| exclusions.iter().any(|e| r.contains(&e.reason));
-    if any(&[
-        ExclusionReason::CircuitOpen,
-        ExclusionReason::ProviderCooldown,
-    ]) {
+    let any = |pred: &dyn Fn(&Exclusion) -> bool| exclusions.iter().any(pred);
+    if any(&|e| {
+        matches!(
+            e.reason,
+            ExclusionReason::CircuitOpen | ExclusionReason::ProviderCooldown
+        )
+    }) {
         return NoneEligible {
             status: 503,
             code: "all_targets_cooling_down",
-            retry_after: earliest(&|r: ExclusionReason| r.is_transient()),
+            retry_after: earliest(&Exclusion::is_transient),
             no_retry: false,
         };
     }
-    if any(&[
-        ExclusionReason::ConnectionCooldown,
-        ExclusionReason::ModelLockout,
-    ]) {
+    if any(&Exclusion::is_rate_limit) {
         return NoneEligible {
             status: 429,
             code: "rate_limit_error",
-            retry_after: earliest(&|r: ExclusionReason| r.is_transient()),
+            retry_after: earliest(&Exclusion::is_transient),
             no_retry: false,
         };
     }
-    if any(&[ExclusionReason::QuotaWait, ExclusionReason::QuotaPreflight]) {
-        let ra = earliest(&|r: ExclusionReason| r.is_quota());
+    if any(&|e| e.reason.is_quota()) {
+        let ra = earliest(&|e| e.reason.is_quota());
         return NoneEligible {
             status: 429,
             code: "quota_exhausted",
@@ -390,6 +484,14 @@ mod none_eligible_tests {
             target: "p:c/m".into(),
             reason,
             retry_after: Some(Duration::from_secs(s)),
+            cause: ExclusionCause::Transient,
+        }
+    }
+
+    fn caused(reason: ExclusionReason, s: u64, cause: ExclusionCause) -> Exclusion {
+        Exclusion {
+            cause,
+            ..ex(reason, s)
         }
     }
 
@@ -449,5 +551,148 @@ mod none_eligible_tests {
             (r.status, r.code, r.retry_after, r.no_retry),
             (503, "ALL_TARGETS_SKIPPED", None, true)
         );
+    }
+
+    #[test]
+    fn auth_and_not_found_exclusions_are_not_rate_limits() {
+        use ExclusionCause::{Auth, NotFound};
+        use ExclusionReason::*;
+        let skipped = (503, "ALL_TARGETS_SKIPPED", None, true);
+        let verdict = |xs: &[Exclusion]| {
+            let r = none_eligible(xs);
+            (r.status, r.code, r.retry_after, r.no_retry)
+        };
+        // Only auth-cooled connections, not-found locks and terminal ones: no retry hint.
+        assert_eq!(verdict(&[caused(ConnectionCooldown, 3, Auth)]), skipped);
+        assert_eq!(
+            verdict(&[
+                caused(ConnectionCooldown, 3, Auth),
+                caused(ModelLockout, 300, NotFound),
+                caused(ModelLockout, 120, Auth),
+                ex(Terminal, 0),
+            ]),
+            skipped
+        );
+        // A rate-limited candidate among them answers 429 with its own hint, even when the
+        // auth cooldown ends sooner.
+        assert_eq!(
+            verdict(&[
+                caused(ConnectionCooldown, 3, Auth),
+                ex(ConnectionCooldown, 20),
+            ]),
+            (
+                429,
+                "rate_limit_error",
+                Some(Duration::from_secs(20)),
+                false
+            )
+        );
+        // A quota wait still answers quota_exhausted; an open breaker still comes first but
+        // never takes its hint from an auth cooldown.
+        assert_eq!(
+            verdict(&[caused(ConnectionCooldown, 3, Auth), ex(QuotaWait, 30)]),
+            (429, "quota_exhausted", Some(Duration::from_secs(30)), false)
+        );
+        assert_eq!(
+            verdict(&[caused(ConnectionCooldown, 3, Auth), ex(CircuitOpen, 15)]),
+            (
+                503,
+                "all_targets_cooling_down",
+                Some(Duration::from_secs(15)),
+                false
+            )
+        );
+    }
+
+    /// The cooldown policy and the verdict together, at explicit instants: a connection
+    /// cooled by a 401 is out for auth while its deadline lasts; one cooled by a 429 is a
+    /// rate limit whose hint the client gets.
+    #[test]
+    fn a_connection_cooled_by_a_401_answers_503_without_a_retry_hint() {
+        use crate::clock::{Clock, ManualClock};
+        use crate::config::resilience::{ConnectionCooldownSettings, CooldownProfile};
+        use crate::policy::cooldown::{Cooldown, CooldownRules, Eligibility};
+        use crate::policy::{Classified, OutcomeClass, Scope};
+
+        let settings = ConnectionCooldownSettings {
+            max_cooldown: Duration::from_secs(1800),
+            quota_wait_threshold: Duration::from_secs(600),
+            max_quota_wait: Duration::from_secs(7 * 86_400),
+            expired_retry_max: 3,
+            ban_markers: vec![],
+            request_rejected_markers: vec![],
+            quota_markers: vec![],
+            concurrency_markers: vec![],
+            rate_limit_cooldown: None,
+            stream_stall_cooldown: false,
+        };
+        let rules = CooldownRules {
+            profile: CooldownProfile {
+                base: Duration::from_secs(3),
+                max_backoff_level: 5,
+            },
+            settings: &settings,
+            oauth: false,
+            disable_cooling: false,
+            rate_limit_cooldown: None,
+        };
+        let failure = |class, status, hint| Classified {
+            class,
+            status: Some(status),
+            retry_hint: hint,
+            reason: String::new(),
+            scope: Scope::QuotaGroup,
+            restated: None,
+            message: String::new(),
+            error_rule: None,
+        };
+        // What selection makes of a cooling connection at `now`.
+        let exclusion = |cd: &Cooldown, now| match cd.eligibility(now) {
+            Eligibility::Cooling { until } => Some(Exclusion {
+                target: "p:k/m".into(),
+                reason: ConnectionCooldown,
+                retry_after: Some(until.saturating_duration_since(now)),
+                cause: cd
+                    .cooling_cause(now)
+                    .map_or(ExclusionCause::Transient, ExclusionCause::of_class),
+            }),
+            _ => None,
+        };
+        use ExclusionReason::ConnectionCooldown;
+
+        let t0 = ManualClock::new().now();
+        let mut keyed = Cooldown::default();
+        keyed.on_failure(&failure(OutcomeClass::Auth, 401, None), t0, &rules, t0);
+        let mut limited = Cooldown::default();
+        let hint = Some(Duration::from_secs(20));
+        limited.on_failure(
+            &failure(OutcomeClass::RateLimited, 429, hint),
+            t0,
+            &rules,
+            t0,
+        );
+
+        let t1 = t0 + Duration::from_secs(1);
+        let auth = exclusion(&keyed, t1).expect("cooling for 3 s after the 401");
+        assert_eq!(
+            (auth.cause, auth.retry_after),
+            (ExclusionCause::Auth, Some(Duration::from_secs(2)))
+        );
+        let r = none_eligible(std::slice::from_ref(&auth));
+        assert_eq!(
+            (r.status, r.code, r.retry_after, r.no_retry),
+            (503, "ALL_TARGETS_SKIPPED", None, true)
+        );
+
+        let rate = exclusion(&limited, t1).expect("cooling for the 20 s hint");
+        assert_eq!(rate.cause, ExclusionCause::Transient);
+        let r = none_eligible(&[auth, rate]);
+        assert_eq!(
+            (r.status, r.code, r.retry_after),
+            (429, "rate_limit_error", Some(Duration::from_secs(19)))
+        );
+
+        // Past the 401's deadline the connection is eligible again.
+        assert_eq!(exclusion(&keyed, t0 + Duration::from_secs(3)), None);
     }
 }

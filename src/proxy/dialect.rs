@@ -2,7 +2,8 @@
 //! JSON, status and `retry-after` of every error sluice itself produces.
 //!
 //! Anthropic routes (`/v1/messages*`) get `{"type":"error","error":{"type","message"}}`;
-//! OpenAI routes get `{"error":{"message","type","code"}}` (clients-and-conventions §2, §3).
+//! OpenAI routes get `{"error":{"message","type","code"}}` (each dialect's own error shape;
+//! `docs/TRANSLATION.md#errors`).
 //! Upstream error bodies are never re-rendered here: they pass through unchanged.
 
 use bytes::Bytes;
@@ -45,7 +46,7 @@ pub enum ProxyError {
     /// The client's sluice key is missing or wrong.
     #[error("missing or invalid sluice client key; send it as x-api-key or Authorization: Bearer")]
     Unauthorized,
-    /// The model names no configured target for this route's dialect (spec §8).
+    /// The model names no configured target for this route's dialect (§8).
     #[error("model '{model}' resolves to no configured target for this route{hint}")]
     NoTargets {
         /// The client's model.
@@ -74,19 +75,19 @@ pub enum ProxyError {
         /// The upstream's error message, kept verbatim.
         message: String,
     },
-    /// The admission queue refused the request (spec §5): queue full or queue wait timed out.
+    /// The admission queue refused the request (§5): queue full or queue wait timed out.
     #[error("{}", .0.message)]
     Admission(Box<crate::core::admission::Refused>),
-    /// Every candidate was excluded before dispatch (spec §8 rows 3–6).
+    /// Every candidate was excluded before dispatch (§8, the four "all excluded" rows).
     #[error("{}", excluded_message(.0))]
     Excluded(Box<Excluded>),
     /// The request has a field the provider's dialect has no counterpart for (or it is
     /// malformed); decided before anything was sent.
     #[error("{0}")]
     Untranslatable(crate::translate::TranslateError),
-    /// An exclusive session lease refused the request or the lease call (resilience-spec
-    /// §2b): `lease_generation_stale` (409), `lease_capacity_unavailable` (429), the scope
-    /// check (403) and the route being off (404).
+    /// An exclusive session lease refused the request or the lease call (§2d):
+    /// `lease_generation_stale` (409), `lease_capacity_unavailable` (429), the scope check (403)
+    /// and the route being off (404).
     #[error("{message}")]
     Lease {
         /// HTTP status.
@@ -118,7 +119,9 @@ fn excluded_message(e: &Excluded) -> String {
         }
         "rate_limit_error" => "every target is rate limited or locked out",
         "quota_exhausted" => "every target is waiting for a quota reset",
-        _ => "no target can take this request (banned, expired, out of credits or unavailable)",
+        _ => {
+            "no target can take this request (credentials refused, banned, expired, out of credits, model not found or unavailable)"
+        }
     };
     match e.verdict.retry_after {
         Some(d) => format!(
@@ -300,12 +303,18 @@ pub fn body(err: &ProxyError, dialect: Dialect) -> Bytes {
 }
 
 /// One `sluice.diagnostics.excluded[]` entry.
+/// One `sluice.diagnostics.excluded[]` entry; `cause` (`auth`, `not_found`) only when the
+/// failure behind a cooldown or lockout is one waiting does not heal.
 fn exclusion_json(x: &Exclusion) -> serde_json::Value {
-    json!({
+    let mut v = json!({
         "target": x.target,
         "reason": x.reason.as_str(),
         "retry_after_ms": x.retry_after.map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
-    })
+    });
+    if !x.cause.heals_by_waiting() {
+        v["cause"] = json!(x.cause.as_str());
+    }
+    v
 }
 
 fn rfc3339(unix_ms: u64) -> String {
@@ -494,18 +503,20 @@ mod tests {
 
     #[test]
     fn excluded_renders_section_8_in_both_dialects() {
-        use crate::policy::select::{ExclusionReason, none_eligible};
+        use crate::policy::select::{ExclusionCause, ExclusionReason, none_eligible};
         use std::time::Duration;
         let excluded = vec![
             Exclusion {
                 target: "a:k1/m".into(),
                 reason: ExclusionReason::QuotaWait,
                 retry_after: Some(Duration::from_millis(3_600_500)),
+                cause: ExclusionCause::Transient,
             },
             Exclusion {
                 target: "a:k2/m".into(),
                 reason: ExclusionReason::Terminal,
                 retry_after: None,
+                cause: ExclusionCause::Transient,
             },
         ];
         let err = ProxyError::Excluded(Box::new(Excluded {
@@ -547,6 +558,7 @@ mod tests {
             target: "a:k1/m".into(),
             reason: ExclusionReason::CircuitOpen,
             retry_after: Some(Duration::from_secs(30)),
+            cause: ExclusionCause::Transient,
         }];
         let err = ProxyError::Excluded(Box::new(Excluded {
             verdict: none_eligible(&open),

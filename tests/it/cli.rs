@@ -38,6 +38,33 @@ fn check_warns_about_missing_secrets_and_succeeds() {
 }
 
 #[test]
+fn check_names_the_file_and_key_of_a_bad_breaker_trip_status() {
+    for (file, want) in [
+        (
+            "breaker-bad-trip-status.toml",
+            "resilience.breaker.api_key.trip_statuses: '600' is not an HTTP status",
+        ),
+        (
+            "provider-breaker-bad-trip-status.toml",
+            "providers.anthropic.breaker.trip_statuses: '99' is not an HTTP status",
+        ),
+    ] {
+        let cfg = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/config/invalid")
+            .join(file);
+        let out = sluice(&["check", "-c", cfg.to_str().unwrap()]);
+        let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+        assert!(!out.status.success(), "{file}: stdout:\n{stdout}");
+        assert!(stderr.contains(file), "{file}: names the file:\n{stderr}");
+        assert!(stderr.contains(want), "{file}: names the key:\n{stderr}");
+        assert!(
+            stderr.contains("list statuses from 100 to 599"),
+            "{file}: says the fix:\n{stderr}"
+        );
+    }
+}
+
+#[test]
 fn status_without_the_admin_token_names_it() {
     let cfg = full_fixture();
     let out = sluice(&["status", "-c", cfg.to_str().unwrap()]);

@@ -173,6 +173,11 @@ fn minimal_config_gets_the_documented_defaults() {
             (Duration::from_secs(60), Duration::from_secs(60))
         );
         assert_eq!(b.max_backoff_multiplier, 16);
+        assert_eq!(
+            b.trip_statuses.iter().collect::<Vec<_>>(),
+            [408, 500, 502, 503, 504],
+            "only service-level failures trip a breaker by default"
+        );
     }
     // §1b.
     assert!(!r.provider_cooldown.enabled);
@@ -278,6 +283,25 @@ fn full_fixture_values_reach_the_typed_config() {
     assert_eq!(
         cfg.resilience.breaker[&Profile::Oauth].max_backoff_multiplier,
         8
+    );
+    assert_eq!(
+        cfg.resilience.breaker[&Profile::Oauth]
+            .trip_statuses
+            .iter()
+            .collect::<Vec<_>>(),
+        [408, 500, 502, 503, 504, 524]
+    );
+    let ollama = cfg.provider("ollama").unwrap();
+    let local = ollama.breaker.over(cfg.resilience.breaker[&Profile::Local]);
+    assert_eq!(
+        local.trip_statuses.iter().collect::<Vec<_>>(),
+        [500, 502, 503, 504, 522],
+        "the provider's own list replaces the profile's"
+    );
+    assert_eq!(
+        local.reset_timeout,
+        Duration::from_secs(5),
+        "the rest is the profile's"
     );
     assert_eq!(cfg.resilience.queue.max_queue_depth, 200);
     assert_eq!(

@@ -3,7 +3,10 @@
 
 use std::time::Duration;
 
-use super::super::{BreakerSettings, CooldownProfile, Profile, ProviderCooldownProfile};
+use super::super::{
+    BreakerSettings, CooldownProfile, DEFAULT_TRIP_STATUSES, Profile, ProviderCooldownProfile,
+    StatusSet,
+};
 
 /// §2: cap on a `cooling` deadline.
 pub const DEFAULT_MAX_COOLDOWN: Duration = Duration::from_secs(30 * 60);
@@ -102,6 +105,7 @@ pub fn default_breaker(p: Profile) -> BreakerSettings {
         degraded_quiet_window: Duration::from_secs(60),
         probe_timeout: Duration::from_secs(60),
         max_backoff_multiplier: 16,
+        trip_statuses: StatusSet::of(&DEFAULT_TRIP_STATUSES),
     }
 }
 

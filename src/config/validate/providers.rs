@@ -458,6 +458,8 @@ impl Validator<'_, '_> {
                 rb.max_backoff_multiplier,
                 1024,
             ),
+            trip_statuses: self
+                .trip_statuses(&format!("{k}.trip_statuses"), rb.trip_statuses.as_deref()),
         }
     }
 

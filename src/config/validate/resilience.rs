@@ -136,6 +136,9 @@ impl Validator<'_, '_> {
                     1,
                     1024,
                 ),
+                trip_statuses: self
+                    .trip_statuses(&format!("{k}.trip_statuses"), rb.trip_statuses.as_deref())
+                    .unwrap_or(d.trip_statuses),
             };
             if s.open_at < s.degrade_at {
                 self.bad(
@@ -149,6 +152,24 @@ impl Validator<'_, '_> {
             out.insert(p, s);
         }
         out
+    }
+
+    /// A breaker's `trip_statuses`: HTTP statuses 100–599 (an empty list leaves only
+    /// transport errors counting). `None` when the key is absent; each bad entry is reported.
+    pub(super) fn trip_statuses(&mut self, key: &str, raw: Option<&[i64]>) -> Option<StatusSet> {
+        let raw = raw?;
+        let mut ok = Vec::with_capacity(raw.len());
+        for &n in raw {
+            match u16::try_from(n) {
+                Ok(s) if (100..=599).contains(&s) => ok.push(s),
+                _ => self.bad(
+                    key,
+                    format!("'{n}' is not an HTTP status"),
+                    "list statuses from 100 to 599, e.g. trip_statuses = [408, 500, 502, 503, 504]",
+                ),
+            }
+        }
+        Some(StatusSet::of(&ok))
     }
 
     fn cooldown_profiles(

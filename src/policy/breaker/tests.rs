@@ -6,6 +6,7 @@ use super::*;
 use crate::clock::{Clock, ManualClock};
 use crate::config::validate::{default_breaker, default_provider_cooldown};
 use crate::config::{Profile, ProviderCooldownProfile};
+use crate::policy::OutcomeClass;
 
 use BreakerState::{Closed, Degraded, HalfOpen, Open};
 
@@ -29,6 +30,7 @@ fn settings(degrade_at: u32, open_at: u32, reset_s: u64) -> BreakerSettings {
         degraded_quiet_window: secs(60),
         probe_timeout: secs(60),
         max_backoff_multiplier: 16,
+        trip_statuses: StatusSet::of(&crate::config::DEFAULT_TRIP_STATUSES),
     }
 }
 
@@ -876,4 +878,140 @@ fn provider_cooldown_disable_and_clear() {
     c.clear();
     assert_eq!(c.is_cooling(t + secs(5)), None);
     assert_eq!(c.view(t + secs(5)).failures_in_window, 0);
+}
+
+/// One attempt's end through the real classifier (no rules, default markers): `status`
+/// `None` is a transport error; `stream_error` an `event: error` inside a 200 stream.
+fn classified(status: Option<u16>, stream_error: Option<&str>, truncated: bool) -> Classified {
+    use crate::config::ConnectionCooldownSettings;
+    use crate::policy::classify::{Input, Rules, classify};
+    let cooldown = ConnectionCooldownSettings {
+        max_cooldown: secs(1800),
+        quota_wait_threshold: secs(600),
+        max_quota_wait: secs(7 * 86_400),
+        expired_retry_max: 3,
+        ban_markers: vec![],
+        request_rejected_markers: vec![],
+        quota_markers: vec![],
+        concurrency_markers: vec![],
+        rate_limit_cooldown: None,
+        stream_stall_cooldown: false,
+    };
+    let rules = Rules {
+        restatements: &[],
+        builtins: &[],
+        error_rules: &[],
+        cooldown: &cooldown,
+    };
+    let headers = http::HeaderMap::new();
+    let input = Input {
+        provider: "p",
+        dialect: crate::config::Dialect::Anthropic,
+        status,
+        headers: Some(&headers),
+        body: br#"{"type":"error","error":{"type":"api_error","message":"x"}}"#,
+        in_stream_error_type: stream_error,
+        client_gone: false,
+        truncated,
+    };
+    classify(&input, &rules, std::time::UNIX_EPOCH + secs(1_893_456_000))
+}
+
+fn http_status(s: u16) -> Classified {
+    classified(Some(s), None, false)
+}
+
+#[test]
+fn only_trip_statuses_and_transport_errors_count() {
+    let defaults = StatusSet::of(&crate::config::DEFAULT_TRIP_STATUSES);
+    for s in [408, 500, 502, 503, 504] {
+        assert!(counts(&http_status(s), &defaults), "{s} counts");
+    }
+    let never = [
+        400, 401, 402, 403, 404, 409, 413, 422, 429, 501, 505, 520, 521, 522, 523, 524, 525, 526,
+        527, 529,
+    ];
+    for s in never {
+        assert!(!counts(&http_status(s), &defaults), "{s} does not count");
+    }
+    // 501, 505 and 520–527 are still server errors for the connection (it cools); only the
+    // breaker leaves them out.
+    assert_eq!(http_status(501).class, OutcomeClass::Transient);
+    assert_eq!(
+        http_status(529).class,
+        OutcomeClass::Overloaded,
+        "529 is its own class"
+    );
+
+    assert!(
+        counts(&classified(None, None, false), &defaults),
+        "transport error"
+    );
+    assert!(
+        counts(&classified(Some(200), None, true), &defaults),
+        "a stream cut short after a 200 head"
+    );
+    assert!(
+        counts(&classified(Some(200), Some("api_error"), false), &defaults),
+        "an in-stream api_error reads as 500"
+    );
+    assert!(
+        !counts(
+            &classified(Some(200), Some("overloaded_error"), false),
+            &defaults
+        ),
+        "an in-stream overload reads as 529"
+    );
+
+    // A custom list: 501 now counts, 503 no longer does; 529 and 429 stay out even when
+    // listed (their classes belong to other layers); an empty list leaves transport only.
+    let custom = StatusSet::of(&[501, 529, 429]);
+    assert!(counts(&http_status(501), &custom));
+    assert!(!counts(&http_status(503), &custom));
+    assert!(!counts(&http_status(529), &custom));
+    assert!(!counts(&http_status(429), &custom));
+    let empty = StatusSet::default();
+    assert!(!counts(&http_status(500), &empty));
+    assert!(counts(&classified(None, None, false), &empty));
+}
+
+#[test]
+fn excluded_statuses_never_open_the_breaker() {
+    // local profile: degraded at 1, open at 2. A run of 501/505/520–527 at explicit instants
+    // leaves it closed at 0; two 503s then open it.
+    let mut b = Breaker::new(default_breaker(Profile::Local));
+    let trip = b.settings().trip_statuses;
+    let t = t0();
+    let feed = |b: &mut Breaker, s: u16, at: Instant| {
+        if counts(&http_status(s), &trip) {
+            b.on_failure(None, at);
+        }
+    };
+    let excluded = [
+        501, 505, 520, 521, 522, 523, 524, 525, 526, 527, 529, 429, 401,
+    ];
+    for (i, s) in (0u64..).zip(excluded) {
+        feed(&mut b, s, t + ms(i));
+        let v = b.view(t + ms(i));
+        assert_eq!((v.state, v.failure_count), (Closed, 0), "after {s}");
+    }
+    feed(&mut b, 503, t + ms(100));
+    assert_eq!(b.state(t + ms(100)), Degraded);
+    feed(&mut b, 502, t + ms(200));
+    assert_eq!(b.state(t + ms(200)), Open);
+    // Open for the local reset timeout (15 s), then half-open.
+    assert_eq!(b.state(t + ms(200) + secs(15)), HalfOpen);
+
+    // A provider override listing 501 makes it count there.
+    let mut b = Breaker::new(BreakerSettings {
+        trip_statuses: StatusSet::of(&[501]),
+        ..default_breaker(Profile::Local)
+    });
+    let trip = b.settings().trip_statuses;
+    for (i, s) in (0u64..).zip([501, 501]) {
+        if counts(&http_status(s), &trip) {
+            b.on_failure(None, t + ms(i));
+        }
+    }
+    assert_eq!(b.state(t + ms(1)), Open);
 }

@@ -17,7 +17,7 @@ use super::later;
 ///
 /// - **Disabled** (`[resilience.provider_cooldown] enabled = false`, the default): records
 ///   nothing and never cools.
-/// - **Counting**: each counted failure ([`OutcomeClass::counts_for_breaker`]) is kept with its
+/// - **Counting**: each failure the breaker counts ([`super::counts`]) is kept with its
 ///   instant; failures older than `failure_window` fall out. Any success clears the window.
 /// - **Cooling**: when the window holds `failure_threshold` failures the provider is skipped
 ///   for `cooldown`, and the window starts empty again. Outcomes of requests admitted before
@@ -40,8 +40,6 @@ use super::later;
 /// assert_eq!(c.is_cooling(t0 + Duration::from_secs(69)), until);
 /// assert_eq!(c.is_cooling(t0 + Duration::from_secs(70)), None);
 /// ```
-///
-/// [`OutcomeClass::counts_for_breaker`]: crate::policy::OutcomeClass::counts_for_breaker
 #[derive(Debug, Clone)]
 pub struct ProviderCooldown {
     enabled: bool,

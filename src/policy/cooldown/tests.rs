@@ -1,4 +1,4 @@
-//! Table-driven tests for [`Cooldown`] with explicit instants (spec §9 "Unit").
+//! Table-driven tests for [`Cooldown`] with explicit instants (no clock, no timers).
 
 use std::time::Duration;
 
@@ -736,4 +736,66 @@ fn lapsed_deadline_is_the_passed_deadline_until_a_success_or_clear() {
         None,
         "an operator clear too"
     );
+}
+
+#[test]
+fn cooling_cause_names_the_failure_behind_the_live_deadline() {
+    let s = settings();
+    let r = api_key(&s);
+    let t = t0();
+    let mut c = Cooldown::default();
+    assert_eq!(c.cooling_cause(t), None, "never failed");
+
+    // A 401 cools on the ladder (3 s): the exclusion is the auth failure's.
+    c.on_failure(&out(O::Auth, Some(401), None), t, &r, t);
+    assert_eq!(c.cooling_cause(t + secs(1)), Some(O::Auth));
+
+    // A stale 429 from the same burst is recorded but changes neither deadline nor cause.
+    let stale = c.on_failure(
+        &out(O::RateLimited, Some(429), None),
+        t - ms(10),
+        &r,
+        t + ms(500),
+    );
+    assert_eq!(stale, CooldownEffect::Stale);
+    assert_eq!(c.view(t + secs(1)).last_error_kind, "rate_limited");
+    assert_eq!(c.cooling_cause(t + secs(1)), Some(O::Auth));
+
+    // Restored from the store, the last recorded failure stands in for the class.
+    let restored = Cooldown::restore(c.persist());
+    assert_eq!(restored.cooling_cause(t + secs(1)), Some(O::RateLimited));
+
+    // No live deadline, no cause: lapsed, cleared, or after a success.
+    assert_eq!(c.cooling_cause(t + secs(3)), None, "lapsed");
+    let mut cleared = c.clone();
+    assert_eq!(cleared.clear(t + secs(1)), ClearResult::Cleared);
+    assert_eq!(cleared.cooling_cause(t + secs(1)), None);
+
+    // After the 401's cooldown a 429 with a hint takes over the exclusion and its cause.
+    let t2 = t + secs(3);
+    c.on_failure(&out(O::RateLimited, Some(429), Some(secs(20))), t2, &r, t2);
+    assert_eq!(c.cooling_cause(t2 + secs(1)), Some(O::RateLimited));
+    c.on_success();
+    assert_eq!(c.cooling_cause(t2 + secs(1)), None);
+
+    // A generic 403 is an auth failure too; a terminal state has no cooling cause.
+    let mut f = Cooldown::default();
+    f.on_failure(&out(O::Forbidden, Some(403), None), t, &r, t);
+    assert_eq!(f.cooling_cause(t), Some(O::Forbidden));
+    f.on_failure(
+        &out(O::Banned, Some(403), None),
+        t + secs(5),
+        &r,
+        t + secs(5),
+    );
+    assert_eq!(f.cooling_cause(t + secs(5)), None);
+}
+
+#[test]
+fn every_outcome_class_round_trips_through_its_word() {
+    for class in OutcomeClass::ALL {
+        assert_eq!(OutcomeClass::from_word(class.as_str()), Some(class));
+    }
+    assert_eq!(OutcomeClass::from_word(""), None);
+    assert_eq!(OutcomeClass::from_word("auth_error"), None);
 }

@@ -71,7 +71,9 @@ fn run_with(
     rule_base_cooldown: Option<Duration>,
 ) -> ReportPlan {
     let settings = lockout(k.lockout);
+    let trip_statuses = StatusSet::of(&crate::config::DEFAULT_TRIP_STATUSES);
     plan(&ReportInput {
+        trip_statuses: &trip_statuses,
         rule_base_cooldown,
         outcome: c,
         lockout: &settings,

@@ -22,7 +22,7 @@ use std::time::Duration;
 
 pub use answer::pass_through;
 pub use cursor::{Cursor, Step};
-pub use wait::{CooldownWait, Excluded, Wait};
+pub use wait::{CooldownWait, Wait};
 
 use super::Shared;
 use super::attempt::{AttemptResult, Attempted, LastFailure, Target, send_attempt};
@@ -37,7 +37,9 @@ use crate::clock::Instant;
 use crate::core::admission::Admitted;
 use crate::core::resilience::{Ticket, success};
 use crate::core::snapshot::{AttemptView, RequestOutcome, RequestView, SkippedView, WaitView};
-use crate::policy::select::{self, Candidate, Exclusion, ExclusionReason, target_label};
+use crate::policy::select::{
+    self, Candidate, Exclusion, ExclusionCause, ExclusionReason, target_label,
+};
 use crate::policy::{Classified, OutcomeClass, affinity};
 use http::Response;
 use http_body_util::Full;
@@ -59,6 +61,7 @@ pub async fn run(
             target: s.target.clone(),
             reason: ExclusionReason::DialectMismatch,
             retry_after: None,
+            cause: ExclusionCause::Transient,
         })
         .collect();
     if plan.candidates.is_empty() {
@@ -135,7 +138,7 @@ pub async fn run_candidates(
         let candidates = std::mem::take(&mut d.candidates);
         d.candidates = super::leases::gate(state, req, candidates, d.view)?;
     }
-    let exclusions: Vec<Exclusion> = d.excluded.drain(..).map(|e| e.exclusion).collect();
+    let exclusions: Vec<Exclusion> = std::mem::take(&mut d.excluded);
     log_skipped(d.view, exclusions.iter().chain(&mismatched));
     if let (None, true, Some(e)) = (&d.last, exclusions.is_empty(), d.refused.take()) {
         return Err(e);
@@ -218,7 +221,7 @@ struct Dispatch<'a> {
     /// target was tried or excluded).
     refused: Option<ProxyError>,
     last: Option<LastFailure>,
-    excluded: Vec<Excluded>,
+    excluded: Vec<Exclusion>,
     /// Candidates (indices) this pass skipped only for slow start, in order: tried past
     /// their ramp at the end of the pass if nothing else served.
     ramped: Vec<usize>,
@@ -305,11 +308,7 @@ impl Dispatch<'_> {
                 return Ok(Tried::Next);
             }
             Err(e) => {
-                let cause = core.exclusion_cause(&cand, e.reason);
-                self.excluded.push(Excluded {
-                    exclusion: e,
-                    cause,
-                });
+                self.excluded.push(e);
                 return Ok(Tried::Next);
             }
         };
@@ -575,7 +574,7 @@ impl Dispatch<'_> {
             self.state.core.pin_session(key, cand);
         }
         log_attempt(self.view, status, c, latency, translated);
-        log_skipped(self.view, self.excluded.iter().map(|e| &e.exclusion));
+        log_skipped(self.view, self.excluded.iter());
     }
 
     /// A failed attempt: a client fault is answered at once (another target would refuse it

@@ -11,15 +11,6 @@ use crate::clock::{Clock, Instant};
 use crate::config::ComboCooldownWait;
 use crate::policy::select::Exclusion;
 
-/// One exclusion and the class (or reason word) of the failure behind it, e.g. `auth`,
-/// `not_found`, `rate_limited`; empty when unknown.
-pub struct Excluded {
-    /// The exclusion as selection saw it.
-    pub exclusion: Exclusion,
-    /// The failure behind it.
-    pub cause: String,
-}
-
 /// A wait decided on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Wait {
@@ -38,14 +29,6 @@ pub struct CooldownWait {
     waited: Duration,
 }
 
-/// Failures a wait never heals.
-fn heals_by_waiting(cause: &str) -> bool {
-    !matches!(
-        cause,
-        "auth" | "auth_error" | "not_found" | "request_rejected"
-    )
-}
-
 impl CooldownWait {
     /// A fresh budget under `settings`.
     pub fn new(settings: ComboCooldownWait) -> Self {
@@ -58,20 +41,18 @@ impl CooldownWait {
 
     /// The wait to make now, given every candidate's exclusion; `None` when waiting is off,
     /// not allowed for one of them, or over budget. Counts the wait against the budget.
-    pub fn next(&mut self, excluded: &[Excluded]) -> Option<Wait> {
+    pub fn next(&mut self, excluded: &[Exclusion]) -> Option<Wait> {
         let s = &self.settings;
         let all_waitable = !excluded.is_empty()
             && excluded.iter().all(|e| {
-                e.exclusion.reason.is_waitable()
-                    && e.exclusion.retry_after.is_some()
-                    && heals_by_waiting(&e.cause)
+                e.reason.is_waitable() && e.retry_after.is_some() && e.cause.heals_by_waiting()
             });
         if !s.enabled || !all_waitable || self.waits >= s.max_attempts {
             return None;
         }
         let first = excluded
             .iter()
-            .filter_map(|e| e.exclusion.retry_after.map(|d| (d, &e.exclusion)))
+            .filter_map(|e| e.retry_after.map(|d| (d, e)))
             .min_by_key(|(d, _)| *d)?;
         let d = first.0;
         if d.is_zero() || d > s.max_wait || self.waited.saturating_add(d) > s.budget {
@@ -90,17 +71,17 @@ impl CooldownWait {
 /// The hold-until-reset decision (combo `hold_until_reset`): when every candidate is
 /// excluded by a quota wait or a quota preflight cut-off with a known reset, and the earliest
 /// reset is at most `max_hold` away, hold until it (reason `quota_hold`). `None` otherwise.
-pub fn hold(excluded: &[Excluded], max_hold: Duration) -> Option<Wait> {
+pub fn hold(excluded: &[Exclusion], max_hold: Duration) -> Option<Wait> {
     let all_quota = !excluded.is_empty()
         && excluded
             .iter()
-            .all(|e| e.exclusion.reason.is_quota() && e.exclusion.retry_after.is_some());
+            .all(|e| e.reason.is_quota() && e.retry_after.is_some());
     if !all_quota {
         return None;
     }
     let (d, first) = excluded
         .iter()
-        .filter_map(|e| e.exclusion.retry_after.map(|d| (d, &e.exclusion)))
+        .filter_map(|e| e.retry_after.map(|d| (d, e)))
         .min_by_key(|(d, _)| *d)?;
     if d > max_hold {
         return None;
@@ -158,16 +139,15 @@ pub async fn sleep_on(clock: &dyn Clock, until: Instant, delay: Duration) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::select::ExclusionReason;
+    use crate::policy::select::{ExclusionCause, ExclusionReason};
 
-    fn ex(reason: ExclusionReason, secs: u64, cause: &str) -> Excluded {
-        Excluded {
-            exclusion: Exclusion {
-                target: format!("p:k/{cause}"),
-                reason,
-                retry_after: Some(Duration::from_secs(secs)),
-            },
-            cause: cause.into(),
+    /// An exclusion whose failure had reason word `cause` (e.g. `auth`, `rate_limited`).
+    fn ex(reason: ExclusionReason, secs: u64, cause: &str) -> Exclusion {
+        Exclusion {
+            target: format!("p:k/{cause}"),
+            reason,
+            retry_after: Some(Duration::from_secs(secs)),
+            cause: ExclusionCause::of_reason(cause),
         }
     }
 
@@ -202,7 +182,7 @@ mod tests {
             ex(ExclusionReason::QuotaWait, 5, "quota_exhausted"),
         ];
         for c in cases {
-            let what = c.cause.clone();
+            let what = c.target.clone();
             let mut w = CooldownWait::new(settings());
             let ok = ex(ExclusionReason::ConnectionCooldown, 1, "rate_limited");
             assert_eq!(w.next(&[ok, c]), None, "waited on {what}");
@@ -237,7 +217,7 @@ mod tests {
         );
         assert!(hold(&[], max).is_none());
         let mut unknown = ex(ExclusionReason::QuotaPreflight, 1, "");
-        unknown.exclusion.retry_after = None;
+        unknown.retry_after = None;
         assert!(hold(&[unknown], max).is_none(), "reset unknown");
     }
 

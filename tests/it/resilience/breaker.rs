@@ -240,3 +240,88 @@ async fn a_providers_own_breaker_keys_override_its_profile() {
     let b = breaker_state(&s, "p").await;
     assert_eq!(b["state"], "open", "{b:#}");
 }
+
+/// Provider `p` (openai, `local` profile: degraded at 1, open at 2) with one connection that
+/// never cools, so every request reaches upstream and only the breaker decides.
+fn trip_config(mock: &MockUpstream, provider_extra: &str) -> String {
+    Cfg::new(D::OpenAi, 1)
+        .profile("local")
+        .provider(provider_extra)
+        .each_conn("  disable_cooling = true")
+        .tail(NO_WAIT)
+        .build(mock)
+}
+
+#[tokio::test]
+async fn only_trip_statuses_count_toward_the_breaker() {
+    let mock = MockUpstream::start().await;
+    let d = D::OpenAi;
+    let ignored = [
+        501, 505, 520, 521, 522, 523, 524, 525, 526, 527, 529, 400, 404, 409,
+    ];
+    for status in ignored {
+        mock.on(d.path())
+            .times(1)
+            .reply(d.error(status, "server_error", "not a provider outage"));
+    }
+    mock.on(d.path())
+        .times(2)
+        .reply(d.error(503, "server_error", "down"));
+    let (s, _clock) = Sluice::start_manual(&trip_config(&mock, ""), ENV).await;
+
+    let settings = admin_get(&s, "/api/resilience").await;
+    assert_eq!(
+        settings["settings"]["breaker"]["local"]["trip_statuses"],
+        json!([408, 500, 502, 503, 504]),
+        "the default list is shown with the other breaker settings"
+    );
+
+    for status in ignored {
+        let r = d.send(&s, "gpt-x", &[]).await;
+        expect_status(&r, status, "the upstream error passes through");
+        let b = breaker_state(&s, "p").await;
+        assert_eq!(
+            (b["state"].as_str(), b["failureCount"].as_u64()),
+            (Some("closed"), Some(0)),
+            "{status} does not count: {b:#}"
+        );
+    }
+    // The local profile degrades at 1 and opens at 2 counted failures.
+    expect_status(&d.send(&s, "gpt-x", &[]).await, 503, "first 503");
+    assert_eq!(breaker_state(&s, "p").await["state"], "degraded");
+    expect_status(&d.send(&s, "gpt-x", &[]).await, 503, "second 503");
+    assert_eq!(breaker_state(&s, "p").await["state"], "open");
+    let r = d.send(&s, "gpt-x", &[]).await;
+    expect_status(&r, 503, "open breaker: excluded");
+    assert_eq!(r.json()["sluice"]["code"], "all_targets_cooling_down");
+    assert_eq!(mock.count(), ignored.len() + 2, "nothing sent while open");
+}
+
+#[tokio::test]
+async fn a_providers_own_trip_statuses_replace_the_profiles() {
+    let mock = MockUpstream::start().await;
+    let d = D::OpenAi;
+    mock.on(d.path())
+        .times(3)
+        .reply(d.error(503, "server_error", "down"));
+    mock.on(d.path())
+        .times(2)
+        .reply(d.error(522, "server_error", "origin timed out"));
+    let cfg = trip_config(&mock, "[providers.breaker]\ntrip_statuses = [522]");
+    let (s, _clock) = Sluice::start_manual(&cfg, ENV).await;
+
+    for _ in 0..3 {
+        expect_status(&d.send(&s, "gpt-x", &[]).await, 503, "503 passes through");
+    }
+    let b = breaker_state(&s, "p").await;
+    assert_eq!(
+        (b["state"].as_str(), b["failureCount"].as_u64()),
+        (Some("closed"), Some(0)),
+        "503 is not in this provider's list: {b:#}"
+    );
+    for _ in 0..2 {
+        expect_status(&d.send(&s, "gpt-x", &[]).await, 522, "522 passes through");
+    }
+    let b = breaker_state(&s, "p").await;
+    assert_eq!(b["state"], "open", "two 522s open it: {b:#}");
+}

@@ -193,6 +193,114 @@ async fn terminal_only_is_503_all_targets_skipped() {
 }
 
 #[tokio::test]
+async fn an_injected_key_cooled_by_an_auth_failure_is_503_all_targets_skipped() {
+    // A 401 and a generic 403 cool the key on the ladder; neither is a rate limit, so the
+    // next request is told not to retry rather than to come back after the cooldown.
+    for (status, kind, message) in [
+        (401, "authentication_error", "invalid x-api-key"),
+        (
+            403,
+            "permission_error",
+            "this key may not use this resource",
+        ),
+    ] {
+        for d in BOTH {
+            let mock = MockUpstream::start().await;
+            mock.on(d.path())
+                .times(1)
+                .reply(d.error(status, kind, message));
+            let (s, _clock) =
+                Sluice::start_manual(&Cfg::new(d, 1).tail(NO_WAIT).build(&mock), ENV).await;
+            expect_status(
+                &d.send(&s, d.model(), &[]).await,
+                status,
+                "the upstream auth error passes through",
+            );
+            let k1 = conn_state(&s, "p", "k1").await;
+            assert_eq!(k1["status"], "cooling", "{k1:#}");
+            assert_eq!(ms(&k1, "remainingMs"), 3_000, "api_key ladder base: {k1:#}");
+
+            let r = d.send(&s, d.model(), &[]).await;
+            let error_type = match d {
+                D::Anthropic => "overloaded_error",
+                D::OpenAi => "api_error",
+            };
+            let v = check_excluded(
+                d,
+                &r,
+                503,
+                "ALL_TARGETS_SKIPPED",
+                error_type,
+                "connection_cooldown",
+            );
+            let ex = &v["sluice"]["diagnostics"]["excluded"][0];
+            assert_eq!(ex["cause"], "auth", "{status}: {v:#}");
+            assert_eq!(ex["retry_after_ms"], 3_000, "the cooldown is still shown");
+            assert_eq!(r.header("x-should-retry"), Some("false"), "{status} {d:?}");
+            assert!(
+                r.header("retry-after").is_none(),
+                "{status} {d:?}: no retry hint"
+            );
+            assert!(v["sluice"]["retry_after"].is_null(), "{v:#}");
+            assert!(v["sluice"]["reset_at"].is_null(), "{v:#}");
+            assert_eq!(mock.count(), 1, "the cooled key is not dispatched");
+        }
+    }
+}
+
+#[tokio::test]
+async fn auth_cooled_and_rate_limited_keys_together_are_429_with_the_rate_limit_hint() {
+    for d in BOTH {
+        let mock = MockUpstream::start().await;
+        on_key(&mock, d, 1)
+            .times(1)
+            .reply(d.error(401, "authentication_error", "invalid key"));
+        on_key(&mock, d, 2).times(1).reply(
+            d.error(429, "rate_limit_error", "slow down")
+                .header("retry-after", "20"),
+        );
+        let (s, _clock) =
+            Sluice::start_manual(&Cfg::new(d, 2).tail(NO_WAIT).build(&mock), ENV).await;
+        expect_status(
+            &d.send(&s, d.model(), &[]).await,
+            429,
+            "k1 401, then k2 429: the last failure passes through",
+        );
+
+        let r = d.send(&s, d.model(), &[]).await;
+        expect_status(&r, 429, &format!("{d:?}: one key is only rate limited"));
+        let v = r.json();
+        assert_eq!(v["sluice"]["code"], "rate_limit_error", "{v:#}");
+        assert_eq!(
+            retry_after(&r),
+            Some(20),
+            "the rate-limited key's hint, not the auth cooldown's 3 s"
+        );
+        assert!(r.header("x-should-retry").is_none());
+        let ex = v["sluice"]["diagnostics"]["excluded"].as_array().unwrap();
+        let causes: Vec<(&str, &str, Option<&str>)> = ex
+            .iter()
+            .map(|e| {
+                (
+                    e["target"].as_str().unwrap_or(""),
+                    e["reason"].as_str().unwrap_or(""),
+                    e["cause"].as_str(),
+                )
+            })
+            .collect();
+        let (k1, k2) = (format!("p:k1/{}", d.model()), format!("p:k2/{}", d.model()));
+        assert_eq!(
+            causes,
+            vec![
+                (k1.as_str(), "connection_cooldown", Some("auth")),
+                (k2.as_str(), "connection_cooldown", None),
+            ]
+        );
+        assert_eq!(mock.count(), 2);
+    }
+}
+
+#[tokio::test]
 async fn a_combo_of_the_other_dialect_is_translated_not_404() {
     let mock = MockUpstream::start().await;
     let cfg = format!(
