@@ -52,16 +52,21 @@ pub const CONCURRENCY_LIMIT_COOLDOWN: Duration = Duration::from_secs(1);
 ///
 /// **Deadline rules.** The new deadline is `max(existing, computed)`. A failure of a request
 /// dispatched before the current ladder step was taken (`dispatched_at <
-/// cooldown_started_at`) is *stale*: it neither extends the deadline, nor raises the level, nor
-/// counts toward `expired`/`banned` (case A02: a burst raises the level once).
+/// cooldown_started_at`) is *stale*: it takes no ladder step, so it neither extends the
+/// deadline with one nor raises the level, and it does not count toward `expired`/`banned`
+/// (case A02: a burst raises the level once). Only a ladder step (or the `rate_limit_cooldown`
+/// override) is that reference.
 ///
 /// **Retry hints.** A 429 with a short hint cools exactly until the hint (capped at
 /// `max_cooldown`), does not raise the level and does not start a ladder step, so it is not a
 /// reference for staleness: an in-flight 429 without a hint that lands afterwards still takes
 /// the next ladder step and, by the max rule, lengthens the deadline (case A01). A hint longer
 /// than `quota_wait_threshold` on a 429 / 403 means `quota_wait` until the reset, capped at
-/// `max_quota_wait`; hinted deadlines are upstream facts and apply even to stale failures
-/// (never shortening, by the max rule).
+/// `max_quota_wait`. Such hinted deadlines are upstream facts and apply even to stale failures,
+/// by the max rule only (never shortening, never raising the level). So when a hinted 429 and
+/// a hint-less one from the same burst race, the order of their verdicts does not matter: the
+/// deadline is the later of the hinted one and one ladder step, and the level rises once. A
+/// hint that only floors a ladder step (a 503's `retry-after`) goes with that step when stale.
 ///
 /// ```
 /// use std::time::Duration;
@@ -155,9 +160,13 @@ impl Cooldown {
     ///   one (exactly that long, *not* capped at `max_cooldown` — it is bounded to 1s–6h by
     ///   validation — and the level is reset to 0), else oauth 60 s, api_key/local the
     ///   ladder. Both ladder cases raise the level once; every no-hint case obeys anti-herd.
+    ///   A hinted 429 from a stale request (sent before the current ladder step) still
+    ///   applies its hint by the max rule: a hint-less 429 racing a `retry-after: 30` leaves
+    ///   the deadline at the later of the hinted one and that one ladder step, whichever
+    ///   verdict lands first.
     /// - `ConcurrencyLimited` (429 "too many concurrent requests"): cools for the hint, else
-    ///   [`CONCURRENCY_LIMIT_COOLDOWN`] (1 s), capped at `max_cooldown`; the level never
-    ///   moves and the override never applies.
+    ///   [`CONCURRENCY_LIMIT_COOLDOWN`] (1 s, ignored when stale), capped at `max_cooldown`;
+    ///   the level never moves and the override never applies.
     /// - `QuotaExhausted`, `Forbidden` (429/403): a hint over the threshold → `quota_wait`;
     ///   otherwise the ladder (reason `quota_exhausted` for quota), with a short hint as a
     ///   minimum.
@@ -260,11 +269,11 @@ impl Cooldown {
                 CooldownEffect::Terminal(status)
             }
             _ if rules.disable_cooling => CooldownEffect::Recorded,
-            // §2 anti-herd holds for hinted deadlines too: a request sent before the current
-            // cooldown started neither extends it nor starts a new one.
-            Action::Hinted(_) | Action::QuotaWait(_) | Action::Override(_) if stale => {
-                CooldownEffect::Stale
-            }
+            // Anti-herd gates our own guesses (the ladder, the override, the 1 s concurrency
+            // default); an upstream hint is a fact about the account and applies even from a
+            // stale request, by the max rule only.
+            Action::Override(_) if stale => CooldownEffect::Stale,
+            Action::Hinted(_) if stale && hint.is_none() => CooldownEffect::Stale,
             Action::Hinted(h) => {
                 let until = deadline_after(now, h.min(settings.max_cooldown));
                 self.exclude(ConnectionStatus::Cooling, until, (reason, c.class), now)
@@ -488,7 +497,8 @@ impl Cooldown {
     }
 
     /// Applies the max rule: the later of the live deadline and `until` wins, with its status,
-    /// reason and the class behind it (ties keep the existing one).
+    /// reason and the class behind it (ties keep the existing one). It leaves the anti-herd
+    /// reference alone: only a ladder step (or the override) moves it, before calling this.
     fn exclude(
         &mut self,
         status: ConnectionStatus,
@@ -503,11 +513,6 @@ impl Cooldown {
             self.cooldown_until = Some(until);
             self.reason = reason;
             self.cause = Some(cause);
-            if live.is_none() {
-                // A new exclusion starts here: the anti-herd reference (a ladder step has
-                // already set it to `now`).
-                self.cooldown_started_at = Some(now);
-            }
         }
         CooldownEffect::Excluded {
             status: self.status,

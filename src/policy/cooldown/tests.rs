@@ -95,9 +95,15 @@ fn a01_in_flight_429_without_hint_extends_a_hinted_deadline() {
     for (r, expected) in cases {
         let t = t0();
         let mut c = Cooldown::default();
-        // r1 and r2 dispatched together; r1: 429 retry-after 1 s.
-        let e1 = c.on_failure(&out(O::RateLimited, Some(429), Some(secs(1))), t, &r, t);
-        assert_eq!(until_of(e1), t + secs(1));
+        // r1 and r2 dispatched together at `t`; r1's verdict lands 10 ms later (the clock
+        // moves between dispatch and verdict): 429 retry-after 1 s.
+        let e1 = c.on_failure(
+            &out(O::RateLimited, Some(429), Some(secs(1))),
+            t,
+            &r,
+            t + ms(10),
+        );
+        assert_eq!(until_of(e1), t + ms(10) + secs(1));
         assert_eq!(
             c.backoff_level(),
             0,
@@ -112,13 +118,82 @@ fn a01_in_flight_429_without_hint_extends_a_hinted_deadline() {
             panic!("expected an exclusion, got {e2:?}");
         };
         assert!(extended);
-        assert_eq!(until, (t + ms(250) + expected).max(t + secs(1)));
+        assert_eq!(until, (t + ms(250) + expected).max(t + ms(10) + secs(1)));
         assert_eq!(c.backoff_level(), 1);
         assert!(matches!(
             c.eligibility(t + ms(1500)),
             Eligibility::Cooling { .. }
         ));
         assert!(c.is_eligible(until));
+    }
+}
+
+/// Two requests in flight on one connection, both dispatched at `t`: one gets `429
+/// retry-after: 30`, the other a bare 429; the first verdict lands at `t + 10 ms`, the second
+/// at `t + 210 ms`, in either order. Returns the state after both and the hinted deadline.
+fn hinted_and_bare_race(r: &CooldownRules<'_>, hinted_first: bool) -> (Cooldown, Instant, Instant) {
+    let t = t0();
+    let (first, second) = (t + ms(10), t + ms(210));
+    let (at_hint, at_bare) = if hinted_first {
+        (first, second)
+    } else {
+        (second, first)
+    };
+    let hinted = out(O::RateLimited, Some(429), Some(secs(30)));
+    let bare = out(O::RateLimited, Some(429), None);
+    let mut c = Cooldown::default();
+    let mut verdicts = [(at_hint, &hinted), (at_bare, &bare)];
+    verdicts.sort_by_key(|(at, _)| *at);
+    for (at, o) in verdicts {
+        let e = c.on_failure(o, t, r, at);
+        assert!(
+            matches!(e, CooldownEffect::Excluded { .. }),
+            "hinted first: {hinted_first}; verdict at +{:?}: {e:?}",
+            at - t
+        );
+    }
+    (c, t, at_hint + secs(30))
+}
+
+#[test]
+fn a_hinted_cooldown_and_a_racing_bare_429_agree_in_either_order() {
+    let s = settings();
+    // (profile, its hint-less 429 cooldown at level 0): api_key's ladder step is shorter than
+    // the hint, so the hinted deadline stands; oauth's 60 s is longer, so it wins (max rule).
+    for (name, r, step) in [
+        ("api_key", api_key(&s), secs(3)),
+        ("oauth", oauth(&s), secs(60)),
+    ] {
+        for hinted_first in [true, false] {
+            let (mut c, t, hinted) = hinted_and_bare_race(&r, hinted_first);
+            let at_bare = if hinted_first {
+                t + ms(210)
+            } else {
+                t + ms(10)
+            };
+            let want = hinted.max(at_bare + step);
+            let case = format!("{name}, hinted first: {hinted_first}");
+            assert_eq!(
+                c.eligibility(t + ms(300)),
+                Eligibility::Cooling { until: want },
+                "{case}"
+            );
+            assert_eq!(
+                c.backoff_level(),
+                1,
+                "{case}: one ladder step for the burst"
+            );
+            // A third failure of the same burst changes nothing.
+            let third = c.on_failure(&out(O::RateLimited, Some(429), None), t, &r, t + ms(400));
+            assert_eq!(third, CooldownEffect::Stale, "{case}");
+            assert_eq!(
+                (c.eligibility(t + ms(400)), c.backoff_level()),
+                (Eligibility::Cooling { until: want }, 1),
+                "{case}"
+            );
+            assert!(!c.is_eligible(want - ms(1)), "{case}");
+            assert!(c.is_eligible(want), "{case}");
+        }
     }
 }
 
@@ -658,54 +733,68 @@ fn status_spelling_round_trips() {
 }
 
 #[test]
-fn a_stale_failure_with_a_retry_hint_never_extends_the_deadline() {
+fn a_stale_failure_applies_its_upstream_hint_but_takes_no_ladder_step() {
     let s = settings();
     let r = api_key(&s);
     let t = t0();
     let mut c = Cooldown::default();
-    // Two requests sent at `t`; the first 429 says "retry in 5 s".
-    let first = c.on_failure(
-        &out(O::RateLimited, Some(429), Some(secs(5))),
-        t,
-        &r,
-        t + ms(10),
-    );
-    assert_eq!(until_of(first), t + ms(10) + secs(5));
-    // The second (dispatched before that cooldown started) says "retry in 60 s": stale.
+    // Requests sent together at `t`; the first verdict (a bare 429, 10 ms later) takes a
+    // ladder step: 3 s, level 1, and every other request of the burst is now stale.
+    let first = c.on_failure(&out(O::RateLimited, Some(429), None), t, &r, t + ms(10));
+    assert_eq!(until_of(first), t + ms(10) + secs(3));
+    // A stale 429 saying "retry in 60 s" is an upstream fact: it extends (max rule) but does
+    // not raise the level.
     let second = c.on_failure(
         &out(O::RateLimited, Some(429), Some(secs(60))),
         t,
         &r,
         t + ms(20),
     );
-    assert_eq!(second, CooldownEffect::Stale);
     assert_eq!(
-        c.eligibility(t + ms(30)),
-        Eligibility::Cooling {
-            until: t + ms(10) + secs(5)
+        second,
+        CooldownEffect::Excluded {
+            status: ConnectionStatus::Cooling,
+            until: t + ms(20) + secs(60),
+            backoff_level: 1,
+            extended: true,
         }
     );
-    // A stale long hint does not turn the cooldown into a quota wait either.
+    // A shorter stale hint never shortens it.
     let third = c.on_failure(
-        &out(O::QuotaExhausted, Some(429), Some(secs(3600))),
+        &out(O::RateLimited, Some(429), Some(secs(5))),
         t,
         &r,
         t + ms(30),
     );
-    assert_eq!(third, CooldownEffect::Stale);
-    // A transient failure with a hint from the same burst is stale as well.
+    assert_eq!(until_of(third), t + ms(20) + secs(60));
+    // A stale long hint is a quota wait until the reset.
     let fourth = c.on_failure(
-        &out(O::Transient, Some(503), Some(secs(90))),
+        &out(O::QuotaExhausted, Some(429), Some(secs(3600))),
         t,
         &r,
         t + ms(40),
     );
-    assert_eq!(fourth, CooldownEffect::Stale);
-    assert_eq!(c.backoff_level(), 0);
-    // A request sent after the cooldown started extends it (max(existing, computed)).
-    let t1 = t + ms(50);
-    let fresh = c.on_failure(&out(O::RateLimited, Some(429), Some(secs(60))), t1, &r, t1);
-    assert_eq!(until_of(fresh), t1 + secs(60));
+    assert_eq!(
+        c.eligibility(t + ms(50)),
+        Eligibility::QuotaWait {
+            until: t + ms(40) + secs(3600)
+        },
+        "{fourth:?}"
+    );
+    // Our own guesses stay anti-herd: a stale 503 (its hint only floors a ladder step) and
+    // a stale bare 429 change nothing.
+    for o in [
+        out(O::Transient, Some(503), Some(secs(7200))),
+        out(O::RateLimited, Some(429), None),
+    ] {
+        assert_eq!(c.on_failure(&o, t, &r, t + ms(60)), CooldownEffect::Stale);
+    }
+    assert_eq!(c.backoff_level(), 1);
+    // A request sent after the ladder step takes the next one (the deadline stays the later).
+    let t1 = t + ms(70);
+    let fresh = c.on_failure(&out(O::Transient, Some(503), None), t1, &r, t1 + ms(5));
+    assert_eq!(until_of(fresh), t + ms(40) + secs(3600));
+    assert_eq!(c.backoff_level(), 2);
 }
 
 #[test]

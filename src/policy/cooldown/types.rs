@@ -139,8 +139,9 @@ pub enum CooldownEffect {
     /// Error fields recorded; exclusion unchanged (404, 529, a stall without
     /// `stream_stall_cooldown`, or any cooling under `disable_cooling`).
     Recorded,
-    /// Error fields recorded; the request was dispatched before the current cooldown started,
-    /// so neither the deadline nor the level nor a terminal counter moved (§2 anti-herd).
+    /// Error fields recorded; the request was dispatched before the current ladder step was
+    /// taken and carried no 429 retry hint or quota wait to apply, so neither the deadline nor
+    /// the level nor a terminal counter moved (anti-herd).
     Stale,
     /// The connection is excluded until `until` with `status` (`cooling` or `quota_wait`).
     /// `extended` is false when an existing later deadline was kept (max rule).

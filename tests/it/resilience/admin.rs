@@ -139,6 +139,102 @@ async fn clearing_cooldowns_reports_cleared_unchanged_and_skipped_terminal() {
 }
 
 #[tokio::test]
+async fn clearing_cooldowns_counts_the_model_lockouts_it_cleared() {
+    let mock = MockUpstream::start().await;
+    let d = D::OpenAi;
+    // Lockout mode: K1 rate-limits every model, K2 only gpt-z. So K1 ends with three model
+    // locks (gpt-x, gpt-y, gpt-z) and K2 with one (gpt-z); both connections stay active.
+    on_key(&mock, d, 1).reply(d.error(429, "rate_limit_error", "slow down"));
+    on_key(&mock, d, 2)
+        .model("gpt-z")
+        .reply(d.error(429, "rate_limit_error", "slow down"));
+    let cfg = Cfg::new(d, 2)
+        .tail(NO_WAIT)
+        .tail("[resilience.model_lockout]\nenabled = true")
+        .build(&mock);
+    let (s, clock) = Sluice::start_manual(&cfg, ENV).await;
+    for model in ["gpt-x", "gpt-y"] {
+        expect_status(&d.send(&s, model, &[]).await, 200, "K1 429, K2 serves");
+    }
+    expect_status(
+        &d.send(&s, "gpt-z", &[]).await,
+        429,
+        "both locked for gpt-z",
+    );
+    let locked =
+        |conn: &str, locks: &[Value]| locks.iter().filter(|l| l["connection"] == conn).count();
+    let locks = lockouts(&s).await;
+    assert_eq!(
+        (locked("k1", &locks), locked("k2", &locks)),
+        (3, 1),
+        "{locks:#?}"
+    );
+    assert_eq!(conn_state(&s, "p", "k1").await["status"], "active");
+
+    // A moment later (the locks are still live) the operator clears K1: its three locks go,
+    // K2's stays.
+    clock.advance(Duration::from_secs(5));
+    let r = admin(
+        &s,
+        Method::POST,
+        "/api/resilience/cooldowns",
+        json!({"connectionIds": ["k1"]}),
+    )
+    .await;
+    expect_status(&r, 200, "clear k1");
+    assert_eq!(
+        r.json(),
+        json!({"cleared": ["k1"], "unchanged": [], "skippedTerminal": [], "lockoutsCleared": 3})
+    );
+    let locks = lockouts(&s).await;
+    assert_eq!(
+        (locked("k1", &locks), locked("k2", &locks)),
+        (0, 1),
+        "{locks:#?}"
+    );
+    let before = hits(&mock, 1);
+    expect_status(
+        &d.send(&s, "gpt-z", &[]).await,
+        429,
+        "K1 is tried for gpt-z again",
+    );
+    assert_eq!(hits(&mock, 1), before + 1);
+
+    // Clearing everything counts only the locks live now: K1's new gpt-z lock and K2's.
+    let r = admin(
+        &s,
+        Method::POST,
+        "/api/resilience/cooldowns",
+        json!({"all": true}),
+    )
+    .await;
+    assert_eq!(
+        r.json(),
+        json!({"cleared": ["k1", "k2"], "unchanged": [], "skippedTerminal": [], "lockoutsCleared": 2})
+    );
+    assert!(lockouts(&s).await.is_empty());
+
+    // A lock whose time has passed is not counted.
+    expect_status(
+        &d.send(&s, "gpt-x", &[]).await,
+        200,
+        "K1 429 again, K2 serves",
+    );
+    clock.advance(Duration::from_secs(121));
+    let r = admin(
+        &s,
+        Method::POST,
+        "/api/resilience/cooldowns",
+        json!({"connectionIds": ["k1"]}),
+    )
+    .await;
+    assert_eq!(
+        r.json(),
+        json!({"cleared": [], "unchanged": ["k1"], "skippedTerminal": [], "lockoutsCleared": 0})
+    );
+}
+
+#[tokio::test]
 async fn deleting_a_model_cooldown_re_enables_the_model() {
     let mock = MockUpstream::start().await;
     let d = D::OpenAi;

@@ -1,9 +1,11 @@
-//! §1 provider breaker through HTTP: a hung half-open probe cannot wedge it (A10), and 529
-//! overload neither counts nor cools (A13).
+//! §1 provider breaker through HTTP: a hung half-open probe cannot wedge it (A10), 529
+//! overload neither counts nor cools (A13); and the optional windowed provider cooldown in a
+//! combo.
 
 use std::time::Duration;
 
 use serde_json::json;
+use sluice::clock::{Clock, unix_ms};
 
 use super::*;
 
@@ -324,4 +326,114 @@ async fn a_providers_own_trip_statuses_replace_the_profiles() {
     }
     let b = breaker_state(&s, "p").await;
     assert_eq!(b["state"], "open", "two 522s open it: {b:#}");
+}
+
+// === windowed provider cooldown ===
+
+/// Combo `duo` = `p/claude-x` (connection k1, never cools) then `h/claude-x` (k2), both
+/// `api_key` providers (a loopback URL would make them `local`), with the
+/// windowed provider cooldown on: 3 counted failures within 1m cool a provider for 30s (the
+/// `api_key` breaker, opening at 12, stays closed throughout).
+fn window_config(mock: &MockUpstream) -> String {
+    format!(
+        "[routing]\ndefault_provider = \"p\"\n\n\
+         [[providers]]\nid = \"p\"\ndialect = \"anthropic\"\nbase_url = \"{url}\"\nprofile = \"api_key\"\n\
+         \n  [[providers.connections]]\n  id = \"k1\"\n  auth = {{ env = \"K1\" }}\n  disable_cooling = true\n\n\
+         [[providers]]\nid = \"h\"\ndialect = \"anthropic\"\nbase_url = \"{url}\"\nprofile = \"api_key\"\n\
+         \n  [[providers.connections]]\n  id = \"k2\"\n  auth = {{ env = \"K2\" }}\n\n\
+         [resilience.provider_cooldown]\nenabled = true\n\
+         [resilience.provider_cooldown.api_key]\nfailure_threshold = 3\nfailure_window = \"1m\"\ncooldown = \"30s\"\n\n\
+         [[combos]]\nname = \"duo\"\ntargets = [\"p/claude-x\", \"h/claude-x\"]\n",
+        url = mock.base_url()
+    )
+}
+
+/// The latest request in the snapshot: its last target tried and its skip reasons for
+/// `target`.
+fn last_request(s: &Sluice, target: &str) -> (String, Vec<String>) {
+    let snap = s.snapshot();
+    let last = snap
+        .recent
+        .iter()
+        .max_by_key(|r| r.id)
+        .unwrap_or_else(|| panic!("no request in the snapshot"));
+    let reasons = last
+        .skipped
+        .iter()
+        .filter(|k| k.target == target)
+        .map(|k| k.reason.clone())
+        .collect();
+    (last.target.clone(), reasons)
+}
+
+#[tokio::test]
+async fn windowed_provider_cooldown_skips_the_provider_in_a_combo_until_it_passes() {
+    let mock = MockUpstream::start().await;
+    let d = D::Anthropic;
+    on_key(&mock, d, 1).times(5).reply(overloaded_503());
+    let (s, clock) = Sluice::start_manual(&window_config(&mock), ENV).await;
+    let p_target = "p:k1/claude-x";
+
+    // Failures that fall out of the window do not add up: two 503s, then 61 s later a third
+    // is the window's only one.
+    for _ in 0..2 {
+        expect_status(&d.send(&s, "duo", &[]).await, 200, "p fails, h serves");
+    }
+    clock.advance(Duration::from_secs(61));
+    expect_status(&d.send(&s, "duo", &[]).await, 200, "p fails, h serves");
+    clock.advance(Duration::from_secs(1));
+    expect_status(&d.send(&s, "duo", &[]).await, 200, "p fails, h serves");
+    assert_eq!((hits(&mock, 1), hits(&mock, 2)), (4, 4));
+    assert_eq!(
+        s.snapshot().providers[0].provider_cooldown_until_unix_ms,
+        None,
+        "two failures in the window do not cool p"
+    );
+
+    // The third inside the window cools p for 30 s.
+    clock.advance(Duration::from_secs(1));
+    expect_status(&d.send(&s, "duo", &[]).await, 200, "p fails, h serves");
+    assert_eq!(hits(&mock, 1), 5);
+    let snap = s.snapshot();
+    assert_eq!(
+        snap.providers[0].provider_cooldown_until_unix_ms,
+        Some(unix_ms(clock.wall()) + 30_000),
+        "{:#?}",
+        snap.providers[0]
+    );
+    let b = breaker_state(&s, "p").await;
+    assert_eq!(b["state"], "closed", "the window, not the breaker: {b:#}");
+
+    // The combo's next request skips p and is served by h.
+    expect_status(&d.send(&s, "duo", &[]).await, 200, "served by h");
+    assert_eq!(
+        (hits(&mock, 1), hits(&mock, 2)),
+        (5, 6),
+        "p is not dispatched to"
+    );
+    assert_eq!(
+        last_request(&s, p_target),
+        (
+            "h:k2/claude-x".to_string(),
+            vec!["provider_cooldown".to_string()]
+        )
+    );
+
+    // Still skipped 1 ms before the cooldown ends; tried (and serving) again once it passed.
+    clock.advance(Duration::from_millis(29_999));
+    expect_status(&d.send(&s, "duo", &[]).await, 200, "served by h");
+    assert_eq!(hits(&mock, 1), 5, "p still cooling at 29.999 s");
+    clock.advance(Duration::from_millis(1));
+    expect_status(&d.send(&s, "duo", &[]).await, 200, "served by p");
+    assert_eq!(
+        (hits(&mock, 1), hits(&mock, 2)),
+        (6, 7),
+        "p is tried again once the cooldown passed"
+    );
+    assert_eq!(last_request(&s, p_target), (p_target.to_string(), vec![]));
+    assert_eq!(
+        s.snapshot().providers[0].provider_cooldown_until_unix_ms,
+        None
+    );
+    s.stop().await;
 }

@@ -1,10 +1,13 @@
-//! §2 connection cooldown through HTTP: the max rule (A01), one level per burst (A02), the
-//! level surviving expiry (A03), OpenAI reset headers (A07) and the terminal states.
+//! §2 connection cooldown through HTTP: the max rule (A01), a hinted and a bare 429 racing,
+//! one level per burst (A02), the level surviving expiry (A03), OpenAI reset headers (A07)
+//! and the terminal states.
 
 use std::time::Duration;
 
 use http::Method;
 use serde_json::json;
+
+use sluice::clock::{Clock, unix_ms};
 
 use super::*;
 use crate::support::client;
@@ -89,6 +92,106 @@ async fn a01_second_429_in_flight_extends_the_cooldown_to_the_max() {
         (Some("active"), Some(0), Some("")),
         "a success clears status, deadline, error fields and backoff_level: {k1:#}"
     );
+}
+
+/// Polls (every few ms, up to 5 s) until connection `k1` of provider `p` is excluded.
+async fn wait_k1_excluded(s: &Sluice) {
+    let waited = tokio::time::timeout(Duration::from_secs(5), async {
+        while s.snapshot().providers[0].connections[0].status
+            == sluice::core::snapshot::ConnectionStatus::Active
+        {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    })
+    .await;
+    assert!(waited.is_ok(), "k1 was never excluded");
+}
+
+#[tokio::test]
+async fn a_hinted_429_and_a_racing_bare_429_cool_until_the_hinted_deadline_in_either_order() {
+    for hinted_first in [true, false] {
+        let mock = MockUpstream::start().await;
+        let d = D::OpenAi;
+        let hinted = Reply::json(429, slow_down()).header("retry-after", "30");
+        let bare = d.error(429, "rate_limit_error", "slow down");
+        // Both requests are in flight on K1 at once; the first upstream reply comes back
+        // after 100 ms, the second after 800 ms (real time, so the policy clock can be moved
+        // between the two verdicts).
+        let (early, late) = if hinted_first {
+            (hinted, bare)
+        } else {
+            (bare, hinted)
+        };
+        on_key(&mock, d, 1)
+            .times(1)
+            .reply(early.delay(Duration::from_millis(100)));
+        on_key(&mock, d, 1)
+            .times(1)
+            .reply(late.delay(Duration::from_millis(800)));
+        let cfg = Cfg::new(d, 2)
+            .tail("[[combos]]\nname = \"m\"\ntargets = [\"p:k1/gpt-x\", \"p:k2/gpt-x\"]")
+            .build(&mock);
+        let (s, clock) = Sluice::start_manual(&cfg, ENV).await;
+
+        let both = tokio::spawn({
+            let url = s.url(d.path());
+            async move {
+                let body = d.body("m", false);
+                tokio::join!(
+                    client::post_json(&url, &body, &[]),
+                    client::post_json(&url, &body, &[])
+                )
+            }
+        });
+        // Both dispatched at T0; the first verdict lands at T0 + 10 ms, the second at
+        // T0 + 210 ms: the clock moves between every event.
+        wait_hits(&mock, 1, 2).await;
+        clock.advance(Duration::from_millis(10));
+        wait_k1_excluded(&s).await;
+        let mut hinted_at = (Duration::from_millis(10), unix_ms(clock.wall()));
+        clock.advance(Duration::from_millis(200));
+        if !hinted_first {
+            hinted_at = (Duration::from_millis(210), unix_ms(clock.wall()));
+        }
+        let (r1, r2) = both.await.unwrap();
+        expect_status(&r1, 200, "r1 falls back to K2");
+        expect_status(&r2, 200, "r2 falls back to K2");
+        assert_eq!((hits(&mock, 1), hits(&mock, 2)), (2, 2));
+
+        let case = if hinted_first {
+            "hinted first"
+        } else {
+            "bare first"
+        };
+        let k1 = s.snapshot().providers[0].connections[0].clone();
+        assert_eq!(
+            k1.status,
+            sluice::core::snapshot::ConnectionStatus::Cooling,
+            "{case}: {k1:#?}"
+        );
+        let until = k1
+            .cooldown_until_unix_ms
+            .unwrap_or_else(|| panic!("{case}: no deadline: {k1:#?}"));
+        // The hinted deadline is its verdict's instant + 30 s (the bare 429's ladder step,
+        // 3 s, is shorter); 1 ms of slack for the wall clock's sub-millisecond part.
+        let want = hinted_at.1 + 30_000;
+        assert!(
+            until.abs_diff(want) <= 1,
+            "{case}: cooldown_until {until} is not the hinted deadline {want}: {k1:#?}"
+        );
+        assert_eq!(k1.backoff_level, 1, "{case}: one ladder step for the burst");
+
+        // K1 stays out until the hinted deadline, and serves from it on (the clock is at
+        // T0 + 210 ms; the deadline at the hinted verdict's offset + 30 s).
+        let left = hinted_at.0 + Duration::from_secs(30) - Duration::from_millis(210);
+        clock.advance(left - Duration::from_millis(1));
+        expect_status(&d.send(&s, "m", &[]).await, 200, "just before the deadline");
+        assert_eq!(hits(&mock, 1), 2, "{case}: K1 is still cooling");
+        clock.advance(Duration::from_millis(1));
+        expect_status(&d.send(&s, "m", &[]).await, 200, "after the deadline");
+        assert_eq!(hits(&mock, 1), 3, "{case}: K1 is eligible at the deadline");
+        s.stop().await;
+    }
 }
 
 #[tokio::test]
