@@ -46,6 +46,9 @@ pub struct Metrics {
     headroom_reset: Family<Labels, Gauge<f64, AtomicU64>>,
     uptime: Gauge<f64, AtomicU64>,
     injected: Family<Labels, Counter>,
+    /// One counter per [`BodyRewrite`], in [`BodyRewrite::ALL`] order, made at start so the
+    /// request path increments without a label lookup.
+    body_rewrites: [Counter; 2],
     request_counters: CounterCache<Counter>,
     attempt_counters: CounterCache<(Counter, Counter)>,
 }
@@ -166,6 +169,19 @@ impl Metrics {
             "Upstream attempts answered (or delayed) by an operator-injected fault, by provider, connection and kind",
             injected.clone(),
         );
+        let body_rewrites = Family::<Labels, Counter>::default();
+        registry.register(
+            "body_rewrites",
+            "Request bodies rewritten for an upstream: kind = translate (into the upstream's dialect) | rewrite (model set or unsigned thinking stripped)",
+            body_rewrites.clone(),
+        );
+        // Made (and so listed at 0) from the start: a scrape tells "none yet" from "not
+        // counted", and the request path never looks a label set up.
+        let body_rewrites = BodyRewrite::ALL.map(|kind| {
+            body_rewrites
+                .get_or_create(&labels(&[("kind", kind.as_str())]))
+                .clone()
+        });
         Self {
             registry,
             requests,
@@ -184,6 +200,7 @@ impl Metrics {
             headroom_reset,
             uptime,
             injected,
+            body_rewrites,
             request_counters: RwLock::default(),
             attempt_counters: RwLock::default(),
         }
@@ -224,6 +241,11 @@ impl Metrics {
                 ("kind", kind),
             ]))
             .inc();
+    }
+
+    /// Counts one request body rewritten or translated for an upstream.
+    pub fn observe_body_rewrite(&self, kind: BodyRewrite) {
+        self.body_rewrites[kind as usize].inc();
     }
 
     /// Sets the state gauges from `snap` and renders the text exposition.
@@ -284,6 +306,30 @@ impl Metrics {
             out.clear();
         }
         out
+    }
+}
+
+/// What was done to a request body before sending it upstream
+/// (`sluice_body_rewrites_total{kind}`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyRewrite {
+    /// Translated into the upstream's dialect.
+    Translate = 0,
+    /// Kept in the client's dialect, but changed: the model set to the target's, or unsigned
+    /// thinking blocks stripped.
+    Rewrite = 1,
+}
+
+impl BodyRewrite {
+    /// Every kind, in discriminant order (the index of its counter).
+    pub const ALL: [BodyRewrite; 2] = [BodyRewrite::Translate, BodyRewrite::Rewrite];
+
+    /// The `kind` label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Translate => "translate",
+            Self::Rewrite => "rewrite",
+        }
     }
 }
 

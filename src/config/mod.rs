@@ -520,6 +520,10 @@ pub struct Combo {
     /// `max_hold`: the longest such hold; default [`DEFAULT_MAX_HOLD`] (15 min). Also bounded
     /// by the request's execution budget.
     pub max_hold: Duration,
+    /// `cooldown_wait`: whether a request for this combo may wait out short cooldowns and
+    /// lockouts under `[resilience.combo_cooldown_wait]`. False answers at once instead, as
+    /// with that wait turned off. Default true.
+    pub cooldown_wait: bool,
 }
 
 /// Default combo `max_hold` (15 min).

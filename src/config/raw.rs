@@ -191,6 +191,7 @@ pub struct RawCombo {
     pub targets: Vec<toml::Value>,
     pub hold_until_reset: Option<bool>,
     pub max_hold: Option<String>,
+    pub cooldown_wait: Option<bool>,
 }
 
 /// `[resilience]`: the tables of §1–§6 of `docs/RESILIENCE.md`. Parsed and validated here so a

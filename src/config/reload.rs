@@ -256,6 +256,17 @@ mod tests {
             ReloadDiff::between(&old, &old).summary(),
             "config reloaded: nothing changed"
         );
+
+        // A combo's keys apply live: the next request reads the new combo.
+        let combo = |extra: &str| {
+            cfg(
+                &format!("[[combos]]\nname = \"m\"\ntargets = [\"p/x\"]\n{extra}"),
+                "c",
+            )
+        };
+        let (waits, answers) = (combo(""), combo("cooldown_wait = false\n"));
+        assert!(restart_only_changes(&waits, &answers).is_empty());
+        assert_eq!(ReloadDiff::between(&waits, &answers).changed, ["combos"]);
     }
 
     /// A config with providers `spec` = [(id, [(connection id, extra connection keys)])].

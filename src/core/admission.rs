@@ -8,7 +8,9 @@
 //! are taken as one bundle and no deadlock is possible.
 //!
 //! - **Arrival** ([`Gates::acquire`]): admitted at once, refused at once (queue full), admitted
-//!   without a permit (fail-open, queue full), or queued.
+//!   without a permit (fail-open, queue full), or queued. [`Gates::queue_full_for`] asks the
+//!   same question for "refused at once" without booking anything, so the request path can
+//!   skip the body work for a candidate whose queue is full.
 //! - **Queued**: each waiter owns a `oneshot` receiver. Whenever permits come back or a waiter
 //!   leaves, the connection's waiters are re-checked with [`decide_queued`] in FIFO order and
 //!   each one that now gets every permit is booked *under the lock* and handed its grant, so a
@@ -342,6 +344,34 @@ impl Gates {
         let (l, p, c) = (cand.layout, cand.provider, cand.connection);
         let policy = self.policy_in(l, p, c, queue)?;
         self.try_acquire_in(l, p, c, &cand.model, policy)
+    }
+
+    /// True when a new arrival for `cand` would be refused at once because its queue is
+    /// full: no permit for it now, `max_queue_depth` requests already waiting, and a
+    /// connection that refuses (`RATE_LIMIT_QUEUE_FULL` / `SEMAPHORE_QUEUE_FULL`) rather than
+    /// proceeding without a permit. Books nothing (no counter, no queue entry): dispatch asks
+    /// it before rewriting or translating the body for `cand`, and books the refusal through
+    /// [`Self::acquire_for`] only if the request ends with it.
+    pub fn queue_full_for(
+        &self,
+        cand: &crate::policy::select::Candidate,
+        queue: &QueueSettings,
+    ) -> bool {
+        let (l, p, c) = (cand.layout, cand.provider, cand.connection);
+        let (Some(policy), Some(route)) = (
+            self.policy_in(l, p, c, queue),
+            self.route(l, p, c, &cand.model),
+        ) else {
+            return false;
+        };
+        let policy = clamp_policy(policy);
+        let now = self.inner.clock.now();
+        let mut st = self.inner.lock();
+        let route = st.here(&route);
+        matches!(
+            decide(&st.chain(&route), &policy, now),
+            Decision::Reject { .. }
+        )
     }
 
     /// Acquires the permits of (provider idx, connection idx, upstream model) in the fixed

@@ -276,6 +276,9 @@ async fn judge(
     }
     let translator = t.seam.and_then(Seam::stream);
     let mut resp = resp.map(|b| UpstreamBody::new(b, translator));
+    if let Some(seam) = t.seam {
+        seam.warn_client(resp.headers_mut());
+    }
     let guards = Guards::from_settings(&state.core.settings_snapshot().stream);
     let clock = state.core.clock().clone();
     let hold = Box::pin(pre_commit_hold(
@@ -307,6 +310,7 @@ async fn upstream_error(state: &Shared, t: &Target<'_>, resp: Response<Incoming>
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
         );
+        seam.warn_client(&mut head.headers);
     }
     AttemptResult::Failed {
         status: status.as_u16(),
@@ -356,11 +360,12 @@ async fn read_complete(
                     *out.status_mut() = head.status;
                     *out.headers_mut() = headers::client_response(&head.headers, false);
                     out.headers_mut().remove(header::CONTENT_LENGTH);
-                    if t.seam.is_some() {
+                    if let Some(seam) = t.seam {
                         out.headers_mut().insert(
                             header::CONTENT_TYPE,
                             HeaderValue::from_static("application/json"),
                         );
+                        seam.warn_client(out.headers_mut());
                     }
                     return AttemptResult::Complete(out);
                 }

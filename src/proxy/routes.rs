@@ -291,6 +291,7 @@ fn translate_list_credential(h: &mut http::HeaderMap, upstream: Dialect) {
         upstream,
         context: crate::translate::ResponseContext::default(),
         adjusted: Vec::new(),
+        downgrades: Vec::new(),
     };
     let native = match upstream {
         Dialect::Anthropic => h.contains_key("anthropic-version"),

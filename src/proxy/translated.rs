@@ -2,7 +2,8 @@
 //! translation, the upstream request for them, and their answer on its way back.
 //!
 //! `dispatch` calls [`prepare`] before admitting a candidate (an untranslatable request is
-//! decided before anything is sent and never becomes an attempt); `attempt.rs` sends the
+//! decided before anything is sent and never becomes an attempt), but never for a candidate
+//! whose admission queue is already full (`max_queue_depth`); `attempt.rs` sends the
 //! prepared body to [`Seam::path`], translates a non-2xx body with [`Seam::error_body`]
 //! *after* it was classified by the provider's own rules, a complete 2xx body with
 //! [`Seam::complete_body`], and wraps a stream in [`UpstreamBody`] so the hold, the guards
@@ -20,6 +21,7 @@ use super::body::{rewrite_model, splice_model};
 use super::dialect::ProxyError;
 use super::routes::{Route, RouteKind};
 use crate::config::{Dialect, ModelOptions, Provider};
+use crate::metrics::BodyRewrite;
 use crate::translate::{
     self, ClientFormat, ResponseContext, StreamTranslator, TargetOptions, TranslateError,
 };
@@ -95,9 +97,26 @@ pub struct Seam {
     /// What translation changed in what this target is asked (see
     /// [`crate::translate::TranslatedRequest::adjusted`]).
     pub adjusted: Vec<String>,
+    /// What the client asked for that is served otherwise (see
+    /// [`crate::translate::TranslatedRequest::downgrades`]); each becomes one
+    /// [`WARNING_HEADER`] on the client's response.
+    pub downgrades: Vec<String>,
 }
 
+/// The response header that tells the client what a translated request did not honour,
+/// e.g. `x-sluice-warning: background ignored: served synchronously`; one per downgrade.
+pub const WARNING_HEADER: &str = "x-sluice-warning";
+
 impl Seam {
+    /// Adds one [`WARNING_HEADER`] per downgrade to the client's response headers `h`.
+    pub fn warn_client(&self, h: &mut HeaderMap) {
+        for d in &self.downgrades {
+            if let Ok(v) = HeaderValue::from_str(d) {
+                h.append(HeaderName::from_static(WARNING_HEADER), v);
+            }
+        }
+    }
+
     /// The upstream route path for this dialect.
     pub fn path(&self) -> &'static str {
         match self.upstream {
@@ -178,6 +197,8 @@ pub struct Prepared {
     pub body: Bytes,
     /// Set when the target speaks another format than the client.
     pub seam: Option<Seam>,
+    /// What was done to the client's body to make `body`; `None` when it is sent as is.
+    pub rewrite: Option<BodyRewrite>,
 }
 
 /// The body for `model` on `p`: the client's body (its `model` rewritten when `rewrite`), or
@@ -210,6 +231,9 @@ pub fn prepare(
     for w in &t.warnings {
         tracing::debug!(provider = %p.id, "translation: {w}");
     }
+    for d in &t.downgrades {
+        tracing::warn!(provider = %p.id, model, "translation: {d}");
+    }
     let mut context = t.context;
     context.created = created;
     Ok(Prepared {
@@ -218,7 +242,9 @@ pub fn prepare(
             upstream,
             context,
             adjusted: t.adjusted,
+            downgrades: t.downgrades,
         }),
+        rewrite: Some(BodyRewrite::Translate),
     })
 }
 
@@ -236,6 +262,10 @@ fn native(
         (ClientFormat::Anthropic, Dialect::Anthropic) => translate::strip_unsigned_thinking(body),
         _ => None,
     };
+    let rewrite = match (&edit, &stripped) {
+        (ModelEdit::Keep, None) => None,
+        _ => Some(BodyRewrite::Rewrite),
+    };
     let body = match (edit, stripped) {
         (ModelEdit::Keep, None) => body.clone(),
         (ModelEdit::Keep, Some(s)) => s,
@@ -248,7 +278,11 @@ fn native(
         // The span was found in the body before stripping: rewrite the stripped one whole.
         (ModelEdit::Rewrite { .. }, Some(s)) => rewrite_model(&s, model)?,
     };
-    Ok(Prepared { body, seam: None })
+    Ok(Prepared {
+        body,
+        seam: None,
+        rewrite,
+    })
 }
 
 /// What a native (untranslated) body's `model` gets.

@@ -109,4 +109,8 @@ pub struct TranslatedRequest {
     /// Changes that alter what the upstream is asked, one line each, e.g.
     /// `max_tokens 128000 → 32768 (max_output_tokens)`; shown in the request's details.
     pub adjusted: Vec<String>,
+    /// What the client asked for that is not honoured although the request is served, one
+    /// line each, e.g. `background ignored: served synchronously`; told to the client in an
+    /// `x-sluice-warning` response header and logged as a warning.
+    pub downgrades: Vec<String>,
 }

@@ -422,6 +422,80 @@ async fn saturation_is_not_failure_queue_full_leaves_connection_active_and_break
     assert_no_penalty(&s);
 }
 
+/// `sluice_body_rewrites_total{kind}`: bodies sluice translated (`translate`) or rewrote
+/// (`rewrite`) for an upstream so far.
+fn body_rewrites(s: &Sluice, kind: &str) -> u64 {
+    let text = s.core().metrics().render(&s.snapshot());
+    let prefix = format!("sluice_body_rewrites_total{{kind=\"{kind}\"}} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {prefix}in /metrics:\n{text}"))
+}
+
+#[tokio::test]
+async fn a_full_queue_refuses_a_translated_request_before_translating_it() {
+    // An Anthropic client routed to an `openai` provider: every body sent is a translation.
+    // The upstream holds each request for an hour and max_wait is an hour, so the running
+    // request and the queued one stay put for the whole test: nothing here depends on timing.
+    let mock = MockUpstream::start().await;
+    mock.on("/v1/chat/completions")
+        .reply(Reply::json(200, chat_completion("m", "done")).delay(Duration::from_secs(3600)));
+    let cfg = config(
+        &mock,
+        "openai",
+        "max_concurrent = 1",
+        "[resilience.queue]\nmax_queue_depth = 1\nmax_wait = \"1h\"",
+    );
+    let s = Sluice::start(&cfg, ENV).await;
+    assert_eq!(body_rewrites(&s, "translate"), 0);
+
+    let running = spawn_messages(&s, "m");
+    mock.wait_for(1).await;
+    let queued = spawn_messages(&s, "m");
+    wait_gate(&s, "connection", None, 1, 1, Duration::from_secs(5)).await;
+    assert_eq!(
+        body_rewrites(&s, "translate"),
+        2,
+        "the running request and the queued one were translated"
+    );
+
+    let mut body = anthropic_body("m");
+    body["messages"][0]["content"] = json!("refused-before-translation");
+    let refused = client::post_json(&s.url("/v1/messages"), &body, &[AV]).await;
+    assert_admission_429(&refused, true, "RATE_LIMIT_QUEUE_FULL", "queue_full");
+    assert!(
+        retry_after(&refused) <= 3600,
+        "at most the queue wait left: {:?}",
+        refused.header("retry-after")
+    );
+    assert_eq!(
+        (body_rewrites(&s, "translate"), body_rewrites(&s, "rewrite")),
+        (2, 0),
+        "the refused request was neither translated nor rewritten"
+    );
+    assert_eq!(mock.count(), 1, "only the running request reached upstream");
+    assert!(
+        mock.requests()
+            .iter()
+            .all(|r| !String::from_utf8_lossy(&r.body).contains("refused-before-translation")),
+        "the upstream never saw the refused request"
+    );
+    let g = gate(&s, "connection", None).await;
+    assert_eq!(
+        (
+            g["in_flight"].as_u64(),
+            g["queued"].as_u64(),
+            g["rejections"].as_u64()
+        ),
+        (Some(1), Some(1), Some(1)),
+        "{g:#}"
+    );
+    assert_no_penalty(&s);
+    running.abort();
+    queued.abort();
+}
+
 #[tokio::test]
 async fn queued_client_that_disconnects_leaves_the_queue_at_once() {
     // §5: a client that disconnects while queued leaves the queue at once and never reaches

@@ -2,7 +2,8 @@
 //! only the other dialect (chat-only or Anthropic-only), tool-call round trips, fallback
 //! from an Anthropic target to a translated OpenAI one, translated upstream errors (status,
 //! `retry-after`, cooldown), a stream cut mid-tool-call, untranslatable requests (400, no
-//! upstream traffic, no penalty), and count_tokens answered locally.
+//! upstream traffic, no penalty), a `background` request served synchronously with a warning,
+//! and count_tokens answered locally.
 
 use std::time::Duration;
 
@@ -292,6 +293,45 @@ async fn responses_pass_through_to_openai_unless_the_provider_is_chat_only() {
     let up = oa.requests_to("/v1/chat/completions");
     assert_eq!(up.len(), 1);
     assert_eq!(up[0].json()["model"], "llama");
+}
+
+/// `background: true` is served synchronously when translated, and the client is told in
+/// `x-sluice-warning`; a Responses provider gets the body as the client sent it.
+#[tokio::test]
+async fn a_background_responses_request_is_served_synchronously_with_a_warning() {
+    let an = MockUpstream::start().await;
+    an.speak_only_anthropic();
+    let oa = MockUpstream::start().await;
+    let cfg = TWO
+        .replace("{AN}", &an.base_url())
+        .replace("{OA}", &oa.base_url());
+    let s = Sluice::start(&cfg, &[]).await;
+
+    let body = json!({"model": "claude", "input": "hi", "background": true, "store": false});
+    let r = client::post_json(&s.url("/v1/responses"), &body, &[BEARER]).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(
+        r.header("x-sluice-warning"),
+        Some("background ignored: served synchronously")
+    );
+    let v = r.json();
+    assert_eq!(v["object"], "response", "{v}");
+    assert_eq!(v["status"], "completed", "{v}");
+    let up = an.single();
+    assert_eq!(up.path, "/v1/messages");
+    assert!(up.json().get("background").is_none(), "{}", up.json());
+
+    let body = json!({"model": "gpt", "input": "hi", "background": true});
+    let r = client::post_json(&s.url("/v1/responses"), &body, &[BEARER]).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(
+        r.header("x-sluice-warning"),
+        None,
+        "passed through, not downgraded"
+    );
+    let up = oa.single();
+    assert_eq!(up.path, "/v1/responses");
+    assert_eq!(up.json()["background"], true, "forwarded unchanged");
 }
 
 #[tokio::test]

@@ -617,6 +617,7 @@ impl Validator<'_, '_> {
                 targets,
                 hold_until_reset: rc.hold_until_reset.unwrap_or(false),
                 max_hold,
+                cooldown_wait: rc.cooldown_wait.unwrap_or(true),
             });
         }
         out

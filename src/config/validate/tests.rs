@@ -188,6 +188,24 @@ fn continue_after_break_is_off_by_default_and_must_be_a_bool() {
 }
 
 #[test]
+fn combo_cooldown_wait_defaults_to_true_and_must_be_a_bool() {
+    let base = "[[providers]]\nid = \"p\"\ndialect = \"anthropic\"\nbase_url = \"http://127.0.0.1:1\"\n  [[providers.connections]]\n  id = \"c\"\n  auth = \"passthrough\"\n";
+    let env = LoadEnv::fixed(&[], "/tmp");
+    let load = |combo: &str| {
+        from_str(
+            &format!("{base}[[combos]]\nname = \"m\"\ntargets = [\"p/x\"]\n{combo}"),
+            Path::new("t.toml"),
+            &env,
+        )
+    };
+    let wait = |c: &Config| c.combo("m").map(|c| c.cooldown_wait);
+    assert_eq!(wait(&load("").unwrap()), Some(true));
+    assert_eq!(wait(&load("cooldown_wait = false\n").unwrap()), Some(false));
+    let err = load("cooldown_wait = \"no\"\n").unwrap_err().to_string();
+    assert!(err.contains("cooldown_wait"), "{err}");
+}
+
+#[test]
 fn quota_preflight_is_off_by_default_and_its_thresholds_are_checked() {
     let base = "[[providers]]\nid = \"p\"\ndialect = \"anthropic\"\nbase_url = \"http://127.0.0.1:1\"\n  [[providers.connections]]\n  id = \"c\"\n  auth = \"passthrough\"\n";
     let env = LoadEnv::fixed(&[], "/tmp");

@@ -407,6 +407,66 @@ async fn try_acquire_books_nothing_when_it_fails() {
     assert_eq!(conn_view(&g).in_flight, 0);
 }
 
+/// A candidate for `model` on connection `connection` of provider 0, in `g`'s layout.
+fn cand(g: &Gates, connection: usize, model: &str) -> crate::policy::select::Candidate {
+    crate::policy::select::Candidate {
+        provider: 0,
+        connection,
+        model: model.to_owned(),
+        rewrite: false,
+        target: 0,
+        layout: g.inner.layout().generation,
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn queue_full_for_is_true_only_when_an_arrival_would_be_refused_and_books_nothing() {
+    let (g, q) = a21(1);
+    let c = cand(&g, 0, "m");
+    assert!(!g.queue_full_for(&c, &q), "a free permit");
+    let _held = g.acquire(0, 0, "m", &q).await.unwrap();
+    let (tx, _rx) = mpsc::unbounded_channel();
+    for tag in 1..=2 {
+        spawn_acquire(&g, &q, "m", tag, &tx);
+        settle().await;
+        assert!(!g.queue_full_for(&c, &q), "{tag} waiting of 3: room left");
+    }
+    spawn_acquire(&g, &q, "m", 3, &tx);
+    settle().await;
+    assert!(g.queue_full_for(&c, &q), "3 waiting of 3: full");
+    assert!(g.queue_full_for(&c, &q), "asking again changes nothing");
+    let v = conn_view(&g);
+    assert_eq!(
+        (v.in_flight, v.queued, v.admitted, v.rejections),
+        (1, 3, 1, 0),
+        "the question books nothing"
+    );
+    assert!(
+        !g.queue_full_for(&cand(&g, 1, "m"), &q),
+        "an uncapped connection is never full"
+    );
+    // An arrival now is refused, as it said; that refusal is counted.
+    let e = g.acquire(0, 0, "m", &q).await.unwrap_err();
+    assert_eq!(e.code, AdmissionCode::QueueFull);
+    assert_eq!(conn_view(&g).rejections, 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn queue_full_for_follows_the_connection_enforcement() {
+    for (conn, refuses) in [
+        ("max_concurrent = 1", false),
+        ("max_concurrent = 1\n concurrency_fail_open = false", true),
+    ] {
+        let (g, q) = setup("oauth", conn, "max_wait = \"5s\"\nmax_queue_depth = 1");
+        let (tx, _rx) = mpsc::unbounded_channel();
+        let _held = g.acquire(0, 0, "m", &q).await.unwrap();
+        spawn_acquire(&g, &q, "m", 1, &tx);
+        settle().await;
+        // Fail-open proceeds without a permit (not refused); strict refuses.
+        assert_eq!(g.queue_full_for(&cand(&g, 0, "m"), &q), refuses, "{conn}");
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn views_serialize_in_snake_case() {
     let (g, q) = a21(2);

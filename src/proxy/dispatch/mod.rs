@@ -110,7 +110,8 @@ pub async fn run_candidates(
         deadline: None,
     };
     let settings = state.core.settings_snapshot();
-    let mut waits = CooldownWait::new(settings.combo_cooldown_wait);
+    let combo = cfg.combo(&req.probe.model);
+    let mut waits = CooldownWait::new(wait::settings_for(settings.combo_cooldown_wait, combo));
     let mut hold_for = hold_limit(cfg, req, &settings.queue);
     let client = wait::client_timeout(&req.parts.headers);
     let started = state.core.clock().now();
@@ -199,6 +200,9 @@ enum Tried {
     Served(Outcome),
     /// Its gates are full: maybe queue on it later.
     Saturated(usize),
+    /// Its queue is full: its body was not prepared; asked again only when no candidate
+    /// served and none with room is left to queue on.
+    Full(usize),
     /// Go on with the next candidate.
     Next,
     /// End the request with this error.
@@ -262,6 +266,7 @@ impl Dispatch<'_> {
             match self.try_candidate(step, ramp, &gates, &queue).await? {
                 Tried::Served(o) => return Ok(Some(o)),
                 Tried::Saturated(i) => cursor.saturated(i),
+                Tried::Full(i) => cursor.full(i),
                 Tried::Next => {}
                 Tried::Fatal(e) => return Err(e),
             }
@@ -280,13 +285,24 @@ impl Dispatch<'_> {
         let Some(cand) = self.candidates.get(step.index).cloned() else {
             return Ok(Tried::Next);
         };
+        // A full queue refuses a new arrival before any body work: its body is neither
+        // rewritten nor translated unless it is queued on later and gets a permit.
+        let exempt = self.route.kind.admission_exempt();
+        let full = step.permit.is_none() && !exempt && gates.queue_full_for(&cand, queue);
         // Translation is decided before admission: a refusal is no attempt and no failure.
-        let prepared = match self.prepare(&cand) {
-            Ok(p) => p,
-            Err(e @ ProxyError::Untranslatable(_)) => return Ok(self.refuse(&cand, e)),
-            Err(e) => return Err(e),
+        let prepared = if full {
+            None
+        } else {
+            match self.prepare(&cand) {
+                Ok(p) => Some(p),
+                Err(e @ ProxyError::Untranslatable(_)) => return Ok(self.refuse(&cand, e)),
+                Err(e) => return Err(e),
+            }
         };
-        if self.route.kind == RouteKind::CountTokens && prepared.seam.is_some() {
+        if let Some(p) = &prepared
+            && self.route.kind == RouteKind::CountTokens
+            && p.seam.is_some()
+        {
             return Ok(Tried::Served(local_count(&self.req.body)));
         }
         let core = &self.state.core;
@@ -312,10 +328,16 @@ impl Dispatch<'_> {
                 return Ok(Tried::Next);
             }
         };
+        // Past the other layers (a cooling candidate is excluded, not queued on), a full
+        // queue is remembered for the end of the pass.
+        let Some(prepared) = prepared else {
+            core.release(ticket);
+            return Ok(Tried::Full(step.index));
+        };
         // Token counts and model lists never take slots meant for generations (case A23).
         let permit = match step.permit {
             Some(p) => Some(p),
-            None if self.route.kind.admission_exempt() => None,
+            None if exempt => None,
             None => match gates.try_acquire_for(&cand, queue) {
                 Some(p) => Some(p),
                 None => return Ok(Tried::Saturated(step.index)),
@@ -327,7 +349,8 @@ impl Dispatch<'_> {
     }
 
     /// The body for `cand` (cached per provider and model): rewritten, or translated when
-    /// its provider speaks another format than the client.
+    /// its provider speaks another format than the client. Each rewrite or translation made
+    /// is counted (`sluice_body_rewrites_total`).
     fn prepare(&mut self, cand: &Candidate) -> Result<Prepared, ProxyError> {
         if let Some((p, m, b)) = &self.prepared
             && *p == cand.provider
@@ -350,6 +373,9 @@ impl Dispatch<'_> {
             self.req.probe.model_at.clone(),
             created,
         )?;
+        if let Some(kind) = b.rewrite {
+            self.state.core.metrics().observe_body_rewrite(kind);
+        }
         self.prepared = Some((cand.provider, cand.model.clone(), b.clone()));
         Ok(b)
     }

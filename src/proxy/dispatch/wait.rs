@@ -2,13 +2,14 @@
 //! cooldowns or model lockouts, wait for the earliest to end and dispatch again — within the
 //! `[resilience.combo_cooldown_wait]` limits, and never for an open breaker, a quota wait, a
 //! terminal state, or a cooldown or lockout caused by an auth or not-found failure (those do
-//! not heal by waiting). [`hold`] is the opt-in longer wait of a combo with
-//! `hold_until_reset`: until the earliest quota reset.
+//! not heal by waiting). A combo with `cooldown_wait = false` opts out of it ([`settings_for`]).
+//! [`hold`] is the opt-in longer wait of a combo with `hold_until_reset`: until the earliest
+//! quota reset.
 
 use std::time::Duration;
 
 use crate::clock::{Clock, Instant};
-use crate::config::ComboCooldownWait;
+use crate::config::{Combo, ComboCooldownWait};
 use crate::policy::select::Exclusion;
 
 /// A wait decided on.
@@ -20,6 +21,16 @@ pub struct Wait {
     pub target: String,
     /// Its exclusion reason (`connection_cooldown` or `model_lockout`), or `quota_hold`.
     pub reason: &'static str,
+}
+
+/// The cooldown-wait settings of a request for `combo` (`None`: not a combo): the global
+/// `[resilience.combo_cooldown_wait]`, switched off for a combo with `cooldown_wait = false`,
+/// which then gets the immediate answer as if the wait were off everywhere.
+pub fn settings_for(global: ComboCooldownWait, combo: Option<&Combo>) -> ComboCooldownWait {
+    ComboCooldownWait {
+        enabled: global.enabled && combo.is_none_or(|c| c.cooldown_wait),
+        ..global
+    }
 }
 
 /// The wait budget of one request.
@@ -170,6 +181,34 @@ mod tests {
         assert_eq!(
             got.map(|w| (w.delay.as_secs(), w.reason)),
             Some((10, "model_lockout"))
+        );
+    }
+
+    #[test]
+    fn a_combo_with_cooldown_wait_false_never_waits() {
+        let combo = |cooldown_wait| Combo {
+            name: "c".into(),
+            strategy: crate::config::Strategy::Priority,
+            targets: Vec::new(),
+            hold_until_reset: false,
+            max_hold: crate::config::DEFAULT_MAX_HOLD,
+            cooldown_wait,
+        };
+        let cooling = || [ex(ExclusionReason::ConnectionCooldown, 10, "rate_limited")];
+        let (opted_out, default) = (combo(false), combo(true));
+        let mut w = CooldownWait::new(settings_for(settings(), Some(&opted_out)));
+        assert_eq!(w.next(&cooling()), None, "opted out: answered at once");
+        for c in [Some(&default), None] {
+            let mut w = CooldownWait::new(settings_for(settings(), c));
+            assert!(w.next(&cooling()).is_some(), "waits by default");
+        }
+        let off = ComboCooldownWait {
+            enabled: false,
+            ..settings()
+        };
+        assert!(
+            !settings_for(off, Some(&default)).enabled,
+            "a combo cannot turn on a wait that is off"
         );
     }
 

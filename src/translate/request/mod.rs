@@ -26,6 +26,8 @@ pub struct Draft {
     pub warnings: Vec<String>,
     /// Changes to what the upstream is asked (see [`TranslatedRequest::adjusted`]).
     pub adjusted: Vec<String>,
+    /// What is served otherwise than asked (see [`TranslatedRequest::downgrades`]).
+    pub downgrades: Vec<String>,
 }
 
 impl Draft {
@@ -74,6 +76,7 @@ pub fn finish(
         stream,
         warnings: draft.warnings,
         adjusted: draft.adjusted,
+        downgrades: draft.downgrades,
     })
 }
 

@@ -54,11 +54,16 @@ pub fn translate(v: Obj, opts: &TargetOptions) -> Result<Draft, TranslateError> 
     to_anthropic(v, opts, true)
 }
 
+/// What a `background: true` request gets instead: sluice keeps no responses to poll, so it
+/// answers the request as it would without the flag.
+pub const BACKGROUND_IGNORED: &str = "background ignored: served synchronously";
+
 /// Translates the parsed Responses body into an Anthropic body; `require_max` fills
 /// `max_tokens` from the options (or [`DEFAULT_MAX_TOKENS`]) when the client gave none.
+/// `background: true` is served synchronously, recorded in [`Draft::downgrades`].
 ///
 /// # Errors
-/// `previous_response_id` / `conversation` (server-side state), `background`, structured
+/// `previous_response_id` / `conversation` (server-side state), structured
 /// `text.format` other than `json_schema`, a forced built-in tool, input items other than messages,
 /// function calls, their outputs and reasoning, `arguments` that are not a JSON object, and a
 /// `function_call_output` whose `call_id` no earlier call produced.
@@ -71,6 +76,9 @@ pub fn to_anthropic(
     d.context.client_model = client_model(&v);
     let v = Value::Object(v);
     refuse(&v)?;
+    if v.get("background") == Some(&Value::Bool(true)) {
+        d.downgrades.push(BACKGROUND_IGNORED.into());
+    }
     let mut turns = Turns::default();
     if let Some(t) = s(&v, "instructions").filter(|t| !t.is_empty()) {
         turns.system.push(t.to_string());
@@ -111,12 +119,6 @@ fn refuse(v: &Value) -> Result<(), TranslateError> {
                 "sluice does not store responses; send the whole conversation in 'input' (store=false)",
             ));
         }
-    }
-    if v.get("background") == Some(&Value::Bool(true)) {
-        return Err(TranslateError::unsupported(
-            "background",
-            "background responses need server-side state",
-        ));
     }
     if let Some(f) = v
         .get("text")

@@ -24,5 +24,6 @@ pub fn translate(v: Obj, opts: &TargetOptions) -> Result<Draft, TranslateError> 
     let mut warnings = mid.warnings;
     warnings.append(&mut out.warnings);
     out.warnings = warnings;
+    out.downgrades = mid.downgrades;
     Ok(out)
 }

@@ -75,6 +75,9 @@ fn request_rows_translate_as_golden() {
                     if !t.warnings.is_empty() {
                         out["warnings"] = json!(t.warnings);
                     }
+                    if !t.downgrades.is_empty() {
+                        out["downgrades"] = json!(t.downgrades);
+                    }
                     out
                 }
                 Err(e) => {

@@ -146,6 +146,75 @@ async fn cooldown_aware_wait_disabled_answers_429_at_once() {
     assert_eq!(mock.count(), 1);
 }
 
+/// Two combos over one connection that a 429 cooled for 30 s on the manual clock: `patient`
+/// (the default) waits for the cooldown, `impatient` (`cooldown_wait = false`) answers at once.
+/// The waiting request is a stream, so its heartbeats show it is waiting before the clock moves.
+#[tokio::test]
+async fn a_combo_with_cooldown_wait_false_answers_at_once_while_another_waits() {
+    let d = D::Anthropic;
+    let mock = MockUpstream::start().await;
+    mock.on(d.path()).times(1).reply(
+        d.error(429, "rate_limit_error", "slow down")
+            .header("retry-after", "30"),
+    );
+    let combos = "[[combos]]\nname = \"patient\"\ntargets = [\"p/claude-x\"]\n\n[[combos]]\nname = \"impatient\"\ncooldown_wait = false\ntargets = [\"p/claude-x\"]\n";
+    let cfg = Cfg::new(d, 1)
+        .tail("[resilience.stream]\nheartbeat_interval = \"50ms\"")
+        .tail(combos)
+        .build(&mock);
+    let (s, clock) = Sluice::start_manual(&cfg, ENV).await;
+    expect_status(
+        &d.send(&s, "impatient", &[]).await,
+        429,
+        "the 429 passes through",
+    );
+    assert_eq!(conn_state(&s, "p", "k1").await["status"], "cooling");
+
+    let r = d.send(&s, "impatient", &[]).await;
+    expect_status(&r, 429, "opted out of the wait");
+    assert_eq!(r.json()["sluice"]["code"], "rate_limit_error");
+    assert_eq!(retry_after(&r), Some(30), "the cooldown's remaining time");
+    assert_eq!(mock.count(), 1);
+
+    let mut st = client::open_json(&s.url(d.path()), &d.body("patient", true), &[AV]).await;
+    assert_eq!(
+        st.status, 200,
+        "the head goes out at the heartbeat interval"
+    );
+    st.read_until(Duration::from_secs(5), |b| {
+        String::from_utf8_lossy(b).matches("event: ping").count() >= 2
+    })
+    .await;
+    assert_eq!(mock.count(), 1, "nothing sent while waiting");
+    clock.advance(Duration::from_secs(30));
+    let (got, clean) = st.read_to_end(Duration::from_secs(5)).await;
+    assert!(clean);
+    assert_eq!(
+        String::from_utf8_lossy(&got)
+            .matches("event: message_start")
+            .count(),
+        1
+    );
+    assert_eq!(mock.count(), 2, "sent once the cooldown ended");
+
+    let snap = s.wait_requests(3).await;
+    let waits = |model: &str| -> Vec<String> {
+        snap.recent
+            .iter()
+            .filter(|v| v.client_model == model)
+            .flat_map(|v| v.waits.iter().map(|w| w.reason.clone()))
+            .collect()
+    };
+    assert_eq!(
+        waits("patient"),
+        ["connection_cooldown"],
+        "{:#?}",
+        snap.recent
+    );
+    assert!(waits("impatient").is_empty(), "{:#?}", snap.recent);
+    s.stop().await;
+}
+
 #[tokio::test]
 async fn a24_anthropic_beta_is_forwarded_byte_exact() {
     let mock = MockUpstream::start().await;
