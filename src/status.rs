@@ -212,7 +212,10 @@ fn queues(o: &mut String, snap: &Snapshot) {
         "gate", "connection", "model", "in-flight", "queued", "oldest", "timeouts", "rejections"
     );
     for q in &snap.queues {
-        let cap = q.cap.map_or("-".to_string(), |c| c.to_string());
+        let cap = q
+            .effective_cap
+            .or(q.cap)
+            .map_or("-".to_string(), |c| c.to_string());
         let depth = match q.max_queue_depth {
             0 => "-".to_string(),
             d => d.to_string(),

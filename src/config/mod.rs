@@ -293,6 +293,10 @@ pub struct Connection {
     pub low_priority_mode: bool,
     /// Anthropic subscription session-limit reset on the 5-hour wall (§2e). Default false.
     pub auto_limit_reset: bool,
+    /// The subscription account's organization UUID (lowercase), the `{org_uuid}` of the
+    /// session-limit reset request (§2e). Required when `auto_limit_reset` is on; `None`
+    /// when unset.
+    pub org_uuid: Option<String>,
     /// Cooldown of a rate-limited 429 without a retry hint on this connection, 1s–6h;
     /// wins over the provider's and `[resilience.connection_cooldown]`'s value. `None`
     /// (default) = inherit.

@@ -167,6 +167,7 @@ pub struct RawConnection {
     pub concurrency_fail_open: Option<bool>,
     pub low_priority_mode: Option<bool>,
     pub auto_limit_reset: Option<bool>,
+    pub org_uuid: Option<String>,
     pub egress: Option<String>,
     pub queue: Option<RawConnectionQueue>,
     pub rate_limit_cooldown: Option<String>,
@@ -319,6 +320,7 @@ pub struct RawQueue {
     pub execution_max_wait: Option<String>,
     pub max_queue_depth: Option<i64>,
     pub auto_enable_api_key_connections: Option<bool>,
+    pub protection_default_cap: Option<i64>,
 }
 
 /// `[resilience.stream]` (§6)

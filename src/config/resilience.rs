@@ -284,6 +284,9 @@ pub struct QueueSettings {
     pub max_queue_depth: u32,
     /// Queue every api_key connection. Default true.
     pub auto_enable_api_key_connections: bool,
+    /// Effective cap of a protected connection without `max_concurrent`, until a
+    /// concurrency-limit 429 teaches a lower one; 1–100000. Default 8.
+    pub protection_default_cap: u32,
 }
 
 /// §6 stream guard settings.

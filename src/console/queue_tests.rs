@@ -74,6 +74,44 @@ fn queues_drop_columns_when_narrow_and_say_when_empty() {
 }
 
 #[test]
+fn a_protection_cap_shows_its_effective_value_and_source() {
+    use crate::policy::admission::CapSource;
+    let theme = Theme::default();
+    let mut snap = snapshot();
+    // A protected connection without max_concurrent: no configured cap; 3 learned from
+    // concurrency-limit 429s, 2 of them in use, one request waiting. Another at the default.
+    let mut learned = gate("anthropic", "auto", None, (2, 0), (1, 8), 40);
+    (learned.cap, learned.effective_cap) = (None, Some(3));
+    learned.cap_source = CapSource::Learned;
+    let mut default = gate("anthropic", "spare", None, (0, 0), (0, 0), 0);
+    (default.cap, default.effective_cap) = (None, Some(8));
+    default.cap_source = CapSource::Default;
+    snap.queues.extend([learned, default]);
+    let app = App::new(Arc::new(snap));
+    let buf = paint(100, 8, |f| queues::render(f, f.area(), &app, &theme, false));
+    let header = line_with(&buf, "in-flight");
+    assert!(header.contains("cap"), "{header}");
+    let auto = line_with(&buf, "auto ");
+    assert!(
+        auto.contains("2/3") && auto.contains("learned") && !auto.contains("2/∞"),
+        "{auto}"
+    );
+    let (x, y) = find(&buf, "learned").unwrap();
+    assert_eq!(Some(buf[(x, y)].fg), theme.style(Role::Cooling).fg);
+    let spare = line_with(&buf, "spare ");
+    assert!(
+        spare.contains("0/8") && spare.contains("default"),
+        "{spare}"
+    );
+    let main = line_with(&buf, "main ");
+    assert!(main.contains("4/4") && main.contains("config"), "{main}");
+    // Narrow: the source column goes first, the in-flight / cap stays.
+    let narrow = paint(50, 8, |f| queues::render(f, f.area(), &app, &theme, false));
+    let auto = line_with(&narrow, "auto ");
+    assert!(auto.contains("2/3") && !auto.contains("learned"), "{auto}");
+}
+
+#[test]
 fn unlimited_depth_is_never_full() {
     let g = gate("p", "c", None, (1, 1), (50, 0), 10);
     assert!(!queues::queue_full(&g));

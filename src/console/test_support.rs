@@ -267,6 +267,8 @@ pub(super) fn gate(
         model: model.map(Into::into),
         in_flight,
         cap: Some(cap),
+        effective_cap: Some(cap),
+        cap_source: crate::policy::admission::CapSource::Config,
         queued,
         max_queue_depth: depth,
         enforcement: Enforcement::RateLimitQueue,

@@ -23,6 +23,11 @@
 //!   bundle whose `Drop` releases every permit exactly once and wakes the next waiter(s).
 //! - **Fast path**: a connection/model with no cap has no gate; such a request is admitted
 //!   without taking the lock or keeping any bookkeeping.
+//! - **Protection caps**: a rate-limit-protected connection without `max_concurrent` has a
+//!   connection gate at its [`AutoCap`] (`protection_default_cap`, or a cap learned from
+//!   concurrency-limit 429s). [`Gates::observe_outcome`] feeds it every reported outcome of
+//!   the connection; a lowered cap holds new arrivals back at once (nothing in flight is
+//!   cut), a raised one grants waiters at once.
 //!
 //! `execution_max_wait` is *not* enforced here: the request path bounds its upstream call with
 //! [`Gates::execution_budget`] (pure [`execution_deadline`]).
@@ -46,10 +51,11 @@ use tokio::sync::oneshot;
 
 use crate::clock::{Clock, Instant};
 use crate::config::{Config, Profile, QueueSettings};
+use crate::policy::OutcomeClass;
 use crate::policy::admission::{
-    AdmissionCode, Decision, Enforcement, GateKind, GateState, QueueOverride, QueuePolicy,
-    RequestId, Waiter, apply, clamp_depth, clamp_duration, decide, decide_queued,
-    execution_deadline, leave, protection_enabled, release,
+    AdmissionCode, AutoCap, CapSource, Decision, Enforcement, GateKind, GateState, QueueOverride,
+    QueuePolicy, RequestId, Waiter, apply, clamp_depth, clamp_duration, decide, decide_queued,
+    effective_cap, execution_deadline, leave, protection_enabled, release,
 };
 use crate::policy::cooldown::deadline_after;
 
@@ -90,7 +96,9 @@ struct ConnLayout {
     id: String,
     rate_limit_protection: Option<bool>,
     concurrency_fail_open: bool,
-    /// `max_concurrent` is set.
+    /// Behind the §5 queue under the config's `auto_enable_api_key_connections`.
+    protected: bool,
+    /// `max_concurrent` is set, or the connection is protected (its [`AutoCap`]).
     capped: bool,
     /// Upstream model ids with a `model_concurrency` entry.
     model_caps: BTreeSet<String>,
@@ -117,6 +125,9 @@ struct ProviderState {
 
 struct ConnState {
     gate: Option<GateState>,
+    /// The effective cap of a protected connection without `max_concurrent` (its `gate`
+    /// carries `cap()`); `None` otherwise.
+    auto: Option<AutoCap>,
     models: BTreeMap<String, GateState>,
     /// Queued requests of this connection, by id (= arrival order).
     waiting: BTreeMap<RequestId, Slot>,
@@ -237,6 +248,13 @@ pub struct GateView {
     pub in_flight: u32,
     /// The cap (`max_concurrent` or the `model_concurrency` entry).
     pub cap: Option<u32>,
+    /// The cap in force: `cap` when one is configured; for a rate-limit-protected
+    /// connection without `max_concurrent`, its learned or default protection cap.
+    #[serde(default)]
+    pub effective_cap: Option<u32>,
+    /// Where `effective_cap` comes from: `config`, `learned` or `default`.
+    #[serde(default)]
+    pub cap_source: CapSource,
     /// Requests waiting on this gate now.
     pub queued: usize,
     /// Queue depth limit in force for the connection (0 = unlimited).
@@ -517,13 +535,16 @@ impl Gates {
                 let models = cs.models.iter().map(|(m, g)| (Some(m), g));
                 for (model, g) in cs.gate.iter().map(|g| (None, g)).chain(models) {
                     let oldest = g.oldest_wait(now).unwrap_or(Duration::ZERO);
+                    let auto = cs.auto.as_ref().filter(|_| model.is_none());
                     out.push(GateView {
                         kind: g.kind,
                         provider: pl.id.clone(),
                         connection: cl.id.clone(),
                         model: model.cloned(),
                         in_flight: g.in_flight,
-                        cap: g.cap,
+                        cap: if auto.is_some() { None } else { g.cap },
+                        effective_cap: g.cap,
+                        cap_source: auto.map_or(CapSource::Config, AutoCap::source),
                         queued: g.depth(),
                         max_queue_depth: cs.policy.max_queue_depth,
                         enforcement: cs.policy.enforcement,
@@ -537,6 +558,80 @@ impl Gates {
             }
         }
         out
+    }
+
+    /// Feeds one reported outcome of connection `connection` of provider `provider` (indices
+    /// of layout generation `layout`) to its [`AutoCap`], when it is protected without a
+    /// `max_concurrent` of its own. A concurrency-limit 429 is weighed against the permits of
+    /// the connection gate in flight now (the reporting attempt still holds its own); a
+    /// success may raise a learned cap, unless `headroom_low` (the connection's requests
+    /// window is nearly empty). Other outcomes, other connections: nothing. A lowered cap
+    /// stops new admissions at once and cuts nothing in flight; a raised one grants waiters.
+    pub fn observe_outcome(
+        &self,
+        layout: u64,
+        provider: usize,
+        connection: usize,
+        class: OutcomeClass,
+        headroom_low: bool,
+    ) {
+        if !matches!(
+            class,
+            OutcomeClass::Success | OutcomeClass::ConcurrencyLimited
+        ) {
+            return;
+        }
+        let Some((l, p, c)) = self.inner.locate(layout, provider, connection) else {
+            return;
+        };
+        let Some((pl, cl)) = l
+            .providers
+            .get(p)
+            .and_then(|pl| Some((pl, pl.conns.get(c)?)))
+        else {
+            return;
+        };
+        if !cl.protected {
+            return;
+        }
+        let now = self.inner.clock.now();
+        let mut st = self.inner.lock();
+        let route = st.here(&Route {
+            provider: p,
+            connection: c,
+            model: None,
+            layout: l.generation,
+        });
+        let Some(cs) = st.conn_mut(route.provider, route.connection) else {
+            return;
+        };
+        let (Some(auto), Some(gate)) = (cs.auto.as_mut(), cs.gate.as_mut()) else {
+            return;
+        };
+        let (before, in_flight) = (auto.cap(), gate.in_flight);
+        let changed = if class == OutcomeClass::ConcurrencyLimited {
+            auto.on_concurrency_limited(in_flight, now)
+        } else {
+            auto.on_success(headroom_low, now)
+        };
+        if !changed {
+            return;
+        }
+        let (cap, source) = (auto.cap(), auto.source());
+        gate.cap = Some(cap);
+        if cap > before {
+            st.pump(route.provider, route.connection, now);
+        }
+        drop(st);
+        tracing::info!(
+            provider = %pl.id,
+            connection = %cl.id,
+            cap,
+            previous = before,
+            in_flight,
+            source = source.as_str(),
+            "protection concurrency cap changed"
+        );
     }
 
     /// How long a request dispatched now may execute before `RATE_LIMIT_EXECUTION_TIMEOUT`
@@ -644,17 +739,25 @@ fn layout_of(cfg: &Config) -> Vec<ProviderLayout> {
             conns: p
                 .connections
                 .iter()
-                .map(|c| ConnLayout {
-                    id: c.id.clone(),
-                    rate_limit_protection: c.rate_limit_protection,
-                    concurrency_fail_open: c.concurrency_fail_open,
-                    capped: c.max_concurrent.is_some(),
-                    model_caps: c.model_concurrency.keys().cloned().collect(),
-                    queue: QueueOverride {
-                        max_wait: c.queue.max_wait,
-                        execution_max_wait: c.queue.execution_max_wait,
-                        max_queue_depth: c.queue.max_queue_depth,
-                    },
+                .map(|c| {
+                    let protected = protection_enabled(
+                        p.profile,
+                        c.rate_limit_protection,
+                        cfg.resilience.queue.auto_enable_api_key_connections,
+                    );
+                    ConnLayout {
+                        id: c.id.clone(),
+                        rate_limit_protection: c.rate_limit_protection,
+                        concurrency_fail_open: c.concurrency_fail_open,
+                        protected,
+                        capped: c.max_concurrent.is_some() || protected,
+                        model_caps: c.model_concurrency.keys().cloned().collect(),
+                        queue: QueueOverride {
+                            max_wait: c.queue.max_wait,
+                            execution_max_wait: c.queue.execution_max_wait,
+                            max_queue_depth: c.queue.max_queue_depth,
+                        },
+                    }
                 })
                 .collect(),
         })
@@ -696,10 +799,11 @@ fn conn_state(
     profile: Profile,
     defaults: &QueueSettings,
 ) -> ConnState {
+    let auto = auto_cap_for(c, cl, defaults, None);
     ConnState {
-        gate: c
-            .max_concurrent
-            .map(|cap| GateState::new(GateKind::Connection, Some(cap))),
+        gate: effective_cap(c.max_concurrent, auto.as_ref())
+            .map(|(cap, _)| GateState::new(GateKind::Connection, Some(cap))),
+        auto,
         models: c
             .model_concurrency
             .iter()
@@ -708,6 +812,28 @@ fn conn_state(
         waiting: BTreeMap::new(),
         policy: cl.policy(profile, defaults),
     }
+}
+
+/// The [`AutoCap`] connection `c` (facts `cl`) gets under the queue `defaults`: `None` with
+/// an explicit `max_concurrent` or without protection; else `kept` (a reload keeps what was
+/// learned) at the new default, or a fresh one.
+fn auto_cap_for(
+    c: &crate::config::Connection,
+    cl: &ConnLayout,
+    defaults: &QueueSettings,
+    kept: Option<AutoCap>,
+) -> Option<AutoCap> {
+    if c.max_concurrent.is_some() || !cl.protected {
+        return None;
+    }
+    let default_cap = defaults.protection_default_cap;
+    Some(match kept {
+        Some(mut a) => {
+            a.set_default(default_cap);
+            a
+        }
+        None => AutoCap::new(default_cap),
+    })
 }
 
 fn st_next_id(st: &mut State) -> RequestId {

@@ -61,6 +61,7 @@ enum Fault {
     Truncated,
     Zombie,
     Stall,
+    EmptyTurn,
 }
 
 /// One step of a sequence.
@@ -87,6 +88,7 @@ fn fault() -> impl Strategy<Value = Fault> {
         1 => Just(Fault::Truncated),
         1 => Just(Fault::Zombie),
         1 => Just(Fault::Stall),
+        1 => Just(Fault::EmptyTurn),
     ]
 }
 
@@ -208,6 +210,9 @@ impl Pair {
             Fault::Stall => self
                 .core
                 .classify(0, &AttemptEnd::guard(EndKind::Stall, "no output")),
+            Fault::EmptyTurn => self
+                .core
+                .classify(0, &AttemptEnd::guard(EndKind::EmptyTurn, "no answer")),
         };
         let facts = [ConnectionFacts {
             egress: "direct",

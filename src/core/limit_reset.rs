@@ -92,7 +92,7 @@ impl Core {
             };
             slot.record(tried, now_ms);
             let slot = slot.clone();
-            if *tried == Tried::Granted
+            if tried.retries()
                 && let Some(h) = r
                     .providers
                     .get_mut(provider)
@@ -201,7 +201,7 @@ pub(crate) fn drop_record(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::limit_reset::Availability;
+    use crate::policy::limit_reset::Unavailable;
 
     const NOW: u64 = 1_800_000_000_000;
 
@@ -209,7 +209,7 @@ mod tests {
     fn the_view_lists_running_records_only() {
         assert_eq!(view(&LimitResetSlot::default(), NOW), None);
         let mut s = LimitResetSlot::default();
-        s.unavailable(Availability::AlreadyUsed, Some(NOW + 1_000), NOW);
+        s.unavailable(Unavailable::AlreadyUsed, Some(NOW + 1_000), NOW);
         let v = view(&s, NOW).expect("listed");
         assert_eq!(v.last_outcome, "already_used");
         assert_eq!(v.next_available_at_unix_ms, Some(NOW + 1_000));
@@ -260,13 +260,19 @@ mod tests {
               id = "b"
               auth = { env = "KB" }
               auto_limit_reset = true
+              org_uuid = "123E4567-E89B-12D3-A456-426614174000"
         "#;
         let cfg =
             crate::config::from_str(text, std::path::Path::new("t.toml"), &env).expect("config");
         assert!(cfg.providers[0].connections[1].auto_limit_reset);
+        assert_eq!(
+            cfg.providers[0].connections[1].org_uuid.as_deref(),
+            Some("123e4567-e89b-12d3-a456-426614174000"),
+            "read in lowercase"
+        );
         let mut res = ResState::new(&cfg);
         let mut slot = LimitResetSlot::default();
-        slot.unavailable(Availability::NotOffered, None, NOW);
+        slot.unavailable(Unavailable::NotOffered, None, NOW);
         let rows = vec![
             SettingRow {
                 key: settings_key("p", "b"),

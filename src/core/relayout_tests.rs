@@ -262,7 +262,7 @@ fn removed_connections_leave_the_store_and_new_ones_persist_under_their_id() {
 
 #[test]
 fn a_limit_reset_record_moves_with_its_connection_and_leaves_with_it() {
-    use crate::policy::limit_reset::{Availability, Tried};
+    use crate::policy::limit_reset::{Tried, Unavailable};
     let dir = tempfile::tempdir().unwrap();
     let load = |spec: &[(&str, &[(&str, &str)])]| {
         let mut c = cfg(spec);
@@ -273,7 +273,7 @@ fn a_limit_reset_record_moves_with_its_connection_and_leaves_with_it() {
     let store = Arc::new(crate::store::Store::open(&old.store).unwrap());
     let clock = ManualClock::new();
     let core = Core::new(Arc::new(old), Arc::new(clock.clone()), Some(store.clone()));
-    let used = Tried::Unavailable(Availability::AlreadyUsed, None);
+    let used = Tried::Unavailable(Unavailable::AlreadyUsed, None);
     core.record_limit_reset(&cand(0, 0, 0), &used);
     core.record_limit_reset(&cand(0, 1, 0), &used);
     store.flush();

@@ -11,6 +11,7 @@ use super::Core;
 use super::resilience::{ReportEffect, ResState, Ticket};
 use crate::clock::Instant;
 use crate::config::{ModelLockoutSettings, Profile, Provider, StatusSet};
+use crate::policy::admission::requests_headroom_low;
 use crate::policy::breaker::BreakerState;
 use crate::policy::cooldown::{
     Cooldown, CooldownEffect, CooldownRecord, CooldownRules, rate_limit_override,
@@ -20,7 +21,7 @@ use crate::policy::report::{
     self as plan, BreakerStep, ConnectionFacts, ConnectionStep, LockoutStep, ReportInput,
     ReportPlan,
 };
-use crate::policy::{Classified, Scope};
+use crate::policy::{Classified, OutcomeClass, Scope};
 
 /// Rows to write behind after the lock is released.
 #[derive(Default)]
@@ -107,7 +108,26 @@ impl Core {
             );
             apply_connections(r, p, &ticket, c, &step, now, &mut effect, &mut writes);
         }
+        // A success may raise a learned protection cap, unless the connection's requests
+        // window is nearly empty.
+        let headroom_low = c.class == OutcomeClass::Success
+            && guard
+                .providers
+                .get(ticket.provider)
+                .and_then(|res| res.headroom.get(ticket.connection))
+                .is_some_and(|h| {
+                    requests_headroom_low(&h.state, crate::clock::unix_ms(self.clock().wall()))
+                });
         drop(guard);
+        // The protection cap of a protected connection without `max_concurrent` learns from
+        // concurrency-limit 429s (the attempt's permit is still held, so it is counted).
+        self.gates().observe_outcome(
+            ticket.layout,
+            ticket.provider,
+            ticket.connection,
+            c.class,
+            headroom_low,
+        );
         self.persist_provider(
             &cfg,
             ticket.provider,

@@ -271,6 +271,9 @@ pub enum EndKind {
     Stall,
     /// Text arrived below the throughput watchdog's minimum (`throughput_too_low`).
     SlowThroughput,
+    /// A 2xx answer that ended with no text and no tool call (`empty_turn`, see
+    /// `proxy::turn`).
+    EmptyTurn,
 }
 
 impl EndKind {
@@ -281,6 +284,7 @@ impl EndKind {
             Self::Zombie => Some((OutcomeClass::Transient, "zombie_stream")),
             Self::Stall => Some((OutcomeClass::StreamStall, "stream_stall")),
             Self::SlowThroughput => Some((OutcomeClass::StreamStall, "throughput_too_low")),
+            Self::EmptyTurn => Some((OutcomeClass::EmptyTurn, "empty_turn")),
         }
     }
 }

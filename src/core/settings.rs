@@ -340,6 +340,7 @@ pub fn apply_patch(base: &Resilience, patch: &SettingsPatch) -> Result<Resilienc
                 ),
                 max_queue_depth: Some(qp.max_queue_depth.unwrap_or(i64::from(q.max_queue_depth))),
                 auto_enable_api_key_connections: Some(q.auto_enable_api_key_connections),
+                protection_default_cap: Some(i64::from(q.protection_default_cap)),
             }
         },
         quota_preflight: {

@@ -421,7 +421,8 @@ pub struct LaneView {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct LimitResetView {
-    /// How the last try ended: `reset`, `already_used`, `not_offered` or `error`.
+    /// How the last try ended: `reset`, `not_limited`, `already_used`, `not_offered` or
+    /// `error`.
     pub last_outcome: String,
     /// When it ended.
     pub last_at_unix_ms: Option<u64>,

@@ -29,9 +29,15 @@ use serde::{Deserialize, Serialize};
 
 use crate::clock::Instant;
 
+mod auto_cap;
 mod queue;
 #[cfg(test)]
 mod tests;
+
+pub use auto_cap::{
+    AutoCap, CapSource, DEFAULT_PROTECTION_CAP, LOW_REQUESTS_HEADROOM, MAX_PROTECTION_CAP,
+    RAISE_AFTER_SUCCESSES, RAISE_INTERVAL, effective_cap, requests_headroom_low,
+};
 
 pub use queue::{
     AdmissionCode, Enforcement, MAX_QUEUE_DEPTH, MAX_QUEUE_DURATION, MIN_QUEUE_DURATION,

@@ -28,7 +28,8 @@ pub use window::{ProviderCooldown, ProviderCooldownView};
 
 /// Whether `c` counts toward the provider breaker (§1 "What counts"): a provider-level
 /// failure ([`OutcomeClass::counts_for_breaker`]) that either carries no HTTP error status — a
-/// transport error, a stream cut short after a 2xx head — or whose status is one of the
+/// transport error, a stream cut short after a 2xx head, an empty turn (a 2xx answer with no
+/// text and no tool call, which has no error status to list) — or whose status is one of the
 /// breaker's `trip_statuses` (default 408, 500, 502, 503, 504). So a 501, 505 or 520–527
 /// cools the connection but leaves the breaker alone unless listed, and 401/403/429/404/529
 /// and the request's own 4xx never count, listed or not: they are classified as another

@@ -178,7 +178,8 @@ impl Cooldown {
     ///   instead (`policy::report`).
     /// - `Banned` → `banned`; `CreditsExhausted` → `credits_exhausted` (even when stale:
     ///   markers are facts about the account).
-    /// - `NotFound`, `Overloaded` (404, 529): recorded, never cool.
+    /// - `NotFound`, `Overloaded`, `EmptyTurn` (404, 529, a 2xx with no answer): recorded,
+    ///   never cool.
     /// - `StreamStall`: recorded; a ladder step only with `stream_stall_cooldown`.
     /// - `ClientFault`, `ClientGone`, `Success`: ignored entirely.
     ///
@@ -206,9 +207,12 @@ impl Cooldown {
         let hint = c.retry_hint.filter(|h| !h.is_zero());
         let long_hint = hint.filter(|h| *h > settings.quota_wait_threshold);
         let action = match c.class {
-            O::Success | O::ClientFault | O::ClientGone | O::NotFound | O::Overloaded => {
-                Action::Record
-            }
+            O::Success
+            | O::ClientFault
+            | O::ClientGone
+            | O::NotFound
+            | O::Overloaded
+            | O::EmptyTurn => Action::Record,
             O::StreamStall if !settings.stream_stall_cooldown => Action::Record,
             O::StreamStall | O::Transient => Action::Ladder {
                 fixed: None,

@@ -2,14 +2,19 @@
 //! `docs/RESILIENCE.md#2e-anthropic-subscription-session-limit-reset-off-by-default`).
 //!
 //! A subscription (OAuth) connection with `auto_limit_reset = true` that hits its 5-hour
-//! wall ([`is_five_hour_wall`]) asks the account's usage endpoint whether a reset of the
-//! session limit is offered (`GET {base_url}/api/oauth/usage`, parsed by [`parse_usage`]);
-//! when one is `available` it requests it (`POST {base_url}/api/oauth/usage/reset`, any 2xx
-//! = done) and the request is retried once on the same connection at full speed.
-//! `already_used` / `not_offered` are remembered until the announced `next_available_at`
-//! (default [`DEFAULT_UNAVAILABLE`] from now): no query before then. Any error (transport,
-//! non-2xx, unreadable JSON) backs off [`ERROR_BACKOFF`]. Both routes and the JSON shape
-//! follow sluice's own specification: Anthropic does not publish such an endpoint.
+//! wall ([`is_five_hour_wall`]) asks the account's usage endpoint
+//! (`GET {base_url}` + [`USAGE_PATH`]) about the reset program named [`PROGRAM`]
+//! ([`usage_step`] reads its block: `arm`, `available`, `next_available_at`). When the
+//! account is in the `reset` arm and one is `available` it requests the reset
+//! (`POST {base_url}` + [`reset_path`]`(org_uuid)` with body [`RESET_BODY`]) and reads the
+//! answer's `result` ([`reset_tried`]): `reset` / `not_limited` retry the request once on the
+//! same connection at full speed; `already_used` / `not_offered` are remembered until the
+//! announced `next_available_at` (default [`DEFAULT_UNAVAILABLE`] from now) with no query
+//! before then. Any error (transport, non-2xx, unreadable JSON) backs off [`ERROR_BACKOFF`].
+//!
+//! Both endpoints are undocumented endpoints of the provider and may change without notice;
+//! the readers are strict about what they act on (an unknown `result` is an error, never a
+//! success) and lenient about the rest (a malformed `next_available_at` reads as absent).
 //!
 //! Pure: no clock reads, no I/O. Every time-dependent call takes `now_unix_ms` (wall clock:
 //! availability instants are wall-clock instants).
@@ -25,10 +30,13 @@ use serde_json::Value;
 use crate::policy::headroom::parse::{self, rfc3339_ms};
 use crate::policy::headroom::{Window, WindowStatus};
 
-/// The usage route, appended to the provider's `base_url` (`GET`).
-pub const USAGE_PATH: &str = "/api/oauth/usage";
-/// The reset route, appended to the provider's `base_url` (`POST`).
-pub const RESET_PATH: &str = "/api/oauth/usage/reset";
+/// The reset program: the block of the usage answer that describes it, and the `program`
+/// of the reset request.
+pub const PROGRAM: &str = "juniper_tide";
+/// The usage route with its query, appended to the provider's `base_url` (`GET`).
+pub const USAGE_PATH: &str = "/api/oauth/usage?at_wall=1&skip_spend=1";
+/// The body of the reset request (`POST`, `content-type: application/json`).
+pub const RESET_BODY: &str = r#"{"program":"juniper_tide"}"#;
 /// Bound on each of the two calls (10 s), unless the provider's own `timeout` is shorter.
 pub const QUERY_TIMEOUT: Duration = Duration::from_secs(10);
 /// `already_used` / `not_offered` without `next_available_at`: no query for 7 days.
@@ -39,6 +47,12 @@ pub const ERROR_BACKOFF: Duration = Duration::from_secs(15 * 60);
 pub const USED_SHOWN: Duration = Duration::from_secs(86_400);
 /// Longest error text kept (200 bytes).
 pub const MAX_ERROR_LEN: usize = 200;
+
+/// The reset route for the organization `org_uuid` (the connection's `org_uuid`, validated
+/// as a UUID at load), appended to the provider's `base_url` (`POST`).
+pub fn reset_path(org_uuid: &str) -> String {
+    format!("/api/organizations/{org_uuid}/reset_rate_limits")
+}
 
 fn ms(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
@@ -64,61 +78,66 @@ where
         && (u.representative_claim == Some(Window::FiveHour) || five_rejected)
 }
 
-/// `limit_reset.status` of the usage answer.
+/// Why no reset can be had now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Availability {
-    /// A reset can be requested now.
-    Available,
+pub enum Unavailable {
     /// The account used its reset; the next one comes at `next_available_at`.
     AlreadyUsed,
     /// The account is not offered resets (until `next_available_at`, if given).
     NotOffered,
 }
 
-impl Availability {
-    /// Parses the status word (trimmed, ASCII case-insensitive, `-` and `_` alike).
-    pub fn parse(s: &str) -> Option<Self> {
-        Some(
-            match s.trim().to_ascii_lowercase().replace('-', "_").as_str() {
-                "available" => Self::Available,
-                "already_used" => Self::AlreadyUsed,
-                "not_offered" => Self::NotOffered,
-                _ => return None,
-            },
-        )
-    }
-}
-
-/// What the usage endpoint said (unreadable fields read as absent).
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct Usage {
-    /// `five_hour.utilization` (0–1), when readable.
-    pub five_hour_utilization: Option<f64>,
-    /// `five_hour.resets_at` (RFC 3339) as Unix ms, when readable.
-    pub five_hour_resets_at_ms: Option<u64>,
-    /// `limit_reset.status`, when readable.
-    pub status: Option<Availability>,
-    /// `limit_reset.next_available_at` (RFC 3339) as Unix ms, when readable.
+/// The program block of the usage answer (`juniper_tide`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tide {
+    /// `arm`: the experiment arm the account is in; only `reset` offers resets.
+    pub arm: String,
+    /// `available`: a reset can be requested now.
+    pub available: bool,
+    /// `next_available_at` as Unix ms, when present and readable (see [`instant_ms`]).
     pub next_available_at_ms: Option<u64>,
 }
 
-/// Parses a usage answer body. Errors only when the body is not a JSON object; fields that
-/// are missing or of the wrong shape read as `None`.
-pub fn parse_usage(body: &[u8]) -> Result<Usage, String> {
-    let v: Value = serde_json::from_slice(body).map_err(|e| format!("usage answer: {e}"))?;
-    if !v.is_object() {
-        return Err("usage answer is not a JSON object".into());
+/// Reads `next_available_at`: an RFC 3339 string, or a whole number of Unix seconds.
+/// Anything else (missing, `null`, malformed, negative, fractional) reads as absent.
+pub fn instant_ms(v: &Value) -> Option<u64> {
+    match v {
+        Value::String(s) => rfc3339_ms(s),
+        Value::Number(n) => n.as_u64()?.checked_mul(1_000),
+        _ => None,
     }
-    let five = &v["five_hour"];
-    let reset = &v["limit_reset"];
-    Ok(Usage {
-        five_hour_utilization: five["utilization"]
-            .as_f64()
-            .filter(|u| u.is_finite() && (0.0..=1.0).contains(u)),
-        five_hour_resets_at_ms: five["resets_at"].as_str().and_then(rfc3339_ms),
-        status: reset["status"].as_str().and_then(Availability::parse),
-        next_available_at_ms: reset["next_available_at"].as_str().and_then(rfc3339_ms),
+}
+
+/// A JSON object from `body`, or an error naming `what`.
+fn object(body: &[u8], what: &str) -> Result<serde_json::Map<String, Value>, String> {
+    match serde_json::from_slice::<Value>(body) {
+        Ok(Value::Object(m)) => Ok(m),
+        Ok(_) => Err(format!("{what} is not a JSON object")),
+        Err(e) => Err(format!("{what} is not JSON: {e}")),
+    }
+}
+
+/// Reads the [`PROGRAM`] block of a usage answer body. Errors when the body is not a JSON
+/// object, the block is missing or not an object, `arm` is not a string or `available` is
+/// not a boolean.
+pub fn parse_usage(body: &[u8]) -> Result<Tide, String> {
+    let v = object(body, "usage answer")?;
+    let Some(Value::Object(b)) = v.get(PROGRAM) else {
+        return Err(format!("usage answer has no {PROGRAM} object"));
+    };
+    let Some(arm) = b.get("arm").and_then(Value::as_str) else {
+        return Err(format!("usage answer: {PROGRAM}.arm is not a string"));
+    };
+    let Some(available) = b.get("available").and_then(Value::as_bool) else {
+        return Err(format!(
+            "usage answer: {PROGRAM}.available is not a boolean"
+        ));
+    };
+    Ok(Tide {
+        arm: arm.trim().to_ascii_lowercase(),
+        available,
+        next_available_at_ms: b.get("next_available_at").and_then(instant_ms),
     })
 }
 
@@ -128,17 +147,51 @@ pub enum Step {
     /// Request the reset.
     RequestReset,
     /// No reset now: remember it (see [`LimitResetSlot::unavailable`]).
-    Unavailable(Availability, Option<u64>),
-    /// The answer did not say: back off like an error.
-    Unreadable,
+    Unavailable(Unavailable, Option<u64>),
 }
 
-/// The step a usage answer calls for.
-pub fn decide(u: &Usage) -> Step {
-    match u.status {
-        Some(Availability::Available) => Step::RequestReset,
-        Some(s) => Step::Unavailable(s, u.next_available_at_ms),
-        None => Step::Unreadable,
+/// The step a program block calls for: arm `reset` and `available` → request it; arm
+/// `reset` but not available → [`Unavailable::AlreadyUsed`]; any other arm →
+/// [`Unavailable::NotOffered`] (both until the block's `next_available_at`, if given).
+pub fn decide(t: &Tide) -> Step {
+    match (t.arm.as_str(), t.available) {
+        ("reset", true) => Step::RequestReset,
+        ("reset", false) => Step::Unavailable(Unavailable::AlreadyUsed, t.next_available_at_ms),
+        _ => Step::Unavailable(Unavailable::NotOffered, t.next_available_at_ms),
+    }
+}
+
+/// The step the usage endpoint's answer (`status`, `body`) calls for; an error (to back off)
+/// for a non-2xx status or an unreadable body.
+pub fn usage_step(status: u16, body: &[u8]) -> Result<Step, String> {
+    if !(200..300).contains(&status) {
+        return Err(format!("usage endpoint answered HTTP {status}"));
+    }
+    parse_usage(body).map(|t| decide(&t))
+}
+
+/// How the reset request's answer (`status`, `body`) ends the try: its `result` is `reset`,
+/// `not_limited`, `already_used` or `not_offered` (trimmed, ASCII case-insensitive), the last
+/// two with an optional `next_available_at`. A non-2xx status, a body that is not a JSON
+/// object, or a missing or unknown `result` is [`Tried::Failed`].
+pub fn reset_tried(status: u16, body: &[u8]) -> Tried {
+    if !(200..300).contains(&status) {
+        return Tried::Failed(format!("reset endpoint answered HTTP {status}"));
+    }
+    let v = match object(body, "reset answer") {
+        Ok(v) => v,
+        Err(e) => return Tried::Failed(e),
+    };
+    let Some(result) = v.get("result").and_then(Value::as_str) else {
+        return Tried::Failed("reset answer has no result".into());
+    };
+    let next = v.get("next_available_at").and_then(instant_ms);
+    match result.trim().to_ascii_lowercase().as_str() {
+        "reset" => Tried::Reset,
+        "not_limited" => Tried::NotLimited,
+        "already_used" => Tried::Unavailable(Unavailable::AlreadyUsed, next),
+        "not_offered" => Tried::Unavailable(Unavailable::NotOffered, next),
+        other => Tried::Failed(format!("reset answer: unknown result '{}'", cut(other, 40))),
     }
 }
 
@@ -148,6 +201,8 @@ pub fn decide(u: &Usage) -> Step {
 pub enum Outcome {
     /// The reset was requested and granted.
     Reset,
+    /// The reset request answered that the account was not limited (nothing was spent).
+    NotLimited,
     /// `already_used`.
     AlreadyUsed,
     /// `not_offered`.
@@ -161,6 +216,7 @@ impl Outcome {
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Reset => "reset",
+            Self::NotLimited => "not_limited",
             Self::AlreadyUsed => "already_used",
             Self::NotOffered => "not_offered",
             Self::Error => "error",
@@ -168,12 +224,11 @@ impl Outcome {
     }
 }
 
-impl From<Availability> for Outcome {
-    fn from(a: Availability) -> Self {
+impl From<Unavailable> for Outcome {
+    fn from(a: Unavailable) -> Self {
         match a {
-            Availability::Available => Self::Reset,
-            Availability::AlreadyUsed => Self::AlreadyUsed,
-            Availability::NotOffered => Self::NotOffered,
+            Unavailable::AlreadyUsed => Self::AlreadyUsed,
+            Unavailable::NotOffered => Self::NotOffered,
         }
     }
 }
@@ -251,9 +306,20 @@ impl LimitResetSlot {
         };
     }
 
+    /// The reset request answered `not_limited` at `now_unix_ms`: nothing was spent, any
+    /// backoff ends and an earlier granted reset stays listed.
+    pub fn not_limited(&mut self, now_unix_ms: u64) {
+        *self = Self {
+            last_outcome: Some(Outcome::NotLimited),
+            last_at_ms: Some(now_unix_ms),
+            reset_used_at_ms: self.reset_used_at_ms,
+            ..Self::default()
+        };
+    }
+
     /// `already_used` / `not_offered` at `now_unix_ms`: no query until `next` (when it is
     /// later than now), else for [`DEFAULT_UNAVAILABLE`].
-    pub fn unavailable(&mut self, why: Availability, next: Option<u64>, now_unix_ms: u64) {
+    pub fn unavailable(&mut self, why: Unavailable, next: Option<u64>, now_unix_ms: u64) {
         self.in_flight_until_ms = None;
         let until = next
             .filter(|t| *t > now_unix_ms)
@@ -288,19 +354,30 @@ fn cut(s: &str, max: usize) -> String {
 /// How one try at a reset ended, as dispatch reports it to the core.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Tried {
-    /// The reset was granted: retry the request.
-    Granted,
-    /// `already_used` / `not_offered`, with `next_available_at` (Unix ms) when sent.
-    Unavailable(Availability, Option<u64>),
+    /// `result: reset`: the reset was granted; retry the request.
+    Reset,
+    /// `result: not_limited`: the account is not limited (any more); retry the request.
+    NotLimited,
+    /// `already_used` / `not_offered` (from the usage block or the reset answer), with
+    /// `next_available_at` (Unix ms) when sent.
+    Unavailable(Unavailable, Option<u64>),
     /// Any error, with a short text (never a credential).
     Failed(String),
+}
+
+impl Tried {
+    /// True when the request is retried on the same connection at full speed.
+    pub fn retries(&self) -> bool {
+        matches!(self, Self::Reset | Self::NotLimited)
+    }
 }
 
 impl LimitResetSlot {
     /// Folds one try in at `now_unix_ms`.
     pub fn record(&mut self, tried: &Tried, now_unix_ms: u64) {
         match tried {
-            Tried::Granted => self.granted(now_unix_ms),
+            Tried::Reset => self.granted(now_unix_ms),
+            Tried::NotLimited => self.not_limited(now_unix_ms),
             Tried::Unavailable(why, next) => self.unavailable(*why, *next, now_unix_ms),
             Tried::Failed(why) => self.failed(why, now_unix_ms),
         }

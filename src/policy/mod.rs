@@ -75,6 +75,11 @@ pub enum OutcomeClass {
     ClientGone,
     /// The content-stall watchdog abandoned the stream (§6).
     StreamStall,
+    /// A 2xx answer that ended with no text and no tool call — nothing at all, or only
+    /// reasoning (§6 "empty turns"). Not an HTTP status: the breaker counts it like a
+    /// transport failure; the connection only records it (never cooled) and no model is
+    /// locked.
+    EmptyTurn,
 }
 
 impl OutcomeClass {
@@ -82,11 +87,11 @@ impl OutcomeClass {
     /// whether this one does also depends on its status and the breaker's `trip_statuses`
     /// ([`breaker::counts`]).
     pub fn counts_for_breaker(self) -> bool {
-        matches!(self, Self::Transient)
+        matches!(self, Self::Transient | Self::EmptyTurn)
     }
 
     /// Every class, in declaration order.
-    pub const ALL: [Self; 15] = [
+    pub const ALL: [Self; 16] = [
         Self::Success,
         Self::Transient,
         Self::RateLimited,
@@ -102,6 +107,7 @@ impl OutcomeClass {
         Self::ClientFault,
         Self::ClientGone,
         Self::StreamStall,
+        Self::EmptyTurn,
     ];
 
     /// The class [`Self::as_str`] spells `word`, if any (e.g. a stored `last_error_kind`).
@@ -127,6 +133,7 @@ impl OutcomeClass {
             Self::ClientFault => "client_fault",
             Self::ClientGone => "client_gone",
             Self::StreamStall => "stream_stall",
+            Self::EmptyTurn => "empty_turn",
         }
     }
 }

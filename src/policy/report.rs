@@ -5,8 +5,10 @@
 //! to its live breaker, cooldowns and lockouts and persists the changed rows. The rules:
 //!
 //! - **Breaker** (§1): a success is a success, a counted failure (a transient one with no
-//!   HTTP error status or a status in the breaker's `trip_statuses`, `breaker::counts`) a
-//!   failure; anything else only releases a probe permit.
+//!   HTTP error status or a status in the breaker's `trip_statuses`, or an empty turn;
+//!   `breaker::counts`) a failure; anything else only releases a probe permit.
+//! - **Empty turn** (§6): counted by the breaker as above; the connection only records it
+//!   (`Cooldown::on_failure` never cools for it) and no model is locked (not lockable).
 //! - **Lockout mode** (§0): `[resilience.model_lockout] enabled` and the status in its
 //!   `error_codes`, for a model-scoped class (transient, rate limited, quota, forbidden, not
 //!   found) — the failure becomes a model lockout *instead of* a connection cooldown. A

@@ -312,7 +312,8 @@ impl ExclusionCause {
             | O::Overloaded
             | O::ClientFault
             | O::ClientGone
-            | O::StreamStall => Self::Transient,
+            | O::StreamStall
+            | O::EmptyTurn => Self::Transient,
         }
     }
 

@@ -1,8 +1,8 @@
 //! Stage 3: one upstream attempt. [`send_attempt`] builds the upstream request for one
 //! admitted candidate, sends it under the provider's `timeout`, and reads enough of the answer
 //! to judge it before anything reaches the client: a non-streaming 2xx body is read whole
-//! (at most [`MAX_RESPONSE_BODY`] bytes), an SSE stream goes through the §6 pre-content hold,
-//! an error body is read for classification. It returns a typed [`AttemptResult`]; reporting
+//! (at most [`MAX_RESPONSE_BODY`] bytes) and checked for an empty turn, an SSE stream goes
+//! through the §6 pre-content hold, an error body is read for classification. It returns a typed [`AttemptResult`]; reporting
 //! is the dispatcher's.
 
 use std::error::Error as _;
@@ -18,10 +18,11 @@ use super::dialect::ProxyError;
 use super::headers;
 use super::injected::{self, SendError};
 use super::request::ClientRequest;
-use super::routes::Route;
+use super::routes::{Route, RouteKind};
 use super::sse::guard::Guards;
 use super::sse::hold::{Held, HoldEnd, HoldFailure, pre_commit_hold};
 use super::translated::{Seam, UpstreamBody};
+use super::turn::reply_is_empty;
 use crate::clock::Instant;
 use crate::config::{Connection, Provider};
 use crate::core::AttemptGuard;
@@ -272,7 +273,7 @@ async fn judge(
             .observe_lane(t.cand, status.as_u16(), resp.headers(), false);
     }
     if !headers::is_event_stream(resp.headers()) {
-        return read_complete(state, t, resp, deadline, body_deadline).await;
+        return read_complete(state, t, route, resp, deadline, body_deadline).await;
     }
     let translator = t.seam.and_then(Seam::stream);
     let mut resp = resp.map(|b| UpstreamBody::new(b, translator));
@@ -327,10 +328,12 @@ async fn upstream_error(state: &Shared, t: &Target<'_>, resp: Response<Incoming>
 /// Reads a non-streaming 2xx body whole (bounded in size, and in time by `body_deadline`:
 /// the provider's `timeout` from the attempt's start, or the request's execution `deadline`
 /// if that comes first), so a break or a stall fails the attempt instead of reaching the
-/// client as a short body or holding it.
+/// client as a short body or holding it. A generation's body (Messages, Chat Completions,
+/// Responses) that is an empty turn (`proxy::turn`) fails the attempt too.
 async fn read_complete(
     state: &Shared,
     t: &Target<'_>,
+    route: Route,
     resp: Response<Incoming>,
     deadline: Instant,
     body_deadline: Instant,
@@ -351,6 +354,11 @@ async fn read_complete(
             // Usage is read from the upstream's own reply (every dialect's shape is known).
             let usage = crate::proxy::usage::Usage::of_json(&raw);
             match complete_body(t, raw) {
+                Ok(body) if generation(route) && reply_is_empty(route.sse_kind(), &body) => {
+                    let what = "the response body has no text and no tool call (an empty turn)";
+                    tracing::info!(provider = %t.provider.id, connection = %t.conn.id, error = what, "upstream answered with an empty turn; trying the next target");
+                    return empty_turn(state, t, what);
+                }
                 Ok(body) => {
                     let mut out = Response::new(Full::new(body));
                     if usage.is_known() {
@@ -390,6 +398,29 @@ async fn read_complete(
         status: head.status.as_u16(),
         classified,
         last: Box::new(LastFailure::Transport(ProxyError::Unreachable(err))),
+    }
+}
+
+/// Routes whose 2xx answer is a model turn (not a token count or a model list).
+fn generation(route: Route) -> bool {
+    matches!(
+        route.kind,
+        RouteKind::Messages | RouteKind::ChatCompletions | RouteKind::Responses
+    )
+}
+
+/// An empty turn before anything reached the client (`proxy::turn`): reported as
+/// `empty_turn` (the breaker counts it, nothing is cooled), and answered with 502 if nothing
+/// else serves.
+fn empty_turn(state: &Shared, t: &Target<'_>, what: &str) -> AttemptResult {
+    let end = AttemptEnd::guard(EndKind::EmptyTurn, what);
+    AttemptResult::Failed {
+        status: 200,
+        classified: state.core.classify_in(t.cand.layout, t.cand.provider, &end),
+        last: Box::new(LastFailure::Transport(ProxyError::EmptyTurn(format!(
+            "provider '{}' answered with an empty turn (no text and no tool call)",
+            t.provider.id
+        )))),
     }
 }
 
@@ -457,6 +488,7 @@ fn hold_failed(state: &Shared, t: &Target<'_>, f: HoldFailure) -> AttemptResult 
                 .classify_in(t.cand.layout, p, &AttemptEnd::truncated(Some(200), &msg)),
             LastFailure::Transport(ProxyError::Unreachable(msg.clone())),
         ),
+        HoldFailure::EmptyTurn => return empty_turn(state, t, &msg),
         HoldFailure::Broke(_) => (
             state
                 .core

@@ -62,6 +62,12 @@ pub enum ProxyError {
     /// The upstream did not answer within the provider's `timeout`.
     #[error("upstream timed out after {0}")]
     Timeout(String),
+    /// The last attempt answered 2xx with an empty turn: no text and no tool call, only
+    /// reasoning or nothing (`docs/RESILIENCE.md#6-stream-guards`). 502: the upstream
+    /// answered, but with nothing a client can use — a bad gateway reply, which clients and
+    /// SDKs retry like any 5xx; not 503/529, which would say "overloaded".
+    #[error("{0}")]
+    EmptyTurn(String),
     /// sluice is shutting down and no longer accepts requests.
     #[error("sluice is shutting down; retry shortly")]
     Draining,
@@ -174,7 +180,7 @@ impl ProxyError {
             Self::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             Self::BadRequest(_) => StatusCode::BAD_REQUEST,
             Self::Unauthorized => StatusCode::UNAUTHORIZED,
-            Self::Unreachable(_) => StatusCode::BAD_GATEWAY,
+            Self::Unreachable(_) | Self::EmptyTurn(_) => StatusCode::BAD_GATEWAY,
             Self::Timeout(_) => StatusCode::GATEWAY_TIMEOUT,
             Self::Draining => StatusCode::SERVICE_UNAVAILABLE,
             Self::Excluded(e) => {
@@ -205,6 +211,7 @@ impl ProxyError {
             Self::Unauthorized => "invalid_api_key",
             Self::NoTargets { .. } => "no_executable_targets",
             Self::Unreachable(_) => "upstream_unreachable",
+            Self::EmptyTurn(_) => "empty_turn",
             // §5: the response head did not come within the execution budget (the provider
             // `timeout`; `execution_max_wait` is never shorter).
             Self::Timeout(_) => "RATE_LIMIT_EXECUTION_TIMEOUT",
@@ -436,6 +443,7 @@ mod tests {
             ),
             (ProxyError::Unauthorized, 401, "authentication_error"),
             (ProxyError::Unreachable("refused".into()), 502, "api_error"),
+            (ProxyError::EmptyTurn("no text".into()), 502, "api_error"),
             (ProxyError::Timeout("10m".into()), 504, "timeout_error"),
             (ProxyError::Draining, 503, "overloaded_error"),
         ];
@@ -464,6 +472,13 @@ mod tests {
         );
         let r: Response<Bytes> = render(&ProxyError::Unreachable("x".into()), Dialect::OpenAi);
         assert_eq!(parse(r.body())["error"]["code"], "upstream_unreachable");
+        let r: Response<Bytes> = render(&ProxyError::EmptyTurn("x".into()), Dialect::OpenAi);
+        assert_eq!(r.status(), StatusCode::BAD_GATEWAY);
+        let v = parse(r.body());
+        assert_eq!(
+            (v["error"]["type"].as_str(), v["error"]["code"].as_str()),
+            (Some("api_error"), Some("empty_turn"))
+        );
         let r: Response<Bytes> = render(&ProxyError::Timeout("10m".into()), Dialect::OpenAi);
         assert_eq!(r.status(), StatusCode::GATEWAY_TIMEOUT);
         let v = parse(r.body());

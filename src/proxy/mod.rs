@@ -23,6 +23,7 @@ pub mod server;
 pub mod sniff;
 pub mod sse;
 pub mod translated;
+pub mod turn;
 pub mod upstream;
 pub mod usage;
 

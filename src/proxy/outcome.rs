@@ -114,9 +114,10 @@ impl Pending {
         let view = &mut self.view;
         view.status = status;
         view.outcome = match err {
-            ProxyError::Unreachable(_) | ProxyError::Timeout(_) | ProxyError::Restated { .. } => {
-                RequestOutcome::UpstreamError
-            }
+            ProxyError::Unreachable(_)
+            | ProxyError::EmptyTurn(_)
+            | ProxyError::Timeout(_)
+            | ProxyError::Restated { .. } => RequestOutcome::UpstreamError,
             ProxyError::Draining | ProxyError::Excluded(_) => RequestOutcome::SluiceError,
             _ => RequestOutcome::ClientError,
         };

@@ -6,7 +6,9 @@
 //! feeds the §6 guards' [`Inspect`]. A stream that ended with its terminal marker is a
 //! success; one that ended without it, or broke, is a failed attempt and gets a well-formed
 //! final error event; an `event: error` inside the stream is classified like the HTTP error
-//! of its type. The guards (readiness, content stall, opt-in throughput, the execution
+//! of its type. An empty turn (`proxy::turn`) is reported as `empty_turn`: relayed as it is
+//! once reasoning reached the client, or — still held, nothing content-bearing — replaced by
+//! one error event. The guards (readiness, content stall, opt-in throughput, the execution
 //! budget) end it early with one error event; heartbeats keep a silent stream alive; the
 //! shutdown deadline (`hard_stop`) ends it too. A client that goes away drops the body, which
 //! drops the upstream response (closing that connection) and records `cancelled` with no
@@ -34,7 +36,7 @@ use super::continuation::{Splice, TextTurn, eligible, prefill};
 use super::continuer::{Continued, Continuer};
 use super::dialect::{SseKind, sse_error_event};
 use super::sse::guard::{Guards, Inspect, throughput_tick};
-use super::sse::hold::Held;
+use super::sse::hold::{EMPTY_STREAM, Held};
 use super::sse::{SseFramer, StreamEnd, heartbeat};
 use crate::clock::{Clock, Instant};
 use crate::core::resilience::{AttemptEnd, EndKind, Ticket, success};
@@ -382,6 +384,27 @@ impl RelayBody {
         self.end_with_error(RequestOutcome::Truncated, message, false, v)
     }
 
+    /// The verdict for a turn that ended empty (`proxy::turn`), also written into the
+    /// request's attempt log (which listed the attempt as served).
+    fn empty_verdict(&mut self) -> Verdict {
+        let Some(f) = self.finish.as_mut() else {
+            return Verdict::None;
+        };
+        let v = f.classify(&AttemptEnd::guard(EndKind::EmptyTurn, EMPTY_STREAM));
+        if let (Verdict::Failure(c), Some(a)) = (&v, f.view.attempt_log.last_mut()) {
+            a.class = c.class;
+            a.reason = c.reason.clone();
+        }
+        v
+    }
+
+    /// The turn ended empty while still held (the head was committed, so no other target
+    /// can be tried): one error event instead of a turn with nothing in it.
+    fn end_empty(&mut self) -> Next {
+        let v = self.empty_verdict();
+        self.end_with_error(RequestOutcome::UpstreamError, EMPTY_STREAM, false, v)
+    }
+
     /// The final error event for a stream cut short, starting on an event boundary.
     fn final_event(&self, message: &str, overloaded: bool) -> Bytes {
         let ev = sse_error_event(self.kind, message, overloaded);
@@ -439,6 +462,9 @@ impl RelayBody {
         if !flush {
             return None;
         }
+        if self.inspect.empty_before_content() {
+            return Some(self.end_empty());
+        }
         let out = self
             .holding
             .take()
@@ -452,8 +478,11 @@ impl RelayBody {
     /// The upstream body ended cleanly: judge the stream.
     fn on_end(&mut self) -> Next {
         self.ended = true;
+        if self.holding.is_some() && self.inspect.empty_before_content() {
+            return self.end_empty();
+        }
         if let Some(held) = self.holding.take() {
-            // Ended while holding: a complete (empty) turn is relayed as is.
+            // Ended while holding: a complete turn (an excused one, say) is relayed as is.
             if self.inspect.is_complete() {
                 self.bytes += held.len() as u64;
                 self.complete(RequestOutcome::Ok, "", Verdict::Success);
@@ -462,7 +491,14 @@ impl RelayBody {
         }
         match self.inspect.end() {
             None | Some((StreamEnd::Complete, _)) => {
-                self.complete(RequestOutcome::Ok, "", Verdict::Success);
+                // Reasoning reached the client, then the turn ended with no answer: relayed as
+                // it is, reported as an empty turn.
+                let v = if self.inspect.empty_turn() {
+                    self.empty_verdict()
+                } else {
+                    Verdict::Success
+                };
+                self.complete(RequestOutcome::Ok, "", v);
                 Poll::Ready(None)
             }
             Some((StreamEnd::Failed, Some(err))) => {

@@ -616,3 +616,133 @@ async fn strict_cap_refuses_with_semaphore_codes() {
     assert_eq!(mock.count(), 1);
     assert_no_penalty(&s);
 }
+
+/// `GET /api/queues` → the connection gate of `k1`, if listed.
+async fn conn_gate(s: &Sluice) -> Option<Value> {
+    let v = client::get(&s.admin("/api/queues"), &[]).await.json();
+    v["queues"]
+        .as_array()?
+        .iter()
+        .find(|g| g["kind"] == "connection" && g["connection"] == "k1")
+        .cloned()
+}
+
+#[tokio::test]
+async fn a_protected_uncapped_connection_learns_its_cap_from_concurrency_limit_429s() {
+    // k1 has no max_concurrent; as an api_key connection it is protected, so it gets
+    // protection_default_cap (6 here). A concurrency-limit 429 reported while K = 3 others
+    // run (4 permits in flight with its own) teaches cap 3: further requests queue.
+    let mock = MockUpstream::start().await;
+    mock.on("/v1/messages")
+        .model("busy")
+        .reply(Reply::anthropic_error(
+            429,
+            "rate_limit_error",
+            "Concurrency limit reached for this API key",
+        ));
+    // The first three hold their permits long enough for everything below to queue.
+    mock.on("/v1/messages").model("m").times(3).reply(
+        Reply::json(200, anthropic_message("m", "done")).delay(Duration::from_millis(1_200)),
+    );
+    mock.on("/v1/messages")
+        .model("m")
+        .reply(Reply::json(200, anthropic_message("m", "done")).delay(Duration::from_millis(150)));
+    // disable_cooling: the 429 cools nothing, so later requests need not wait out 1 s.
+    let cfg = config(
+        &mock,
+        "anthropic",
+        "disable_cooling = true",
+        "[resilience.queue]\nmax_wait = \"10s\"\nprotection_default_cap = 6",
+    );
+    let s = Sluice::start(&cfg, ENV).await;
+
+    let g = conn_gate(&s)
+        .await
+        .expect("a protected connection has a gate");
+    assert_eq!(
+        (
+            g["cap"].clone(),
+            g["effective_cap"].as_u64(),
+            g["cap_source"].as_str()
+        ),
+        (Value::Null, Some(6), Some("default")),
+        "no configured cap, the default in force: {g:#}"
+    );
+
+    let first: Vec<_> = (0..3).map(|_| spawn_messages(&s, "m")).collect();
+    wait_gate(&s, "connection", None, 3, 0, Duration::from_secs(1)).await;
+    let busy = client::post_json(&s.url("/v1/messages"), &anthropic_body("busy"), &[AV]).await;
+    assert_eq!(busy.status, 429, "{}", busy.text());
+
+    let g = conn_gate(&s).await.unwrap();
+    assert_eq!(
+        (
+            g["cap"].clone(),
+            g["effective_cap"].as_u64(),
+            g["cap_source"].as_str()
+        ),
+        (Value::Null, Some(3), Some("learned")),
+        "4 in flight at the 429 → cap 3: {g:#}"
+    );
+
+    // Five more: all wait behind the three slow ones instead of reaching the upstream.
+    let more: Vec<_> = (0..5).map(|_| spawn_messages(&s, "m")).collect();
+    wait_gate(&s, "connection", None, 3, 5, Duration::from_millis(900)).await;
+    assert_eq!(
+        mock.requests_to("/v1/messages").len(),
+        4,
+        "3 slow + the 429"
+    );
+
+    for h in first.into_iter().chain(more) {
+        let (r, _) = h.await.unwrap();
+        assert_eq!(r.status, 200, "{}", r.text());
+    }
+    assert_eq!(
+        mock.max_concurrency_of("m"),
+        3,
+        "never more than the learned cap upstream at once"
+    );
+    let g = wait_gate(&s, "connection", None, 0, 0, Duration::from_secs(1)).await;
+    assert_eq!(g["admitted"], 9, "{g:#}");
+    assert_eq!(
+        g["cap_source"], "learned",
+        "eight successes do not raise it yet"
+    );
+}
+
+#[tokio::test]
+async fn protection_off_leaves_an_uncapped_connection_unlimited() {
+    // The same 429 on a connection that is not protected teaches nothing and lists no gate:
+    // today's behaviour without protection.
+    let mock = MockUpstream::start().await;
+    mock.on("/v1/messages")
+        .model("busy")
+        .reply(Reply::anthropic_error(
+            429,
+            "rate_limit_error",
+            "Concurrency limit reached for this API key",
+        ));
+    slow_anthropic(&mock, SLOW);
+    let cfg = config(
+        &mock,
+        "anthropic",
+        "disable_cooling = true",
+        "[resilience.queue]\nauto_enable_api_key_connections = false",
+    );
+    let s = Sluice::start(&cfg, ENV).await;
+    let first: Vec<_> = (0..3).map(|_| spawn_messages(&s, "m")).collect();
+    mock.wait_for(3).await;
+    let busy = client::post_json(&s.url("/v1/messages"), &anthropic_body("busy"), &[AV]).await;
+    assert_eq!(busy.status, 429, "{}", busy.text());
+    assert!(conn_gate(&s).await.is_none(), "no gate without protection");
+    let more: Vec<_> = (0..5).map(|_| spawn_messages(&s, "m")).collect();
+    for h in first.into_iter().chain(more) {
+        assert_eq!(h.await.unwrap().0.status, 200);
+    }
+    assert!(
+        mock.max_concurrency_of("m") > 3,
+        "nothing held back: {}",
+        mock.max_concurrency_of("m")
+    );
+}

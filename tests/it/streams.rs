@@ -10,6 +10,8 @@ use serde_json::{Value, json};
 
 use crate::support::{MockUpstream, Reply, Sluice, client, fill, fixture};
 
+mod empty_turn;
+
 const READ: Duration = Duration::from_secs(5);
 const AV: (&str, &str) = ("anthropic-version", "2023-06-01");
 const KEY: (&str, &str) = ("x-api-key", "sk-client-key");

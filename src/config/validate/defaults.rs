@@ -58,6 +58,11 @@ pub const DEFAULT_QUEUE_MAX_WAIT: Duration = Duration::from_secs(30);
 pub const DEFAULT_QUEUE_EXECUTION_MAX_WAIT: Duration = Duration::from_secs(10 * 60);
 /// §5: queue depth cap (0 = unlimited).
 pub const DEFAULT_QUEUE_MAX_DEPTH: u32 = 0;
+/// §4/§5: effective cap of a rate-limit-protected connection without `max_concurrent`
+/// until a concurrency-limit 429 teaches a lower one (`protection_default_cap`).
+pub const DEFAULT_PROTECTION_CAP: u32 = 32;
+/// Largest `protection_default_cap` accepted.
+pub const MAX_PROTECTION_CAP: u32 = 100_000;
 /// §6: zombie-200 timeout.
 pub const DEFAULT_READINESS_TIMEOUT: Duration = Duration::from_secs(30);
 /// §6: heartbeat interval.

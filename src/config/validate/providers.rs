@@ -231,6 +231,7 @@ impl Validator<'_, '_> {
                         "remove auto_limit_reset, or set profile = \"oauth\" on an anthropic provider whose connections are subscription (OAuth) accounts",
                     );
                 }
+                let org_uuid = self.org_uuid(&ck, rc.org_uuid.as_deref(), rc.auto_limit_reset);
                 connections.push(Connection {
                     id: cid,
                     auth,
@@ -273,6 +274,7 @@ impl Validator<'_, '_> {
                     },
                     low_priority_mode: rc.low_priority_mode.unwrap_or(false),
                     auto_limit_reset: rc.auto_limit_reset.unwrap_or(false),
+                    org_uuid,
                     rate_limit_cooldown: self.rate_limit_cooldown(
                         &format!("{ck}.rate_limit_cooldown"),
                         rc.rate_limit_cooldown.as_ref(),
@@ -689,4 +691,44 @@ fn drop_field_problem(field: &str) -> Option<&'static str> {
     } else {
         None
     }
+}
+
+impl Validator<'_, '_> {
+    /// A connection's `org_uuid` (at `{ck}.org_uuid`): a UUID, returned in lowercase; required
+    /// when `auto_limit_reset` is true. `None` when unset or invalid (reported). The value is
+    /// never echoed: a string pasted here by mistake may be a credential.
+    fn org_uuid(&mut self, ck: &str, value: Option<&str>, auto: Option<bool>) -> Option<String> {
+        const FIX: &str = "set org_uuid to the subscription account's organization UUID, e.g. org_uuid = \"123e4567-e89b-12d3-a456-426614174000\" (Claude Code keeps it as oauthAccount.organizationUuid in ~/.claude.json)";
+        let key = format!("{ck}.org_uuid");
+        match value {
+            Some(v) if is_uuid(v) => Some(v.to_ascii_lowercase()),
+            Some(_) => {
+                self.bad(
+                    key,
+                    "is not a UUID (8-4-4-4-12 hexadecimal digits; value not shown)",
+                    FIX,
+                );
+                None
+            }
+            None if auto == Some(true) => {
+                self.bad(
+                    key,
+                    "is missing; auto_limit_reset = true needs the organization the reset is requested for",
+                    FIX,
+                );
+                None
+            }
+            None => None,
+        }
+    }
+}
+
+/// True for a UUID in its text form: 36 characters, hexadecimal digits in groups of
+/// 8-4-4-4-12 separated by `-` (either case, no braces or `urn:uuid:` prefix).
+fn is_uuid(s: &str) -> bool {
+    s.len() == 36
+        && s.bytes().enumerate().all(|(i, b)| match i {
+            8 | 13 | 18 | 23 => b == b'-',
+            _ => b.is_ascii_hexdigit(),
+        })
 }

@@ -438,6 +438,13 @@ impl Validator<'_, '_> {
                 100_000,
             ),
             auto_enable_api_key_connections: auto,
+            protection_default_cap: self.count(
+                &format!("{k}.protection_default_cap"),
+                rq.protection_default_cap,
+                DEFAULT_PROTECTION_CAP,
+                1,
+                MAX_PROTECTION_CAP,
+            ),
         }
     }
 

@@ -467,3 +467,54 @@ fn output_limits_efforts_and_model_options_are_read() {
     assert_eq!(pro.max_reasoning_effort, Some(ReasoningEffort::XHigh));
     assert_eq!(t.model_options.len(), 2);
 }
+
+#[test]
+fn org_uuid_is_a_uuid_and_required_only_by_auto_limit_reset() {
+    let load = |conn: &str| {
+        let body = format!(
+            "[[providers]]\nid = \"p\"\ndialect = \"anthropic\"\nbase_url = \"https://x\"\n\
+             profile = \"oauth\"\n[[providers.connections]]\nid = \"c\"\nauth = \"passthrough\"\n{conn}"
+        );
+        from_str(&body, Path::new("t.toml"), &LoadEnv::fixed(&[], "/d")).map(|c| {
+            let c = &c.providers[0].connections[0];
+            (c.auto_limit_reset, c.org_uuid.clone())
+        })
+    };
+    let org = "0A1b2C3d-4E5f-6789-aBcD-ef0123456789";
+    assert_eq!(
+        load(&format!("auto_limit_reset = true\norg_uuid = \"{org}\"\n")).unwrap(),
+        (true, Some(org.to_ascii_lowercase()))
+    );
+    assert_eq!(
+        load("").unwrap(),
+        (false, None),
+        "optional without the reset"
+    );
+    assert_eq!(
+        load(&format!("org_uuid = \"{org}\"\n")).unwrap(),
+        (false, Some(org.to_ascii_lowercase()))
+    );
+    let missing = load("auto_limit_reset = true\n").unwrap_err().to_string();
+    assert!(
+        missing.contains("t.toml: providers.p.connections.c.org_uuid: is missing"),
+        "{missing}"
+    );
+    for bad in [
+        "",
+        "0a1b2c3d4e5f67890abcdef0123456789abc",
+        "{0a1b2c3d-4e5f-6789-abcd-ef0123456789}",
+        "0a1b2c3d-4e5f-6789-abcd-ef012345678",
+        "0a1b2c3d-4e5f-6789-abcd-ef012345678g",
+        "0a1b2c3d_4e5f-6789-abcd-ef0123456789",
+        "sk-ant-oat01-TESTSECRET-0123456789ab",
+    ] {
+        let err = load(&format!("auto_limit_reset = true\norg_uuid = \"{bad}\"\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("providers.p.connections.c.org_uuid: is not a UUID"),
+            "{bad}: {err}"
+        );
+        assert!(bad.is_empty() || !err.contains(bad), "never echoed: {err}");
+    }
+}

@@ -1,7 +1,10 @@
 //! Queues panel (§4–§5): one row per capped admission gate (a connection's
-//! `max_concurrent`, or a model's `model_concurrency` entry): in-flight / cap, queued / depth
-//! cap, the oldest waiter's wait, and lifetime timeouts and rejections. A full queue
-//! (queued ≥ depth cap) is drawn with the `queue_full` role and says `full`.
+//! `max_concurrent`, a model's `model_concurrency` entry, or the protection cap of a
+//! rate-limit-protected connection without `max_concurrent`): in-flight / effective cap,
+//! where that cap comes from (`config`, `learned` from concurrency-limit 429s, or the
+//! `default`), queued / depth cap, the oldest waiter's wait, and lifetime timeouts and
+//! rejections. A full queue (queued ≥ depth cap) is drawn with the `queue_full` role and says
+//! `full`; a learned cap with the `cooling` role.
 
 use ratatui::Frame;
 use ratatui::layout::Rect;
@@ -14,7 +17,7 @@ use super::{Col, fit, fmt_ms, frame, name_width, pick};
 use crate::console::app::{App, Focus};
 use crate::console::theme::{Role, Theme};
 use crate::core::admission::GateView;
-use crate::policy::admission::GateKind;
+use crate::policy::admission::{CapSource, GateKind};
 
 /// Rows this panel would like (borders, header, one per gate; 3 when there are none).
 pub fn wanted_height(app: &App) -> u16 {
@@ -71,6 +74,7 @@ pub fn render(f: &mut Frame, area: Rect, app: &App, theme: &Theme, focused: bool
             5,
         ),
         Col::fixed("in-flight", 9, 0),
+        Col::fixed("cap", 7, 4),
         Col::fixed("queued", 11, 0),
         Col::fixed("oldest", 7, 1),
         Col::fixed("timeouts", 8, 2),
@@ -102,8 +106,17 @@ fn count<'a>(n: u64, theme: &Theme) -> Cell<'a> {
 
 fn cells<'a>(g: &GateView, label: String, theme: &Theme) -> Vec<Cell<'a>> {
     let muted = theme.style(Role::Muted);
-    let cap = g.cap.map_or_else(|| "∞".to_owned(), |c| c.to_string());
-    let at_cap = g.cap.is_some_and(|c| g.in_flight >= c);
+    // A snapshot from an older sluice has no `effective_cap`: its `cap` is the one in force.
+    let limit = g.effective_cap.or(g.cap);
+    let cap = limit.map_or_else(|| "∞".to_owned(), |c| c.to_string());
+    let at_cap = limit.is_some_and(|c| g.in_flight >= c);
+    let source = Span::styled(
+        g.cap_source.as_str(),
+        match g.cap_source {
+            CapSource::Learned => theme.style(Role::Cooling),
+            CapSource::Config | CapSource::Default => muted,
+        },
+    );
     let depth = if g.max_queue_depth == 0 {
         "∞".to_owned()
     } else {
@@ -135,6 +148,7 @@ fn cells<'a>(g: &GateView, label: String, theme: &Theme) -> Vec<Cell<'a>> {
                 Style::default()
             },
         )),
+        Cell::from(source),
         Cell::from(queued),
         Cell::from(oldest),
         count(g.timeouts, theme),

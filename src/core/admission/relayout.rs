@@ -8,13 +8,18 @@
 //! permits and waiters: a higher cap grants waiters at once, a lower one admits nobody new
 //! until enough permits came back (nothing in flight is cut). A cap added to an uncapped
 //! connection starts counting from the next admission; a cap removed lets its waiters go.
+//! A protected connection without `max_concurrent` keeps its learned protection cap (at most
+//! the new `protection_default_cap`); an explicit cap or protection turned off drops it.
 
 use std::sync::Arc;
 
-use super::{ConnState, Gates, Layout, ProviderState, conn_state, layout_of, provider_state};
-use crate::config::{Config, Connection, Provider};
+use super::{
+    ConnLayout, ConnState, Gates, Layout, ProviderLayout, ProviderState, auto_cap_for, conn_state,
+    layout_of, provider_state,
+};
+use crate::config::{Config, Connection, Provider, QueueSettings};
 use crate::core::layout::Remap;
-use crate::policy::admission::{GateKind, GateState};
+use crate::policy::admission::{GateKind, GateState, effective_cap};
 
 impl Gates {
     /// Serves the layout of `cfg` (generation `cfg.layout`), reached from the current one
@@ -33,7 +38,7 @@ impl Gates {
             ps.conns = remap.connections_vec(np, conns, |nc| {
                 conn_state(&p.connections[nc], &pl.conns[nc], pl.profile, defaults)
             });
-            sync_provider_caps(ps, p);
+            sync_provider_caps(ps, p, pl, defaults);
         }
         st.providers = moved;
         st.history.push(Arc::clone(remap));
@@ -62,16 +67,28 @@ fn sync_gate(gate: &mut Option<GateState>, kind: GateKind, cap: Option<u32>) {
     }
 }
 
-/// The provider's gate and every connection's gates at the caps `p` now says.
-fn sync_provider_caps(ps: &mut ProviderState, p: &Provider) {
+/// The provider's gate and every connection's gates at the caps `p` (facts `pl`) now says.
+fn sync_provider_caps(
+    ps: &mut ProviderState,
+    p: &Provider,
+    pl: &ProviderLayout,
+    defaults: &QueueSettings,
+) {
     sync_gate(&mut ps.gate, GateKind::Provider, p.max_concurrent);
-    for (cs, c) in ps.conns.iter_mut().zip(&p.connections) {
-        sync_connection_caps(cs, c);
+    for ((cs, c), cl) in ps.conns.iter_mut().zip(&p.connections).zip(&pl.conns) {
+        sync_connection_caps(cs, c, cl, defaults);
     }
 }
 
-fn sync_connection_caps(cs: &mut ConnState, c: &Connection) {
-    sync_gate(&mut cs.gate, GateKind::Connection, c.max_concurrent);
+fn sync_connection_caps(
+    cs: &mut ConnState,
+    c: &Connection,
+    cl: &ConnLayout,
+    defaults: &QueueSettings,
+) {
+    cs.auto = auto_cap_for(c, cl, defaults, cs.auto.take());
+    let cap = effective_cap(c.max_concurrent, cs.auto.as_ref()).map(|(cap, _)| cap);
+    sync_gate(&mut cs.gate, GateKind::Connection, cap);
     cs.models.retain(|m, _| c.model_concurrency.contains_key(m));
     for (m, cap) in &c.model_concurrency {
         let mut slot = cs.models.remove(m);
@@ -91,6 +108,8 @@ mod tests {
     use crate::clock::SystemClock;
     use crate::config::{Config, LoadEnv, from_str};
     use crate::core::layout::Remap;
+    use crate::policy::OutcomeClass;
+    use crate::policy::admission::CapSource;
 
     /// Provider `p` (api_key: protected queue, 5 s wait) with `conns` = [(id, extra keys)],
     /// stamped layout generation `layout`.
@@ -207,9 +226,57 @@ mod tests {
         drop(second);
         assert!(g.try_acquire(0, 0, "m", &q).is_some());
 
-        // Cap removed: no gate is listed any more.
+        // Cap removed from this protected (api_key) connection: its gate stays at the
+        // protection default cap.
         let c3 = cfg(&[("c", "")], 3);
         step(&g, &c2, &c3);
+        let v = &g.views()[0];
+        assert_eq!(
+            (v.cap, v.effective_cap, v.cap_source),
+            (
+                None,
+                Some(crate::policy::admission::DEFAULT_PROTECTION_CAP),
+                CapSource::Default
+            )
+        );
+
+        // Protection off as well: no gate is listed any more.
+        let c4 = cfg(&[("c", "rate_limit_protection = false")], 4);
+        let mut c4 = c4;
+        c4.resilience.queue.auto_enable_api_key_connections = false;
+        step(&g, &c3, &c4);
         assert!(g.views().is_empty(), "{:?}", g.views());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_reload_keeps_a_learned_protection_cap_and_an_explicit_cap_replaces_it() {
+        let c0 = cfg(&[("c", "")], 0);
+        let g = Gates::new(&c0, Arc::new(SystemClock));
+        let q = c0.resilience.queue.clone();
+        let held: Vec<_> = (0..3)
+            .map(|_| g.try_acquire(0, 0, "m", &q).unwrap())
+            .collect();
+        g.observe_outcome(0, 0, 0, OutcomeClass::ConcurrencyLimited, false);
+        let cap = |g: &Gates| {
+            let v = &g.views()[0];
+            (v.cap, v.effective_cap, v.cap_source)
+        };
+        assert_eq!(cap(&g), (None, Some(2), CapSource::Learned));
+
+        // A new connection in front: "c" moves and keeps what it learned.
+        let c1 = cfg(&[("n", ""), ("c", "")], 1);
+        step(&g, &c0, &c1);
+        assert_eq!(g.views()[1].effective_cap, Some(2));
+        assert_eq!(g.views()[1].cap_source, CapSource::Learned);
+
+        // An explicit cap wins and the learned one is gone.
+        let c2 = cfg(&[("n", ""), ("c", "max_concurrent = 5")], 2);
+        step(&g, &c1, &c2);
+        let v = &g.views()[1];
+        assert_eq!(
+            (v.cap, v.effective_cap, v.cap_source),
+            (Some(5), Some(5), CapSource::Config)
+        );
+        drop(held);
     }
 }

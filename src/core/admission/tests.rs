@@ -12,6 +12,7 @@ use tokio::task::JoinHandle;
 use super::*;
 use crate::clock::SystemClock;
 use crate::config::{LoadEnv, from_str};
+use crate::policy::admission::{DEFAULT_PROTECTION_CAP, RAISE_AFTER_SUCCESSES, RAISE_INTERVAL};
 
 fn secs(n: u64) -> Duration {
     Duration::from_secs(n)
@@ -378,7 +379,12 @@ async fn explicit_protection_beats_fail_open() {
 
 #[tokio::test(start_paused = true)]
 async fn uncapped_routes_admit_without_bookkeeping() {
-    let (g, q) = setup("api_key", "model_concurrency = { \"glm-5\" = 1 }", "");
+    // Not protected: an uncapped connection has no gate (see the protection-cap tests).
+    let (g, q) = setup(
+        "api_key",
+        "model_concurrency = { \"glm-5\" = 1 }",
+        "auto_enable_api_key_connections = false",
+    );
     // Connection 0 has only a model gate: other models are uncapped.
     let a = g.acquire(0, 0, "kimi", &q).await.unwrap();
     let b = g.acquire(0, 0, "kimi", &q).await.unwrap();
@@ -654,5 +660,110 @@ async fn the_global_cap_spans_every_provider() {
     assert!(
         g.try_acquire(0, 1, "m", &q).is_some(),
         "a release frees a global permit"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_protected_uncapped_connection_is_held_at_its_default_cap() {
+    let (g, q) = setup(
+        "api_key",
+        "",
+        "protection_default_cap = 2\nmax_wait = \"5s\"",
+    );
+    let a = g.try_acquire(0, 0, "m", &q).unwrap();
+    let b = g.try_acquire(0, 0, "m", &q).unwrap();
+    assert!(a.holds_permit() && b.holds_permit());
+    assert!(g.try_acquire(0, 0, "m", &q).is_none(), "the third waits");
+    let v = conn_view(&g);
+    assert_eq!(
+        (v.cap, v.effective_cap, v.cap_source, v.in_flight),
+        (None, Some(2), CapSource::Default, 2)
+    );
+    assert_eq!(v.enforcement, Enforcement::RateLimitQueue);
+    // An oauth provider's uncapped connections are not protected by auto-enable: no gate.
+    let (o, oq) = setup("oauth", "", "");
+    assert!(o.views().is_empty(), "{:?}", o.views());
+    assert!(!o.try_acquire(0, 0, "m", &oq).unwrap().holds_permit());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_concurrency_limit_lowers_the_cap_and_holds_new_arrivals_back() {
+    let (g, q) = setup("api_key", "", "max_wait = \"5s\"");
+    assert_eq!(conn_view(&g).effective_cap, Some(DEFAULT_PROTECTION_CAP));
+    let held: Vec<_> = (0..4)
+        .map(|_| g.try_acquire(0, 0, "m", &q).unwrap())
+        .collect();
+    // The 4th permit's 429 is reported while all four are held: cap 3.
+    g.observe_outcome(0, 0, 0, OutcomeClass::ConcurrencyLimited, false);
+    let v = conn_view(&g);
+    assert_eq!(
+        (v.cap, v.effective_cap, v.cap_source),
+        (None, Some(3), CapSource::Learned)
+    );
+    // Nothing in flight is cut; nobody new gets in until the count is under 3.
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let waiter = spawn_acquire(&g, &q, "m", 1, &tx);
+    settle().await;
+    assert!(rx.try_recv().is_err(), "queued at the learned cap");
+    assert_eq!(conn_view(&g).queued, 1);
+    let mut held = held.into_iter();
+    drop(held.next());
+    settle().await;
+    assert!(rx.try_recv().is_err(), "3 in flight = the cap");
+    drop(held.next());
+    settle().await;
+    let (_, got) = rx.try_recv().expect("granted under the cap");
+    assert!(got.unwrap().holds_permit());
+    waiter.await.unwrap();
+    // Other outcomes, and outcomes of another connection, change nothing.
+    g.observe_outcome(0, 0, 0, OutcomeClass::RateLimited, false);
+    g.observe_outcome(0, 1, 0, OutcomeClass::ConcurrencyLimited, false);
+    assert_eq!(conn_view(&g).effective_cap, Some(3));
+}
+
+#[tokio::test(start_paused = true)]
+async fn successes_raise_a_learned_cap_and_grant_a_waiter() {
+    let (g, q) = setup(
+        "api_key",
+        "",
+        "protection_default_cap = 3\nmax_wait = \"1h\"",
+    );
+    let first = g.try_acquire(0, 0, "m", &q).unwrap();
+    let second = g.try_acquire(0, 0, "m", &q).unwrap();
+    g.observe_outcome(0, 0, 0, OutcomeClass::ConcurrencyLimited, false); // cap 1
+    assert_eq!(conn_view(&g).effective_cap, Some(1));
+    drop(second);
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let waiter = spawn_acquire(&g, &q, "m", 1, &tx);
+    settle().await;
+    assert!(rx.try_recv().is_err(), "1 in flight = the learned cap");
+    tokio::time::advance(RAISE_INTERVAL).await;
+    for _ in 0..RAISE_AFTER_SUCCESSES {
+        g.observe_outcome(0, 0, 0, OutcomeClass::Success, false);
+    }
+    settle().await;
+    let (_, got) = rx.try_recv().expect("the raised cap granted the waiter");
+    let got = got.unwrap();
+    assert!(got.holds_permit());
+    waiter.await.unwrap();
+    let v = conn_view(&g);
+    assert_eq!(
+        (v.effective_cap, v.cap_source, v.in_flight),
+        (Some(2), CapSource::Learned, 2)
+    );
+    drop((first, got));
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_explicit_cap_is_never_learned_over() {
+    let (g, q) = setup("api_key", "max_concurrent = 4", "");
+    let _held: Vec<_> = (0..4)
+        .map(|_| g.try_acquire(0, 0, "m", &q).unwrap())
+        .collect();
+    g.observe_outcome(0, 0, 0, OutcomeClass::ConcurrencyLimited, false);
+    let v = conn_view(&g);
+    assert_eq!(
+        (v.cap, v.effective_cap, v.cap_source),
+        (Some(4), Some(4), CapSource::Config)
     );
 }

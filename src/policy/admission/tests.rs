@@ -343,6 +343,7 @@ fn settings(max_wait: Duration, exec: Duration, depth: u32, auto: bool) -> Queue
         execution_max_wait: exec,
         max_queue_depth: depth,
         auto_enable_api_key_connections: auto,
+        protection_default_cap: DEFAULT_PROTECTION_CAP,
     }
 }
 
@@ -459,6 +460,7 @@ fn connection(protection: Option<bool>, fail_open: bool) -> Connection {
         egress: "direct".into(),
         low_priority_mode: false,
         auto_limit_reset: false,
+        org_uuid: None,
         queue: Default::default(),
         rate_limit_cooldown: None,
     }

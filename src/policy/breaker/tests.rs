@@ -973,6 +973,16 @@ fn only_trip_statuses_and_transport_errors_count() {
     let empty = StatusSet::default();
     assert!(!counts(&http_status(500), &empty));
     assert!(counts(&classified(None, None, false), &empty));
+
+    // An empty turn (a 200 with no answer) has no error status to list: it counts like a
+    // transport failure, whatever `trip_statuses` says.
+    let empty_turn = Classified {
+        class: OutcomeClass::EmptyTurn,
+        reason: "empty_turn".into(),
+        ..classified(Some(200), None, true)
+    };
+    assert!(counts(&empty_turn, &defaults), "an empty turn counts");
+    assert!(counts(&empty_turn, &empty), "with any trip_statuses");
 }
 
 #[test]

@@ -308,13 +308,14 @@ fn a03_backoff_persists_across_expiry_and_resets_only_on_success() {
 }
 
 #[test]
-fn overload_not_found_and_client_outcomes_never_cool() {
+fn overload_not_found_empty_turn_and_client_outcomes_never_cool() {
     let s = settings();
     let r = api_key(&s);
     let t = t0();
     let cases = [
         (O::Overloaded, Some(529), CooldownEffect::Recorded),
         (O::NotFound, Some(404), CooldownEffect::Recorded),
+        (O::EmptyTurn, Some(200), CooldownEffect::Recorded),
         (O::ClientFault, Some(400), CooldownEffect::Ignored),
         (O::ClientGone, None, CooldownEffect::Ignored),
         (O::Success, Some(200), CooldownEffect::Ignored),

@@ -36,64 +36,198 @@ fn the_five_hour_wall_is_a_rejected_429_naming_the_five_hour_window() {
     assert!(!is_five_hour_wall(429, Vec::new()), "no headers");
 }
 
-#[test]
-fn a_usage_answer_is_read_with_every_field() {
-    let body = br#"{"five_hour": {"utilization": 1.0, "resets_at": "2027-01-15T08:00:00Z"},
-        "limit_reset": {"status": "already_used", "next_available_at": "2027-01-20T00:00:00Z"}}"#;
-    let u = parse_usage(body).expect("usage");
-    assert_eq!(u.five_hour_utilization, Some(1.0));
-    assert_eq!(u.five_hour_resets_at_ms, rfc3339_ms("2027-01-15T08:00:00Z"));
-    assert!(u.five_hour_resets_at_ms.is_some());
-    assert_eq!(u.status, Some(Availability::AlreadyUsed));
-    assert_eq!(u.next_available_at_ms, rfc3339_ms("2027-01-20T00:00:00Z"));
-    assert!(u.next_available_at_ms.is_some());
+/// A usage answer whose program block is `block` (other blocks around it, as the endpoint
+/// also reports the windows).
+fn usage(block: &str) -> Vec<u8> {
+    format!(r#"{{"five_hour": {{"utilization": 1.0}}, "juniper_tide": {block}}}"#).into_bytes()
 }
 
 #[test]
-fn a_usage_answer_tolerates_missing_and_malformed_fields() {
-    let u = parse_usage(br#"{"limit_reset": {"status": " Available "}}"#).expect("usage");
+fn the_routes_and_the_body_name_the_program() {
+    assert_eq!(USAGE_PATH, "/api/oauth/usage?at_wall=1&skip_spend=1");
+    let org = "123e4567-e89b-12d3-a456-426614174000";
     assert_eq!(
-        u,
-        Usage {
-            status: Some(Availability::Available),
-            ..Usage::default()
-        }
+        reset_path(org),
+        "/api/organizations/123e4567-e89b-12d3-a456-426614174000/reset_rate_limits"
     );
-    let odd = br#"{"five_hour": {"utilization": "full", "resets_at": 12},
-        "limit_reset": {"status": "not-offered", "next_available_at": "soon"}}"#;
-    let u = parse_usage(odd).expect("usage");
-    assert_eq!(u.five_hour_utilization, None);
-    assert_eq!(u.five_hour_resets_at_ms, None);
-    assert_eq!(u.status, Some(Availability::NotOffered));
-    assert_eq!(u.next_available_at_ms, None);
-    let u = parse_usage(br#"{"five_hour": {"utilization": 7.5}, "limit_reset": 3}"#).unwrap();
-    assert_eq!((u.five_hour_utilization, u.status), (None, None));
-    assert_eq!(
-        decide(&u),
-        Step::Unreadable,
-        "no status: treated as an error"
-    );
-    assert!(parse_usage(b"not json").is_err());
-    assert!(parse_usage(b"[1, 2]").is_err());
-    assert!(parse_usage(b"").is_err());
+    let body: Value = serde_json::from_str(RESET_BODY).expect("json");
+    assert_eq!(body, serde_json::json!({"program": "juniper_tide"}));
 }
 
 #[test]
-fn available_requests_the_reset_and_the_others_are_remembered() {
-    let at = |status: &str| {
-        let body = format!(r#"{{"limit_reset": {{"status": "{status}"}}}}"#);
-        decide(&parse_usage(body.as_bytes()).expect("usage"))
+fn the_program_block_is_read_with_every_field() {
+    let t = parse_usage(&usage(
+        r#"{"arm": "reset", "available": false, "next_available_at": "2027-01-20T00:00:00Z"}"#,
+    ))
+    .expect("block");
+    assert_eq!(t.arm, "reset");
+    assert!(!t.available);
+    assert_eq!(t.next_available_at_ms, rfc3339_ms("2027-01-20T00:00:00Z"));
+    assert!(t.next_available_at_ms.is_some());
+    let t = parse_usage(&usage(
+        r#"{"arm": " Reset ", "available": true, "next_available_at": 1800000000}"#,
+    ))
+    .expect("block");
+    assert_eq!((t.arm.as_str(), t.available), ("reset", true));
+    assert_eq!(t.next_available_at_ms, Some(NOW), "Unix seconds");
+}
+
+#[test]
+fn a_malformed_next_available_at_reads_as_absent() {
+    for v in [r#""soon""#, "null", "-5", "1.5", "[]", r#""2027-01-20""#] {
+        let block = format!(r#"{{"arm": "reset", "available": false, "next_available_at": {v}}}"#);
+        let t = parse_usage(&usage(&block)).expect("block");
+        assert_eq!(t.next_available_at_ms, None, "{v}");
+    }
+}
+
+#[test]
+fn an_unreadable_usage_answer_is_an_error() {
+    let cases: [&[u8]; 9] = [
+        b"not json",
+        b"[1, 2]",
+        b"",
+        br#"{"five_hour": {"utilization": 1.0}}"#,
+        br#"{"juniper_tide": null}"#,
+        br#"{"juniper_tide": "reset"}"#,
+        br#"{"juniper_tide": {"available": true}}"#,
+        br#"{"juniper_tide": {"arm": "reset"}}"#,
+        br#"{"juniper_tide": {"arm": "reset", "available": "true"}}"#,
+    ];
+    for body in cases {
+        let e = usage_step(200, body).expect_err("unreadable");
+        assert!(
+            e.starts_with("usage answer"),
+            "{}: {e}",
+            String::from_utf8_lossy(body)
+        );
+    }
+}
+
+#[test]
+fn only_an_available_reset_arm_requests_the_reset() {
+    let at = |block: &str| usage_step(200, &usage(block)).expect("step");
+    assert_eq!(
+        at(r#"{"arm": "reset", "available": true}"#),
+        Step::RequestReset
+    );
+    let day2 = r#""2027-01-20T00:00:00Z""#;
+    assert_eq!(
+        at(&format!(
+            r#"{{"arm": "reset", "available": false, "next_available_at": {day2}}}"#
+        )),
+        Step::Unavailable(Unavailable::AlreadyUsed, rfc3339_ms("2027-01-20T00:00:00Z"))
+    );
+    assert_eq!(
+        at(r#"{"arm": "control", "available": true}"#),
+        Step::Unavailable(Unavailable::NotOffered, None),
+        "another arm is not offered resets, whatever `available` says"
+    );
+    assert_eq!(
+        at(r#"{"arm": "", "available": false}"#),
+        Step::Unavailable(Unavailable::NotOffered, None)
+    );
+}
+
+#[test]
+fn a_non_2xx_answer_is_an_error_whatever_its_body() {
+    let ok = usage(r#"{"arm": "reset", "available": true}"#);
+    assert_eq!(
+        usage_step(503, &ok),
+        Err("usage endpoint answered HTTP 503".into())
+    );
+    assert_eq!(
+        reset_tried(403, br#"{"result": "reset"}"#),
+        Tried::Failed("reset endpoint answered HTTP 403".into())
+    );
+    assert_eq!(
+        reset_tried(302, br#"{"result": "reset"}"#),
+        Tried::Failed("reset endpoint answered HTTP 302".into())
+    );
+}
+
+#[test]
+fn the_reset_answer_maps_each_result() {
+    let next = r#""2027-01-20T00:00:00Z""#;
+    let at = |body: &str| reset_tried(200, body.as_bytes());
+    assert_eq!(at(r#"{"result": "reset"}"#), Tried::Reset);
+    assert_eq!(at(r#"{"result": "NOT_LIMITED"}"#), Tried::NotLimited);
+    assert_eq!(
+        at(&format!(
+            r#"{{"result": "already_used", "next_available_at": {next}}}"#
+        )),
+        Tried::Unavailable(Unavailable::AlreadyUsed, rfc3339_ms("2027-01-20T00:00:00Z"))
+    );
+    assert_eq!(
+        at(r#"{"result": "not_offered"}"#),
+        Tried::Unavailable(Unavailable::NotOffered, None)
+    );
+    assert_eq!(
+        reset_tried(201, br#"{"result": "reset"}"#),
+        Tried::Reset,
+        "any 2xx"
+    );
+    assert!(Tried::Reset.retries() && Tried::NotLimited.retries());
+    assert!(!Tried::Unavailable(Unavailable::NotOffered, None).retries());
+}
+
+#[test]
+fn an_unreadable_reset_answer_is_an_error_never_a_success() {
+    for body in [
+        "",
+        "ok",
+        "[]",
+        "{}",
+        r#"{"result": 1}"#,
+        r#"{"status": "reset"}"#,
+        r#"{"result": "granted"}"#,
+    ] {
+        let t = reset_tried(200, body.as_bytes());
+        assert!(matches!(t, Tried::Failed(_)), "{body}: {t:?}");
+        assert!(!t.retries(), "{body}");
+    }
+    let long = format!(r#"{{"result": "{}"}}"#, "x".repeat(500));
+    let Tried::Failed(text) = reset_tried(200, long.as_bytes()) else {
+        panic!("failed")
     };
-    assert_eq!(at("available"), Step::RequestReset);
+    assert!(text.len() < 100, "the unknown word is cut: {text}");
+}
+
+#[test]
+fn not_limited_ends_a_backoff_and_keeps_a_granted_reset_listed() {
+    let mut s = LimitResetSlot::default();
+    s.granted(NOW - HOUR);
+    s.failed("HTTP 502", NOW - 1);
+    s.record(&Tried::NotLimited, NOW);
+    assert!(s.may_query(NOW), "no backoff");
+    assert_eq!(s.last_outcome, Some(Outcome::NotLimited));
+    assert_eq!((s.last_at_ms, s.last_error.as_deref()), (Some(NOW), None));
+    assert_eq!(s.reset_used_at_ms, Some(NOW - HOUR), "nothing spent");
+    assert!(s.is_listed(NOW + DAY - HOUR - 1));
+    assert!(s.refresh(NOW + DAY - HOUR), "dropped with the reset");
+    let mut fresh = LimitResetSlot::default();
+    fresh.record(&Tried::NotLimited, NOW);
+    assert!(!fresh.is_listed(NOW), "nothing worth listing");
+}
+
+#[test]
+fn recording_a_try_moves_the_slot_like_its_step() {
+    let mut s = LimitResetSlot::default();
+    assert!(s.claim(NOW));
+    s.record(&Tried::Reset, NOW);
     assert_eq!(
-        at("already_used"),
-        Step::Unavailable(Availability::AlreadyUsed, None)
+        (s.last_outcome, s.reset_used_at_ms),
+        (Some(Outcome::Reset), Some(NOW))
     );
-    assert_eq!(
-        at("not_offered"),
-        Step::Unavailable(Availability::NotOffered, None)
+    s.record(
+        &Tried::Unavailable(Unavailable::AlreadyUsed, Some(NOW + DAY)),
+        NOW + 1,
     );
-    assert_eq!(at("maybe"), Step::Unreadable);
+    assert_eq!(s.next_available_at_ms, Some(NOW + DAY));
+    assert!(!s.may_query(NOW + DAY - 1));
+    s.record(&Tried::Failed("HTTP 500".into()), NOW + 2);
+    assert_eq!(s.next_query_after_ms, Some(NOW + 2 + 15 * 60_000));
+    assert_eq!(s.last_outcome, Some(Outcome::Error));
 }
 
 #[test]
@@ -118,7 +252,7 @@ fn a_granted_reset_is_recorded_and_leaves_queries_open() {
 #[test]
 fn already_used_without_a_date_blocks_queries_for_seven_days() {
     let mut s = LimitResetSlot::default();
-    s.unavailable(Availability::AlreadyUsed, None, NOW);
+    s.unavailable(Unavailable::AlreadyUsed, None, NOW);
     assert_eq!(s.next_available_at_ms, Some(NOW + 7 * DAY));
     assert_eq!(s.last_outcome, Some(Outcome::AlreadyUsed));
     assert!(
@@ -133,13 +267,13 @@ fn already_used_without_a_date_blocks_queries_for_seven_days() {
 #[test]
 fn not_offered_with_a_date_blocks_queries_until_then() {
     let mut s = LimitResetSlot::default();
-    s.unavailable(Availability::NotOffered, Some(NOW + 2 * DAY), NOW);
+    s.unavailable(Unavailable::NotOffered, Some(NOW + 2 * DAY), NOW);
     assert_eq!(s.next_available_at_ms, Some(NOW + 2 * DAY));
     assert_eq!(s.last_outcome, Some(Outcome::NotOffered));
     assert!(!s.may_query(NOW + 2 * DAY - 1));
     assert!(s.may_query(NOW + 2 * DAY));
     let mut past = LimitResetSlot::default();
-    past.unavailable(Availability::NotOffered, Some(NOW - 1), NOW);
+    past.unavailable(Unavailable::NotOffered, Some(NOW - 1), NOW);
     assert_eq!(
         past.next_available_at_ms,
         Some(NOW + 7 * DAY),
@@ -170,7 +304,7 @@ fn an_error_backs_off_fifteen_minutes_with_a_short_text() {
 #[test]
 fn the_record_round_trips_as_json() {
     let mut s = LimitResetSlot::default();
-    s.unavailable(Availability::AlreadyUsed, Some(NOW + DAY), NOW);
+    s.unavailable(Unavailable::AlreadyUsed, Some(NOW + DAY), NOW);
     let json = serde_json::to_string(&s).expect("json");
     assert!(json.contains("\"already_used\""), "{json}");
     let back: LimitResetSlot = serde_json::from_str(&json).expect("back");

@@ -143,6 +143,26 @@ fn plan_table() {
             LockoutStep::None,
         ),
         (
+            "empty turn counts for the breaker, only recorded on the connection",
+            outcome(O::EmptyTurn, Some(200), Scope::Triple),
+            OFF,
+            B::Failure,
+            C::Failure,
+            LockoutStep::None,
+        ),
+        (
+            "empty turn never locks a model, lockout mode or per-model quota",
+            outcome(O::EmptyTurn, Some(200), Scope::Triple),
+            Knobs {
+                lockout: true,
+                per_model_quota: true,
+                ..OFF
+            },
+            B::Failure,
+            C::Failure,
+            LockoutStep::None,
+        ),
+        (
             "lockout mode: 503 locks the triple instead",
             outcome(O::Transient, Some(503), Scope::Triple),
             on,

@@ -1,13 +1,16 @@
 //! The session-limit reset in dispatch (§2e, `auto_limit_reset`): a connection's
 //! failed attempt that is the 5-hour wall makes sluice ask the account's usage endpoint
-//! (`GET {base_url}/api/oauth/usage`, the connection's own credentials, bounded by
-//! [`QUERY_TIMEOUT`]); when a reset is `available` it is requested
-//! (`POST {base_url}/api/oauth/usage/reset`) and, on a 2xx, the request is re-sent once on
-//! the same connection under the same admission ticket at full speed (an active
-//! low-priority lane is ended first), so the wall's 429 neither cools the connection nor
-//! counts toward its breaker. Whatever else the try finds is remembered by the core
-//! ([`crate::core::Core::record_limit_reset`]) and the attempt goes on as it was (to the
-//! lane, then the usual 429 handling). Runs before the lane.
+//! (`GET {base_url}/api/oauth/usage?at_wall=1&skip_spend=1`, the connection's own
+//! credentials, bounded by [`QUERY_TIMEOUT`]); when its `juniper_tide` block offers a reset
+//! it is requested (`POST {base_url}/api/organizations/{org_uuid}/reset_rate_limits`, body
+//! `{"program":"juniper_tide"}`) and, when the answer's `result` is `reset` or
+//! `not_limited`, the request is re-sent once on the same connection under the same
+//! admission ticket at full speed (an active low-priority lane is ended first), so the
+//! wall's 429 neither cools the connection nor counts toward its breaker. Whatever else the
+//! try finds is remembered by the core ([`crate::core::Core::record_limit_reset`]) and the
+//! attempt goes on as it was (to the lane, then the usual 429 handling). Runs before the
+//! lane. Both endpoints are undocumented endpoints of the provider; what their answers mean
+//! is read in [`crate::policy::limit_reset`].
 
 use std::time::Duration;
 
@@ -19,7 +22,7 @@ use super::{Dispatch, log_attempt};
 use crate::config::{Auth, Provider};
 use crate::policy::headroom::parse::header_pairs;
 use crate::policy::limit_reset::{
-    self, QUERY_TIMEOUT, RESET_PATH, Step, Tried, USAGE_PATH, parse_usage,
+    self, QUERY_TIMEOUT, RESET_BODY, Step, Tried, USAGE_PATH, reset_path, reset_tried, usage_step,
 };
 use crate::proxy::Shared;
 use crate::proxy::attempt::{Attempted, Target, describe, read_error_body, send_attempt};
@@ -61,10 +64,15 @@ impl Dispatch<'_> {
         }
         let tried = Box::pin(try_reset(self.state, t, self.req, deadline)).await;
         core.record_limit_reset(t.cand, &tried);
-        if tried != Tried::Granted {
+        if !tried.retries() {
             return Ok(a);
         }
-        tracing::info!(provider = %t.provider.id, connection = %t.conn.id, "usage wall: session-limit reset granted; retrying on the same connection at full speed");
+        let why = if tried == Tried::Reset {
+            "session-limit reset granted"
+        } else {
+            "reset answered not_limited"
+        };
+        tracing::info!(provider = %t.provider.id, connection = %t.conn.id, "usage wall: {why}; retrying on the same connection at full speed");
         core.lane_end(t.cand, "limit_reset");
         let mut logged = classified.clone();
         logged.reason = "limit_reset".into();
@@ -88,41 +96,47 @@ async fn try_reset(
     req: &ClientRequest,
     deadline: Instant,
 ) -> Tried {
+    // Load-time validation requires it with `auto_limit_reset`; checked again, not assumed.
+    let Some(org) = t.conn.org_uuid.as_deref() else {
+        return Tried::Failed(format!(
+            "connection '{}' has no org_uuid to request the reset for",
+            t.conn.id
+        ));
+    };
     let now = state.core.clock().now();
     let budget = t
         .provider
         .timeout
         .min(QUERY_TIMEOUT)
         .min(deadline.saturating_duration_since(now));
-    let usage = match call(state, t, req, Method::GET, USAGE_PATH, budget).await {
-        Ok((status, body)) if (200..300).contains(&status) => parse_usage(&body),
-        Ok((status, _)) => Err(format!("usage endpoint answered HTTP {status}")),
+    let step = match call(state, t, req, Method::GET, USAGE_PATH, None, budget).await {
+        Ok((status, body)) => usage_step(status, &body),
         Err(e) => Err(e),
     };
-    let usage = match usage {
-        Ok(u) => u,
-        Err(e) => return Tried::Failed(e),
-    };
-    match limit_reset::decide(&usage) {
-        Step::Unavailable(why, next) => Tried::Unavailable(why, next),
-        Step::Unreadable => Tried::Failed("usage answer has no readable limit_reset.status".into()),
-        Step::RequestReset => match call(state, t, req, Method::POST, RESET_PATH, budget).await {
-            Ok((status, _)) if (200..300).contains(&status) => Tried::Granted,
-            Ok((status, _)) => Tried::Failed(format!("reset endpoint answered HTTP {status}")),
-            Err(e) => Tried::Failed(e),
-        },
+    match step {
+        Err(e) => Tried::Failed(e),
+        Ok(Step::Unavailable(why, next)) => Tried::Unavailable(why, next),
+        Ok(Step::RequestReset) => {
+            let path = reset_path(org);
+            let body = Bytes::from_static(RESET_BODY.as_bytes());
+            match call(state, t, req, Method::POST, &path, Some(body), budget).await {
+                Ok((status, body)) => reset_tried(status, &body),
+                Err(e) => Tried::Failed(e),
+            }
+        }
     }
 }
 
-/// One account call (`method` on `{base_url}{path}`, no body) with the connection's own
-/// credentials, within `budget`: its status and (at most 1 MiB of) its body. Errors name
-/// the provider, never a key.
+/// One account call (`method` on `{base_url}{path}`, with a JSON `body` when given) with the
+/// connection's own credentials, within `budget`: its status and (at most 1 MiB of) its
+/// body. Errors name the provider, never a key or the URL.
 async fn call(
     state: &Shared,
     t: &Target<'_>,
     req: &ClientRequest,
     method: Method,
     path: &str,
+    body: Option<Bytes>,
     budget: Duration,
 ) -> Result<(u16, Bytes), String> {
     let client = state
@@ -131,10 +145,11 @@ async fn call(
         .map_err(|e| format!("no client for provider '{}': {e}", t.provider.id))?;
     let uri = crate::proxy::upstream::uri(t.provider, path)
         .map_err(|e| format!("bad URL for provider '{}': {e}", t.provider.id))?;
-    let mut up = Request::new(Full::new(Bytes::new()));
-    *up.method_mut() = method.clone();
+    let headers = account_headers(t.provider, &t.conn.auth, req, body.as_ref());
+    let mut up = Request::new(Full::new(body.unwrap_or_default()));
+    *up.method_mut() = method;
     *up.uri_mut() = uri;
-    *up.headers_mut() = account_headers(t.provider, &t.conn.auth, req, &method);
+    *up.headers_mut() = headers;
     let res = match tokio::time::timeout(budget, client.request(up)).await {
         Err(_) => {
             return Err(format!(
@@ -151,8 +166,14 @@ async fn call(
 }
 
 /// JSON accept, Anthropic's version header and the connection's own credential (for a
-/// passthrough connection, the client's own `authorization` / `x-api-key`).
-fn account_headers(p: &Provider, auth: &Auth, req: &ClientRequest, method: &Method) -> HeaderMap {
+/// passthrough connection, the client's own `authorization` / `x-api-key`); with a `body`,
+/// its JSON content type and length.
+fn account_headers(
+    p: &Provider,
+    auth: &Auth,
+    req: &ClientRequest,
+    body: Option<&Bytes>,
+) -> HeaderMap {
     let mut base = HeaderMap::new();
     base.insert(header::ACCEPT, HeaderValue::from_static("application/json"));
     base.insert(
@@ -170,9 +191,14 @@ fn account_headers(p: &Provider, auth: &Auth, req: &ClientRequest, method: &Meth
             }
         }
     }
-    let mut out = upstream_request(&base, auth, p.dialect, req.client_key, 0);
-    if method == Method::GET {
+    let Some(body) = body else {
+        let mut out = upstream_request(&base, auth, p.dialect, req.client_key, 0);
         out.remove(header::CONTENT_LENGTH);
-    }
-    out
+        return out;
+    };
+    base.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    upstream_request(&base, auth, p.dialect, req.client_key, body.len())
 }

@@ -14,8 +14,9 @@
 //! Decisions recorded here:
 //! - Anthropic `signature_delta` (non-empty) is both progress and content-bearing, following
 //!   the §6 text exactly; the fixtures README calls a signature-only thinking block "not
-//!   content", which is what [`EventKind::Reasoning`] expresses (a turn with only reasoning is
-//!   still reported as empty by whoever counts text).
+//!   content", which is what [`EventKind::Reasoning`] expresses: reasoning is never part of
+//!   the answer ([`EventClass::answer`]), so a turn with only reasoning is still reported as
+//!   an empty turn (`proxy::turn`).
 //! - `response.failed` is a terminal marker ([`Terminal::Failed`], the stream is not
 //!   truncated) **and** an error (`error` is set, kind [`EventKind::Error`]): the attempt
 //!   failed and is classified by its error code.
@@ -154,6 +155,15 @@ pub struct EventClass {
     pub text_bytes: usize,
     /// Anthropic block opened or closed by this event.
     pub block: Option<BlockEdge>,
+    /// Part of the answer itself, as opposed to reasoning or structure: text, a tool call
+    /// (even one whose input is still empty), a server tool result, a citation, a refusal, or
+    /// a block or output item of a kind not known here. A complete turn with none is empty
+    /// (`proxy::turn`).
+    pub answer: bool,
+    /// A stop reason that explains a turn without an answer (`proxy::turn::EXCUSING_STOPS`:
+    /// an output limit, the client's stop sequence, a refusal, a content filter; or
+    /// `response.incomplete`). Such a turn is not empty.
+    pub excused_stop: bool,
 }
 
 impl EventClass {
@@ -167,16 +177,29 @@ impl EventClass {
             activity: Activity::None,
             text_bytes: 0,
             block: None,
+            answer: false,
+            excused_stop: false,
         }
     }
 
-    /// Model output or reasoning that both ends the hold and restarts the stall budget.
+    /// Model output or reasoning that both ends the hold and restarts the stall budget;
+    /// non-empty output ([`EventKind::Content`]) is part of the answer.
     fn output(kind: EventKind, activity: Activity, non_empty: bool) -> Self {
         Self {
             content_bearing: non_empty,
             progress: non_empty,
             activity,
+            answer: non_empty && kind == EventKind::Content,
             ..Self::of(kind)
+        }
+    }
+
+    /// Structure that is still part of the answer: a tool call opening with no input yet,
+    /// a block or output item of a kind not known here.
+    fn answer_start(activity: Activity) -> Self {
+        Self {
+            answer: true,
+            ..Self::of(EventKind::Lifecycle).with_activity(activity)
         }
     }
 
@@ -319,14 +342,15 @@ fn anthropic(ev: &Event, v: Option<&Value>) -> EventClass {
                     if has_input {
                         EventClass::output(EventKind::Content, Activity::ToolCall, true)
                     } else {
-                        EventClass::of(EventKind::Lifecycle).with_activity(Activity::ToolCall)
+                        EventClass::answer_start(Activity::ToolCall)
                     }
                 }
                 // Server tool results arrive whole in their start event.
                 t if t.ends_with("_tool_result") => {
                     EventClass::output(EventKind::Content, Activity::None, true)
                 }
-                _ => EventClass::of(EventKind::Lifecycle),
+                // A block kind not known here: not reasoning, so part of the answer.
+                _ => EventClass::answer_start(Activity::None),
             };
             if c.kind == EventKind::Reasoning && !c.progress {
                 // An empty thinking block opening is structure, not progress.
@@ -364,11 +388,13 @@ fn anthropic(ev: &Event, v: Option<&Value>) -> EventClass {
             let stop = v
                 .and_then(|v| v.get("delta"))
                 .and_then(|d| d.get("stop_reason"))
-                .is_some_and(|s| !s.is_null());
-            if stop {
-                EventClass::terminal(Terminal::StopReason)
-            } else {
-                EventClass::of(EventKind::Metadata)
+                .filter(|s| !s.is_null());
+            match stop {
+                Some(reason) => EventClass {
+                    excused_stop: excuses(reason.as_str()),
+                    ..EventClass::terminal(Terminal::StopReason)
+                },
+                None => EventClass::of(EventKind::Metadata),
             }
         }
         "message_stop" => EventClass::terminal(Terminal::Done),
@@ -397,9 +423,10 @@ fn chat(ev: &Event, data: &str, v: Option<&Value>) -> EventClass {
     if choices.is_empty() {
         return EventClass::of(EventKind::Metadata);
     }
-    let (mut text, mut tools, mut reasoning) = (0usize, false, false);
-    let mut saw_text_field = false;
+    let (mut text, mut tools, mut reasoning, mut audio) = (0usize, false, false, false);
+    let (mut saw_text_field, mut excused_stop) = (false, false);
     for choice in choices {
+        excused_stop |= excuses(str_at(Some(choice), "finish_reason"));
         let Some(delta) = choice.get("delta").or_else(|| choice.get("message")) else {
             continue;
         };
@@ -414,6 +441,8 @@ fn chat(ev: &Event, data: &str, v: Option<&Value>) -> EventClass {
             .and_then(Value::as_array)
             .is_some_and(|a| !a.is_empty())
             || delta.get("function_call").is_some_and(Value::is_object);
+        // Audio output (`delta.audio`: data and transcript) is model output without text.
+        audio |= delta.get("audio").is_some_and(Value::is_object);
         reasoning |= non_empty_str(Some(delta), "reasoning")
             || non_empty_str(Some(delta), "reasoning_content")
             || delta
@@ -421,7 +450,7 @@ fn chat(ev: &Event, data: &str, v: Option<&Value>) -> EventClass {
                 .and_then(Value::as_array)
                 .is_some_and(|a| !a.is_empty());
     }
-    let kind = if text > 0 || tools {
+    let kind = if text > 0 || tools || audio {
         EventKind::Content
     } else if reasoning {
         EventKind::Reasoning
@@ -439,11 +468,17 @@ fn chat(ev: &Event, data: &str, v: Option<&Value>) -> EventClass {
     } else {
         Activity::None
     };
-    let output = text > 0 || tools || reasoning;
+    let output = text > 0 || tools || audio || reasoning;
     EventClass {
         text_bytes: text,
+        excused_stop,
         ..EventClass::output(kind, activity, output)
     }
+}
+
+/// Whether a stop reason explains a turn without an answer (see [`EventClass::excused_stop`]).
+fn excuses(reason: Option<&str>) -> bool {
+    reason.is_some_and(|r| crate::proxy::turn::EXCUSING_STOPS.contains(&r))
 }
 
 fn reasoning_item_has_payload(item: Option<&Value>) -> bool {
@@ -464,7 +499,10 @@ fn responses(ev: &Event, v: Option<&Value>) -> EventClass {
             EventClass::of(EventKind::Lifecycle)
         }
         "response.completed" => EventClass::terminal(Terminal::Done),
-        "response.incomplete" => EventClass::terminal(Terminal::Incomplete),
+        "response.incomplete" => EventClass {
+            excused_stop: true,
+            ..EventClass::terminal(Terminal::Incomplete)
+        },
         "response.failed" => {
             let err = v
                 .and_then(|v| v.get("response"))
@@ -496,10 +534,11 @@ fn responses(ev: &Event, v: Option<&Value>) -> EventClass {
                 "message" if added => {
                     EventClass::of(EventKind::Lifecycle).with_activity(Activity::Text)
                 }
-                t if added && t.ends_with("_call") => {
-                    EventClass::of(EventKind::Lifecycle).with_activity(Activity::ToolCall)
-                }
-                _ => EventClass::of(EventKind::Lifecycle),
+                "message" => EventClass::of(EventKind::Lifecycle),
+                // A tool call (function, custom, server-side `*_call`) or an item of a kind not
+                // known here: part of the answer.
+                t if added && t.ends_with("_call") => EventClass::answer_start(Activity::ToolCall),
+                _ => EventClass::answer_start(Activity::None),
             }
         }
         "response.output_text.delta" | "response.refusal.delta" => {

@@ -97,6 +97,19 @@ impl Inspect {
         self.tracker.is_complete()
     }
 
+    /// The turn ended empty: no text and no tool call, only reasoning or nothing
+    /// (`proxy::turn`); never for a blind inspector.
+    pub fn empty_turn(&self) -> bool {
+        !self.blind && self.tracker.empty_turn()
+    }
+
+    /// The turn ended empty before any content-bearing event, so nothing of it needs to
+    /// reach the client: the attempt failed and (in the hold) the next target can be tried.
+    /// A turn whose reasoning was content-bearing is relayed, and only reported empty.
+    pub fn empty_before_content(&self) -> bool {
+        self.empty_turn() && !self.tracker.seen_content()
+    }
+
     /// The in-stream error seen, if any.
     pub fn error(&self) -> Option<&StreamError> {
         if self.blind {

@@ -1,9 +1,10 @@
 //! The §6 pre-content hold of one 2xx SSE attempt, before anything of it reaches the client.
 //!
-//! Reads the stream until its first content-bearing event (or a complete empty turn), holding
-//! the lifecycle frames (`message_start`, `ping`, empty block starts, role-only chunks). An
-//! error event, a break, an end or a zombie before content fails the attempt, so the next
-//! candidate can be tried with none of this attempt's bytes sent.
+//! Reads the stream until its first content-bearing event (or a complete turn), holding the
+//! lifecycle frames (`message_start`, `ping`, empty block starts, role-only chunks). An
+//! error event, a break, an end, a zombie or an empty turn (complete with nothing
+//! content-bearing, `proxy::turn`) before content fails the attempt, so the next candidate
+//! can be tried with none of this attempt's bytes sent.
 //!
 //! The readiness check comes before any commitment: once `heartbeat_interval` (or the
 //! shorter readiness window) has passed, the hold commits to this attempt only if a useful
@@ -41,6 +42,8 @@ pub enum HoldFailure {
     Broke(String),
     /// An error event arrived before any content (case A14 a/b).
     ErrorEvent(StreamError),
+    /// The turn completed with nothing content-bearing: an empty turn.
+    EmptyTurn,
 }
 
 impl HoldFailure {
@@ -53,9 +56,14 @@ impl HoldFailure {
             Self::ErrorEvent(e) => {
                 format!("error event before content: {} {}", e.error_type, e.message)
             }
+            Self::EmptyTurn => EMPTY_STREAM.into(),
         }
     }
 }
+
+/// What an empty turn before content is called in logs and the client's error.
+pub const EMPTY_STREAM: &str =
+    "the upstream stream ended with no text and no tool call (an empty turn)";
 
 /// How the hold ended.
 pub enum HoldEnd {
@@ -87,7 +95,7 @@ pub async fn pre_commit_hold(
                     continue;
                 }
             },
-            Ok(None) if inspect.may_flush() => return held(inspect, bytes, true),
+            Ok(None) if inspect.may_flush() => return flush(inspect, bytes),
             Ok(None) => return HoldEnd::Failed(HoldFailure::Ended),
             Ok(Some(Err(e))) => return HoldEnd::Failed(HoldFailure::Broke(e.to_string())),
             Ok(Some(Ok(frame))) => frame,
@@ -96,7 +104,7 @@ pub async fn pre_commit_hold(
         inspect.feed(now, d);
         bytes.extend_from_slice(d);
         if inspect.may_flush() {
-            return held(inspect, bytes, true);
+            return flush(inspect, bytes);
         }
         if let Some(err) = inspect.error().cloned() {
             return HoldEnd::Failed(HoldFailure::ErrorEvent(err));
@@ -131,6 +139,15 @@ fn silent_verdict(inspect: &Inspect, now: Instant, g: Guards) -> Option<Silent> 
 /// The next silent check while readiness is pending: just past the readiness window.
 fn at_readiness_end(started: Instant, g: Guards, now: Instant) -> Instant {
     (started + g.readiness + std::time::Duration::from_millis(1)).max(now)
+}
+
+/// Content, or a complete turn, arrived: relay it — unless the turn is empty with nothing
+/// content-bearing, which fails the attempt (nothing of it was sent).
+fn flush(inspect: Inspect, bytes: BytesMut) -> HoldEnd {
+    if inspect.empty_before_content() {
+        return HoldEnd::Failed(HoldFailure::EmptyTurn);
+    }
+    held(inspect, bytes, true)
 }
 
 fn held(inspect: Inspect, bytes: BytesMut, content: bool) -> HoldEnd {

@@ -53,6 +53,10 @@ pub struct StreamTracker {
     last_progress: Instant,
     keepalive_progress: bool,
     throughput: Throughput,
+    /// Part of the answer arrived (text, a tool call, …; not reasoning).
+    answer: bool,
+    /// A stop reason explained a turn without an answer.
+    excused: bool,
 }
 
 impl StreamTracker {
@@ -70,6 +74,8 @@ impl StreamTracker {
             last_progress: started,
             keepalive_progress: false,
             throughput: Throughput::default(),
+            answer: false,
+            excused: false,
         }
     }
 
@@ -101,6 +107,8 @@ impl StreamTracker {
             Some(BlockEdge::Stop(i)) => self.open_blocks.retain(|&b| b != i),
             _ => {}
         }
+        self.answer |= c.answer;
+        self.excused |= c.excused_stop;
         if c.content_bearing && self.first_content.is_none() {
             self.first_content = Some(now);
         }
@@ -159,6 +167,12 @@ impl StreamTracker {
         } else {
             StreamEnd::Truncated
         }
+    }
+
+    /// An empty turn (`proxy::turn`): the stream is complete, reported no error, carried no
+    /// answer (nothing, or only reasoning) and no stop reason that explains that.
+    pub fn empty_turn(&self) -> bool {
+        self.is_complete() && self.error.is_none() && !self.answer && !self.excused
     }
 
     /// Whether a content-bearing event arrived (the pre-content hold is over).

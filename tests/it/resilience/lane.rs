@@ -130,10 +130,16 @@ async fn busy_then_served(busy: Reply) {
     let body = d.body("claude-x", false);
     let started = clock.now();
     let req = tokio::spawn(async move { client::post_json(&url, &body, &[AV]).await });
-    // The wait (5 s ± 30 %) runs on the manual clock: move it on until the request is done.
+    // The wait (5 s ± 30 %) runs on the manual clock: move it on in 500 ms steps until the
+    // request is done, but never past 7 s (the longest wait plus one step), so a slow machine
+    // that is late to run the woken request cannot push the clock further on.
     let r = tokio::time::timeout(Duration::from_secs(10), async {
+        let mut moved = Duration::ZERO;
         while !req.is_finished() {
-            clock.advance(Duration::from_millis(500));
+            if moved < Duration::from_millis(7000) {
+                clock.advance(Duration::from_millis(500));
+                moved += Duration::from_millis(500);
+            }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         req.await.expect("request task")

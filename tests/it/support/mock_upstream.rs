@@ -4,7 +4,9 @@
 //! Replies are scripted per (route path, model) with [`MockUpstream::on`], first match wins,
 //! optionally only a number of times; anything unscripted gets a default reply in the real wire
 //! format of the route (a Messages JSON or the `anthropic-text` fixture stream, a chat
-//! completion, a Responses object, `count_tokens`, `GET /v1/models`; 404 elsewhere).
+//! completion, a Responses object, `count_tokens`, `GET /v1/models`, and the two subscription
+//! account routes of the session-limit reset: `GET /api/oauth/usage?at_wall=1&skip_spend=1`
+//! and `POST /api/organizations/{org_uuid}/reset_rate_limits`; 404 elsewhere).
 //!
 //! Besides the requests it records each exchange's lifetime (request arrival until its
 //! response body ended or was dropped: [`MockUpstream::exchanges`],
@@ -34,6 +36,16 @@ use super::body::ChannelBody;
 pub use super::recorded::Recorded;
 use super::recorded::{body_model, body_stream};
 use super::wire::{anthropic_message, anthropic_text_events, chat_completion, responses_object};
+
+/// The subscription usage route (path; sluice sends it with [`USAGE_QUERY`]).
+pub const USAGE_PATH: &str = "/api/oauth/usage";
+/// The query sluice sends on [`USAGE_PATH`].
+pub const USAGE_QUERY: &str = "at_wall=1&skip_spend=1";
+
+/// The reset route of organization `org`.
+pub fn reset_rate_limits_path(org: &str) -> String {
+    format!("/api/organizations/{org}/reset_rate_limits")
+}
 
 type MockBody = BoxBody<Bytes, std::io::Error>;
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -82,6 +94,25 @@ pub struct Reply {
     headers: Vec<(String, String)>,
     head_delay: Duration,
     body: ReplyBody,
+    /// A streamed body waits for this gate before writing chunk `.0`.
+    gate: Option<(usize, Gate)>,
+}
+
+/// A point a scripted stream waits at until the test opens it (see [`Reply::gated`]): the
+/// test decides when the rest is written, with no timing involved.
+#[derive(Debug, Clone, Default)]
+pub struct Gate(Arc<Notify>);
+
+impl Gate {
+    /// A closed gate.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Opens the gate (before or after the stream reached it).
+    pub fn open(&self) {
+        self.0.notify_one();
+    }
 }
 
 impl Reply {
@@ -91,7 +122,15 @@ impl Reply {
             headers: Vec::new(),
             head_delay: Duration::ZERO,
             body,
+            gate: None,
         }
+    }
+
+    /// A streamed body writes its chunks before `chunk` at once, then waits until `gate` is
+    /// opened before writing the rest.
+    pub fn gated(mut self, chunk: usize, gate: &Gate) -> Self {
+        self.gate = Some((chunk, gate.clone()));
+        self
     }
 
     /// The route's default reply (what an unscripted request gets).
@@ -704,8 +743,12 @@ async fn handle(
         ReplyBody::Bytes(b) => Full::new(b).map_err(|never| match never {}).boxed(),
         ReplyBody::Chunks { chunks, end } => {
             let (tx, body) = ChannelBody::channel();
+            let gate = reply.gate;
             tokio::spawn(async move {
-                for (pause, chunk) in chunks {
+                for (i, (pause, chunk)) in chunks.into_iter().enumerate() {
+                    if let Some((_, g)) = gate.as_ref().filter(|(at, _)| *at == i) {
+                        g.0.notified().await;
+                    }
                     if !pause.is_zero() {
                         tokio::time::sleep(pause).await;
                     }
@@ -764,6 +807,8 @@ fn default_reply(rec: &Recorded) -> Reply {
         (&Method::POST, "/v1/responses") => {
             Reply::json(200, responses_object(&model, "Hello from the mock."))
         }
+        (&Method::GET, USAGE_PATH) => usage_reply(rec),
+        (&Method::POST, path) if reset_org(path).is_some() => reset_reply(rec),
         (&Method::GET, "/v1/models") => Reply::json(
             200,
             json!({
@@ -777,6 +822,43 @@ fn default_reply(rec: &Recorded) -> Reply {
             &format!("mock: no route {} {}", rec.method, rec.path),
         ),
     }
+}
+
+/// The default usage answer: the reset arm with a reset available; a 400 without the
+/// query sluice must send.
+fn usage_reply(rec: &Recorded) -> Reply {
+    if rec.query.as_deref() != Some(USAGE_QUERY) {
+        return Reply::anthropic_error(
+            400,
+            "invalid_request_error",
+            &format!("mock: usage expects ?{USAGE_QUERY}, got {:?}", rec.query),
+        );
+    }
+    Reply::json(
+        200,
+        json!({"five_hour": {"utilization": 1.0, "resets_at": "2030-01-01T00:00:00Z"},
+               "juniper_tide": {"arm": "reset", "available": true}}),
+    )
+}
+
+/// The organization of a reset route, when `path` is one.
+fn reset_org(path: &str) -> Option<&str> {
+    path.strip_prefix("/api/organizations/")?
+        .strip_suffix("/reset_rate_limits")
+        .filter(|org| !org.is_empty() && !org.contains('/'))
+}
+
+/// The default reset answer: `reset`; a 400 unless the body is `{"program":"juniper_tide"}`.
+fn reset_reply(rec: &Recorded) -> Reply {
+    let body: Option<Value> = serde_json::from_slice(&rec.body).ok();
+    if body != Some(json!({"program": "juniper_tide"})) {
+        return Reply::anthropic_error(
+            400,
+            "invalid_request_error",
+            "mock: reset expects {\"program\":\"juniper_tide\"}",
+        );
+    }
+    Reply::json(200, json!({"result": "reset"}))
 }
 
 fn anthropic_text_reply(text: &str, rec: &Recorded, headers: Vec<(String, String)>) -> Reply {
