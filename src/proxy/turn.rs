@@ -42,6 +42,9 @@ pub const EXCUSING_STOPS: [&str; 6] = [
 /// Whether a complete 2xx `body` in the `kind` route's format is an empty turn (see the
 /// module doc). `false` for anything that is not JSON of that shape.
 pub fn reply_is_empty(kind: StreamKind, body: &[u8]) -> bool {
+    if shows_an_answer(kind, body) {
+        return false;
+    }
     let Ok(v) = serde_json::from_slice::<Value>(body) else {
         return false;
     };
@@ -50,6 +53,28 @@ pub fn reply_is_empty(kind: StreamKind, body: &[u8]) -> bool {
         StreamKind::OpenAiChat => chat_empty(&v),
         StreamKind::OpenAiResponses => responses_empty(&v),
     }
+}
+
+/// The fast path of [`reply_is_empty`], for the common answer: a key that only an answer
+/// has (`"text"` in Messages, `"content"` in Chat) with a non-empty string value, or a tool
+/// call, written as raw JSON (quotes inside a JSON string are escaped, so these bytes are
+/// never part of a string value). `false` means "not shown here", never "empty": the body is
+/// then parsed and judged whole. Parsing every reply into a value tree cost about 15,000
+/// instructions per request.
+fn shows_an_answer(kind: StreamKind, body: &[u8]) -> bool {
+    let (keys, calls): (&[&[u8]], &[u8]) = match kind {
+        StreamKind::Anthropic => (&[b"\"text\":\"", b"\"text\": \""], b"\"type\":\"tool_use\""),
+        StreamKind::OpenAiChat => (
+            &[b"\"content\":\"", b"\"content\": \""],
+            b"\"tool_calls\":[{",
+        ),
+        StreamKind::OpenAiResponses => return false,
+    };
+    memchr::memmem::find(body, calls).is_some()
+        || keys.iter().any(|k| {
+            memchr::memmem::find_iter(body, k)
+                .any(|at| body.get(at + k.len()).is_some_and(|&b| b != b'"'))
+        })
 }
 
 fn str_of<'a>(v: &'a Value, key: &str) -> Option<&'a str> {

@@ -661,3 +661,65 @@ fn responses_bodies() {
         );
     }
 }
+
+#[test]
+fn the_fast_path_never_calls_a_turn_empty_and_agrees_with_the_full_check() {
+    use super::shows_an_answer;
+    let rows: [(StreamKind, &str, bool); 8] = [
+        (
+            StreamKind::Anthropic,
+            r#"{"content":[{"type":"text","text":"Hi"}],"stop_reason":"end_turn"}"#,
+            true,
+        ),
+        (
+            StreamKind::Anthropic,
+            r#"{"content": [{"type": "text", "text": "Hi"}]}"#,
+            true,
+        ),
+        (
+            StreamKind::Anthropic,
+            r#"{"content":[{"type":"tool_use","id":"t","name":"n","input":{}}]}"#,
+            true,
+        ),
+        // Only thinking, whose text mentions the key: escaped quotes are not the key.
+        (
+            StreamKind::Anthropic,
+            r#"{"content":[{"type":"thinking","thinking":"say \"text\":\"x\""}],"stop_reason":"end_turn"}"#,
+            false,
+        ),
+        (
+            StreamKind::Anthropic,
+            r#"{"content":[{"type":"text","text":""}],"stop_reason":"end_turn"}"#,
+            false,
+        ),
+        (
+            StreamKind::OpenAiChat,
+            r#"{"choices":[{"message":{"role":"assistant","content":"Hi"},"finish_reason":"stop"}]}"#,
+            true,
+        ),
+        (
+            StreamKind::OpenAiChat,
+            r#"{"choices":[{"message":{"role":"assistant","content":null,"tool_calls":[{"id":"c"}]},"finish_reason":"tool_calls"}]}"#,
+            true,
+        ),
+        (
+            StreamKind::OpenAiChat,
+            r#"{"choices":[{"message":{"role":"assistant","content":""},"finish_reason":"stop"}]}"#,
+            false,
+        ),
+    ];
+    for (kind, body, answers) in rows {
+        assert_eq!(shows_an_answer(kind, body.as_bytes()), answers, "{body}");
+        if answers {
+            assert!(!reply_is_empty(kind, body.as_bytes()), "{body}");
+        }
+    }
+    assert!(
+        reply_is_empty(StreamKind::Anthropic, rows[3].1.as_bytes()),
+        "thinking only"
+    );
+    assert!(
+        reply_is_empty(StreamKind::OpenAiChat, rows[7].1.as_bytes()),
+        "empty content"
+    );
+}
