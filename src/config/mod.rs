@@ -7,6 +7,7 @@
 
 pub mod advice;
 pub mod key_values;
+pub mod keys;
 pub mod raw;
 pub mod reload;
 pub mod resilience;
@@ -627,11 +628,14 @@ pub struct Config {
     pub restatement: Vec<Restatement>,
     /// `[[error_rules]]`
     pub error_rules: Vec<ErrorRule>,
-    /// Not from the file: the provider/connection layout generation the indices into
-    /// `providers` belong to. 0 as loaded; the core stamps each config a live reload applies
-    /// with the next number, so work started under an older layout can be found again after
-    /// providers or connections were added, removed or reordered (`core::layout`).
-    pub layout: u64,
+    /// Not from the file: which config this is since start (0 as loaded; each applied live
+    /// reload takes the next number). Caches built from a config (the upstream clients)
+    /// rebuild when they see a newer one.
+    pub generation: u64,
+    /// Not from the file: the stable keys of `providers` and their connections, under which
+    /// live state is kept ([`keys`]). Key = position as loaded; the core stamps the keys of
+    /// its registry on every config it serves.
+    pub keys: keys::KeyTable,
     /// `[session_leases]`
     pub session_leases: SessionLeases,
     /// Name lookups built once at load, so finding a combo or provider costs the same with

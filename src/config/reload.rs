@@ -3,7 +3,8 @@
 //! addresses, the store and log files, the console and the global concurrency cap). A
 //! reload with any such difference is refused whole, so nothing half-applies. Adding,
 //! removing and reordering providers and connections, and every provider or connection key
-//! (their concurrency caps included), apply live (`core::layout`). [`ReloadDiff`] says what a reload changes.
+//! (their concurrency caps included), apply live: live state is kept under stable keys
+//! (`config::keys`), so a reload only adds and drops keys. [`ReloadDiff`] says what a reload changes.
 //!
 //! Pure: both configs are already validated; nothing here reads files or the clock.
 

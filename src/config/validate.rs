@@ -535,6 +535,7 @@ impl<'e, 'a> Validator<'e, 'a> {
         let error_rules = self.error_rules(raw.error_rules, &providers);
         let session_leases = self.session_leases(&raw.session_leases, &server);
         let index = super::Index::build(&providers, &combos);
+        let keys = super::keys::KeyTable::positional(&providers);
         Config {
             file: path.to_path_buf(),
             server,
@@ -548,7 +549,8 @@ impl<'e, 'a> Validator<'e, 'a> {
             resilience,
             restatement,
             error_rules,
-            layout: 0,
+            generation: 0,
+            keys,
             session_leases,
             index,
         }

@@ -65,7 +65,7 @@ fn fail(core: &Core, conn: usize, status: u16, body: &str) {
         model: "z-ai/glm-5".into(),
         rewrite: false,
         target: 0,
-        layout: 0,
+        key: crate::config::keys::ConnKey::new(0, conn as u32),
     };
     let ticket = core
         .admit_candidate(&cand, core.clock().now())

@@ -50,6 +50,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
 
 use crate::clock::{Clock, Instant};
+use crate::config::keys::{ConnKey, ConnSlot, Keyed, ProviderKey};
 use crate::config::{Config, Profile, QueueSettings};
 use crate::policy::OutcomeClass;
 use crate::policy::admission::{
@@ -59,7 +60,7 @@ use crate::policy::admission::{
 };
 use crate::policy::cooldown::deadline_after;
 
-mod relayout;
+mod reload;
 #[cfg(test)]
 mod tests;
 
@@ -71,17 +72,17 @@ pub struct Gates {
 
 struct Inner {
     clock: Arc<dyn Clock>,
-    /// Per-connection facts (fast path, policies, names), indexed like the config served now;
+    /// Per-connection facts (fast path, policies, names) of the config served now, by key;
     /// replaced whole by a reload (under the state lock).
     layout: std::sync::RwLock<Arc<Layout>>,
     state: Mutex<State>,
 }
 
-/// The per-connection facts of one layout generation.
+/// The per-connection facts of one config, by key.
 struct Layout {
-    /// `Config::layout` of the config they were built from.
-    generation: u64,
-    providers: Vec<ProviderLayout>,
+    providers: Keyed<ProviderKey, ProviderLayout>,
+    /// Every connection's key in config order (for listing).
+    order: Vec<(ProviderKey, ConnSlot)>,
 }
 
 struct ProviderLayout {
@@ -89,7 +90,7 @@ struct ProviderLayout {
     profile: Profile,
     /// The provider's `max_concurrent` is set, or the global cap is.
     capped: bool,
-    conns: Vec<ConnLayout>,
+    conns: Keyed<ConnSlot, ConnLayout>,
 }
 
 struct ConnLayout {
@@ -107,20 +108,16 @@ struct ConnLayout {
 }
 
 struct State {
-    /// The layout generation the gate vectors below follow.
-    generation: u64,
-    /// Every layout step since start: routes booked under an older layout are translated.
-    history: crate::core::layout::History,
     next_id: RequestId,
     /// `[resilience.concurrency] global_max`; `None` = uncapped.
     global: Option<GateState>,
-    providers: Vec<ProviderState>,
+    providers: Keyed<ProviderKey, ProviderState>,
 }
 
 struct ProviderState {
     /// The provider's `max_concurrent`; `None` = uncapped.
     gate: Option<GateState>,
-    conns: Vec<ConnState>,
+    conns: Keyed<ConnSlot, ConnState>,
 }
 
 struct ConnState {
@@ -143,14 +140,12 @@ struct Slot {
     tx: oneshot::Sender<Instant>,
 }
 
-/// Which gates one request passes: `model` is `Some` only when that model has a gate.
-/// Indices are in layout `layout`; one that left the layout is `usize::MAX` (no gate).
+/// Which gates one request passes: `model` is `Some` only when that model has a gate. A
+/// connection a reload removed has no gates any more (its provider's and the global remain).
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Route {
-    provider: usize,
-    connection: usize,
+    key: ConnKey,
     model: Option<String>,
-    layout: u64,
 }
 
 /// A request was refused admission without reaching upstream (§5). Never an upstream failure:
@@ -223,11 +218,10 @@ impl Drop for Admitted {
         if let Some((inner, route)) = self.held.take() {
             let now = inner.clock.now();
             let mut st = inner.lock();
-            // Booked under an older layout: the same gates by identity (a removed
-            // connection's gates went with it; its provider's and the global one remain).
-            let route = st.here(&route);
+            // A connection a reload removed took its gates with it; its provider's and the
+            // global one remain.
             release(&mut st.chain(&route));
-            st.pump(route.provider, route.connection, now);
+            st.pump(route.key, now);
         }
     }
 }
@@ -287,21 +281,16 @@ enum Arrival {
 
 impl Gates {
     /// One gate per `max_concurrent` and per `model_concurrency` entry of every connection of
-    /// `cfg` (indexed like `cfg.providers[p].connections[c]`); global and provider gates have
-    /// no config keys yet and are uncapped.
+    /// `cfg` (kept under the connection's key, `cfg.keys`), one per provider
+    /// `max_concurrent`, and the global `global_max` one.
     pub fn new(cfg: &Config, clock: Arc<dyn Clock>) -> Self {
         let layout = layout_of(cfg);
         let providers = provider_states(cfg, &layout);
         Self {
             inner: Arc::new(Inner {
                 clock,
-                layout: std::sync::RwLock::new(Arc::new(Layout {
-                    generation: cfg.layout,
-                    providers: layout,
-                })),
+                layout: std::sync::RwLock::new(Arc::new(layout)),
                 state: Mutex::new(State {
-                    generation: cfg.layout,
-                    history: crate::core::layout::History::starting_at(cfg.layout),
                     next_id: 1,
                     global: cfg
                         .resilience
@@ -314,43 +303,22 @@ impl Gates {
         }
     }
 
-    /// The §5 policy in force for connection `connection` of provider `provider` under
-    /// `queue` (no saved or per-connection overrides); `None` for an unknown index.
-    pub fn policy(
-        &self,
-        provider: usize,
-        connection: usize,
-        queue: &QueueSettings,
-    ) -> Option<QueuePolicy> {
-        let layout = self.inner.layout().generation;
-        self.policy_in(layout, provider, connection, queue)
+    /// The queue policy in force for connection `key` under `queue` (no saved or
+    /// per-connection overrides); `None` for a key no connection has (removed by a reload).
+    pub fn policy(&self, key: ConnKey, queue: &QueueSettings) -> Option<QueuePolicy> {
+        let l = self.inner.layout();
+        let p = l.providers.get(key.provider)?;
+        Some(p.conns.get(key.slot)?.policy(p.profile, queue))
     }
 
-    /// [`Self::policy`] for indices of layout generation `layout`.
-    fn policy_in(
-        &self,
-        layout: u64,
-        provider: usize,
-        connection: usize,
-        queue: &QueueSettings,
-    ) -> Option<QueuePolicy> {
-        let (l, provider, connection) = self.inner.locate(layout, provider, connection)?;
-        let p = l.providers.get(provider)?;
-        Some(p.conns.get(connection)?.policy(p.profile, queue))
-    }
-
-    /// [`Self::acquire`] for `cand` (its indices are in its own layout generation, found by
-    /// identity after a reload; a connection a reload removed is admitted at once).
+    /// [`Self::acquire`] for `cand` (found by its key whatever reloads did since; a
+    /// connection a reload removed is admitted at once).
     pub async fn acquire_for(
         &self,
         cand: &crate::policy::select::Candidate,
         queue: &QueueSettings,
     ) -> Result<Admitted, Refused> {
-        let (l, p, c) = (cand.layout, cand.provider, cand.connection);
-        match self.policy_in(l, p, c, queue) {
-            Some(policy) => self.acquire_in(l, p, c, &cand.model, policy).await,
-            None => Ok(Admitted::untracked(Duration::ZERO, false)),
-        }
+        self.acquire(cand.key, &cand.model, queue).await
     }
 
     /// [`Self::try_acquire`] for `cand` (see [`Self::acquire_for`]).
@@ -359,9 +327,7 @@ impl Gates {
         cand: &crate::policy::select::Candidate,
         queue: &QueueSettings,
     ) -> Option<Admitted> {
-        let (l, p, c) = (cand.layout, cand.provider, cand.connection);
-        let policy = self.policy_in(l, p, c, queue)?;
-        self.try_acquire_in(l, p, c, &cand.model, policy)
+        self.try_acquire(cand.key, &cand.model, queue)
     }
 
     /// True when a new arrival for `cand` would be refused at once because its queue is
@@ -375,39 +341,36 @@ impl Gates {
         cand: &crate::policy::select::Candidate,
         queue: &QueueSettings,
     ) -> bool {
-        let (l, p, c) = (cand.layout, cand.provider, cand.connection);
         let (Some(policy), Some(route)) = (
-            self.policy_in(l, p, c, queue),
-            self.route(l, p, c, &cand.model),
+            self.policy(cand.key, queue),
+            self.route(cand.key, &cand.model),
         ) else {
             return false;
         };
         let policy = clamp_policy(policy);
         let now = self.inner.clock.now();
         let mut st = self.inner.lock();
-        let route = st.here(&route);
         matches!(
             decide(&st.chain(&route), &policy, now),
             Decision::Reject { .. }
         )
     }
 
-    /// Acquires the permits of (provider idx, connection idx, upstream model) in the fixed
+    /// Acquires the permits of (connection `key`, upstream model) in the fixed
     /// order global → provider → connection → model, honouring FIFO, the queue depth,
     /// `max_wait` and the connection's enforcement (protected queue / strict / fail-open).
     ///
     /// Cancel-safe: dropping the future while queued leaves the queue at once (no leaked
-    /// waiter, no leaked permit). Unknown indices and uncapped routes are admitted at once
+    /// waiter, no leaked permit). Unknown keys and uncapped routes are admitted at once
     /// without bookkeeping.
     pub async fn acquire(
         &self,
-        provider: usize,
-        connection: usize,
+        key: ConnKey,
         model: &str,
         queue: &QueueSettings,
     ) -> Result<Admitted, Refused> {
-        match self.policy(provider, connection, queue) {
-            Some(policy) => self.acquire_with(provider, connection, model, policy).await,
+        match self.policy(key, queue) {
+            Some(policy) => self.acquire_with(key, model, policy).await,
             None => Ok(Admitted::untracked(Duration::ZERO, false)),
         }
     }
@@ -416,26 +379,11 @@ impl Gates {
     /// saved console/API overrides). Durations and depth are clamped to the §5 ranges.
     pub async fn acquire_with(
         &self,
-        provider: usize,
-        connection: usize,
+        key: ConnKey,
         model: &str,
         policy: QueuePolicy,
     ) -> Result<Admitted, Refused> {
-        let layout = self.inner.layout().generation;
-        self.acquire_in(layout, provider, connection, model, policy)
-            .await
-    }
-
-    /// [`Self::acquire_with`] for indices of layout generation `layout`.
-    async fn acquire_in(
-        &self,
-        layout: u64,
-        provider: usize,
-        connection: usize,
-        model: &str,
-        policy: QueuePolicy,
-    ) -> Result<Admitted, Refused> {
-        let Some(route) = self.route(layout, provider, connection, model) else {
+        let Some(route) = self.route(key, model) else {
             return Ok(Admitted::untracked(Duration::ZERO, false));
         };
         let policy = clamp_policy(policy);
@@ -472,43 +420,27 @@ impl Gates {
     /// queued request). Books nothing otherwise (no counters, no queue entry).
     pub fn try_acquire(
         &self,
-        provider: usize,
-        connection: usize,
+        key: ConnKey,
         model: &str,
         queue: &QueueSettings,
     ) -> Option<Admitted> {
-        let policy = self.policy(provider, connection, queue)?;
-        self.try_acquire_with(provider, connection, model, policy)
+        let policy = self.policy(key, queue)?;
+        self.try_acquire_with(key, model, policy)
     }
 
     /// [`Self::try_acquire`] with an already resolved policy.
     pub fn try_acquire_with(
         &self,
-        provider: usize,
-        connection: usize,
+        key: ConnKey,
         model: &str,
         policy: QueuePolicy,
     ) -> Option<Admitted> {
-        let layout = self.inner.layout().generation;
-        self.try_acquire_in(layout, provider, connection, model, policy)
-    }
-
-    /// [`Self::try_acquire_with`] for indices of layout generation `layout`.
-    fn try_acquire_in(
-        &self,
-        layout: u64,
-        provider: usize,
-        connection: usize,
-        model: &str,
-        policy: QueuePolicy,
-    ) -> Option<Admitted> {
-        let Some(route) = self.route(layout, provider, connection, model) else {
+        let Some(route) = self.route(key, model) else {
             return Some(Admitted::untracked(Duration::ZERO, false));
         };
         let policy = clamp_policy(policy);
         let now = self.inner.clock.now();
         let mut st = self.inner.lock();
-        let route = st.here(&route);
         if decide(&st.chain(&route), &policy, now) != Decision::Admit {
             return None;
         }
@@ -530,8 +462,14 @@ impl Gates {
         let st = self.inner.lock();
         let layout = self.inner.layout();
         let mut out = Vec::new();
-        for (pl, ps) in layout.providers.iter().zip(&st.providers) {
-            for (cl, cs) in pl.conns.iter().zip(&ps.conns) {
+        for (pk, slot) in &layout.order {
+            let (Some(pl), Some(ps)) = (layout.providers.get(*pk), st.providers.get(*pk)) else {
+                continue;
+            };
+            let (Some(cl), Some(cs)) = (pl.conns.get(*slot), ps.conns.get(*slot)) else {
+                continue;
+            };
+            {
                 let models = cs.models.iter().map(|(m, g)| (Some(m), g));
                 for (model, g) in cs.gate.iter().map(|g| (None, g)).chain(models) {
                     let oldest = g.oldest_wait(now).unwrap_or(Duration::ZERO);
@@ -560,34 +498,25 @@ impl Gates {
         out
     }
 
-    /// Feeds one reported outcome of connection `connection` of provider `provider` (indices
-    /// of layout generation `layout`) to its [`AutoCap`], when it is protected without a
+    /// Feeds one reported outcome of connection `key` to its [`AutoCap`], when it is
+    /// protected without a
     /// `max_concurrent` of its own. A concurrency-limit 429 is weighed against the permits of
     /// the connection gate in flight now (the reporting attempt still holds its own); a
     /// success may raise a learned cap, unless `headroom_low` (the connection's requests
     /// window is nearly empty). Other outcomes, other connections: nothing. A lowered cap
     /// stops new admissions at once and cuts nothing in flight; a raised one grants waiters.
-    pub fn observe_outcome(
-        &self,
-        layout: u64,
-        provider: usize,
-        connection: usize,
-        class: OutcomeClass,
-        headroom_low: bool,
-    ) {
+    pub fn observe_outcome(&self, key: ConnKey, class: OutcomeClass, headroom_low: bool) {
         if !matches!(
             class,
             OutcomeClass::Success | OutcomeClass::ConcurrencyLimited
         ) {
             return;
         }
-        let Some((l, p, c)) = self.inner.locate(layout, provider, connection) else {
-            return;
-        };
+        let l = self.inner.layout();
         let Some((pl, cl)) = l
             .providers
-            .get(p)
-            .and_then(|pl| Some((pl, pl.conns.get(c)?)))
+            .get(key.provider)
+            .and_then(|pl| Some((pl, pl.conns.get(key.slot)?)))
         else {
             return;
         };
@@ -596,13 +525,7 @@ impl Gates {
         }
         let now = self.inner.clock.now();
         let mut st = self.inner.lock();
-        let route = st.here(&Route {
-            provider: p,
-            connection: c,
-            model: None,
-            layout: l.generation,
-        });
-        let Some(cs) = st.conn_mut(route.provider, route.connection) else {
+        let Some(cs) = st.conn_mut(key) else {
             return;
         };
         let (Some(auto), Some(gate)) = (cs.auto.as_mut(), cs.gate.as_mut()) else {
@@ -620,7 +543,7 @@ impl Gates {
         let (cap, source) = (auto.cap(), auto.source());
         gate.cap = Some(cap);
         if cap > before {
-            st.pump(route.provider, route.connection, now);
+            st.pump(key, now);
         }
         drop(st);
         tracing::info!(
@@ -647,29 +570,22 @@ impl Gates {
         .saturating_duration_since(now)
     }
 
-    /// The gates `model` on (provider, connection) of layout `layout` passes, in the
-    /// current layout; `None` when none is capped (the lock-free fast path), an index is
-    /// unknown or a reload removed the connection.
-    fn route(&self, layout: u64, provider: usize, connection: usize, model: &str) -> Option<Route> {
-        let (l, provider, connection) = self.inner.locate(layout, provider, connection)?;
-        let pl = l.providers.get(provider)?;
-        let cl = pl.conns.get(connection)?;
+    /// The gates `model` on connection `key` passes; `None` when none is capped (the
+    /// lock-free fast path) or no connection has the key (a reload removed it).
+    fn route(&self, key: ConnKey, model: &str) -> Option<Route> {
+        let l = self.inner.layout();
+        let pl = l.providers.get(key.provider)?;
+        let cl = pl.conns.get(key.slot)?;
         let model = cl.model_caps.contains(model).then(|| model.to_owned());
-        (pl.capped || cl.capped || model.is_some()).then_some(Route {
-            provider,
-            connection,
-            model,
-            layout: l.generation,
-        })
+        (pl.capped || cl.capped || model.is_some()).then_some(Route { key, model })
     }
 
     /// Decides and books a new arrival under the lock.
     fn arrive(&self, route: &Route, policy: &QueuePolicy) -> Arrival {
         let now = self.inner.clock.now();
         let mut st = self.inner.lock();
-        let route = &st.here(route);
         let id = st_next_id(&mut st);
-        if let Some(c) = st.conn_mut(route.provider, route.connection) {
+        if let Some(c) = st.conn_mut(route.key) {
             c.policy = *policy;
         }
         let mut chain = st.chain(route);
@@ -689,7 +605,7 @@ impl Gates {
             }
             Decision::Queue { .. } => {
                 let (tx, rx) = oneshot::channel();
-                if let Some(c) = st.conn_mut(route.provider, route.connection) {
+                if let Some(c) = st.conn_mut(route.key) {
                     c.waiting.insert(
                         id,
                         Slot {
@@ -723,28 +639,45 @@ impl Gates {
 impl fmt::Debug for Gates {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Gates")
-            .field("providers", &self.inner.layout().providers.len())
+            .field("connections", &self.inner.layout().order.len())
             .finish_non_exhaustive()
     }
 }
 
-/// The per-connection facts of every provider of `cfg`, in config order.
-fn layout_of(cfg: &Config) -> Vec<ProviderLayout> {
-    cfg.providers
+/// The per-connection facts of every provider of `cfg`, by key, with the config order.
+fn layout_of(cfg: &Config) -> Layout {
+    let providers = cfg
+        .providers
         .iter()
-        .map(|p| ProviderLayout {
-            id: p.id.clone(),
-            profile: p.profile,
-            capped: p.max_concurrent.is_some() || cfg.resilience.concurrency.global_max.is_some(),
-            conns: p
-                .connections
-                .iter()
-                .map(|c| {
-                    let protected = protection_enabled(
-                        p.profile,
-                        c.rate_limit_protection,
-                        cfg.resilience.queue.auto_enable_api_key_connections,
-                    );
+        .enumerate()
+        .map(|(i, p)| (cfg.keys.provider(i), provider_layout(cfg, i, p)))
+        .collect();
+    let order = (0..cfg.providers.len())
+        .flat_map(|i| cfg.keys.connections_of(i).iter())
+        .map(|k| (k.provider, k.slot))
+        .collect();
+    Layout { providers, order }
+}
+
+/// The per-connection facts of provider `p` (position `i` in `cfg`).
+fn provider_layout(cfg: &Config, i: usize, p: &crate::config::Provider) -> ProviderLayout {
+    let slots = cfg.keys.connections_of(i);
+    ProviderLayout {
+        id: p.id.clone(),
+        profile: p.profile,
+        capped: p.max_concurrent.is_some() || cfg.resilience.concurrency.global_max.is_some(),
+        conns: p
+            .connections
+            .iter()
+            .zip(slots)
+            .map(|(c, k)| {
+                let protected = protection_enabled(
+                    p.profile,
+                    c.rate_limit_protection,
+                    cfg.resilience.queue.auto_enable_api_key_connections,
+                );
+                (
+                    k.slot,
                     ConnLayout {
                         id: c.id.clone(),
                         rate_limit_protection: c.rate_limit_protection,
@@ -757,19 +690,26 @@ fn layout_of(cfg: &Config) -> Vec<ProviderLayout> {
                             execution_max_wait: c.queue.execution_max_wait,
                             max_queue_depth: c.queue.max_queue_depth,
                         },
-                    }
-                })
-                .collect(),
-        })
-        .collect()
+                    },
+                )
+            })
+            .collect(),
+    }
 }
 
-/// Fresh gates (nothing held, nobody waiting) for every provider of `cfg`.
-fn provider_states(cfg: &Config, layout: &[ProviderLayout]) -> Vec<ProviderState> {
+/// Fresh gates (nothing held, nobody waiting) for every provider of `cfg`, by key.
+fn provider_states(cfg: &Config, layout: &Layout) -> Keyed<ProviderKey, ProviderState> {
     cfg.providers
         .iter()
-        .zip(layout)
-        .map(|(p, pl)| provider_state(p, pl, &cfg.resilience.queue))
+        .enumerate()
+        .filter_map(|(i, p)| {
+            let key = cfg.keys.provider(i);
+            let pl = layout.providers.get(key)?;
+            Some((
+                key,
+                provider_state(p, pl, cfg.keys.connections_of(i), &cfg.resilience.queue),
+            ))
+        })
         .collect()
 }
 
@@ -777,6 +717,7 @@ fn provider_states(cfg: &Config, layout: &[ProviderLayout]) -> Vec<ProviderState
 fn provider_state(
     p: &crate::config::Provider,
     pl: &ProviderLayout,
+    keys: &[ConnKey],
     defaults: &QueueSettings,
 ) -> ProviderState {
     ProviderState {
@@ -786,8 +727,11 @@ fn provider_state(
         conns: p
             .connections
             .iter()
-            .zip(&pl.conns)
-            .map(|(c, cl)| conn_state(c, cl, pl.profile, defaults))
+            .zip(keys)
+            .filter_map(|(c, k)| {
+                let cl = pl.conns.get(k.slot)?;
+                Some((k.slot, conn_state(c, cl, pl.profile, defaults)))
+            })
             .collect(),
     }
 }
@@ -893,23 +837,6 @@ impl Inner {
             .clone()
     }
 
-    /// The current layout with (`provider`, `connection`) of generation `from` in it; takes
-    /// the state lock only when `from` is not current. `None` when a reload removed it.
-    fn locate(
-        &self,
-        from: u64,
-        provider: usize,
-        connection: usize,
-    ) -> Option<(Arc<Layout>, usize, usize)> {
-        let l = self.layout();
-        if l.generation == from {
-            return Some((l, provider, connection));
-        }
-        let st = self.lock();
-        let (p, c) = st.history.locate(from, provider, connection)?;
-        Some((self.layout(), p, c))
-    }
-
     fn refused(
         &self,
         route: &Route,
@@ -920,9 +847,9 @@ impl Inner {
         let layout = self.layout();
         let (p, c) = layout
             .providers
-            .get(route.provider)
+            .get(route.key.provider)
             .map(|p| {
-                let c = p.conns.get(route.connection).map_or("?", |c| c.id.as_str());
+                let c = p.conns.get(route.key.slot).map_or("?", |c| c.id.as_str());
                 (p.id.as_str(), c)
             })
             .unwrap_or(("?", "?"));
@@ -953,27 +880,11 @@ impl Inner {
 // === impl State ===
 
 impl State {
-    /// `route` in the current layout: translated by identity when it was booked under an
-    /// older one; an index that left the layout becomes `usize::MAX` (no gate there).
-    fn here(&self, route: &Route) -> Route {
-        if route.layout == self.generation {
-            return route.clone();
-        }
-        let h = &self.history;
-        Route {
-            provider: h
-                .locate_provider(route.layout, route.provider)
-                .unwrap_or(usize::MAX),
-            connection: h
-                .locate(route.layout, route.provider, route.connection)
-                .map_or(usize::MAX, |(_, c)| c),
-            model: route.model.clone(),
-            layout: self.generation,
-        }
-    }
-
-    fn conn_mut(&mut self, provider: usize, connection: usize) -> Option<&mut ConnState> {
-        self.providers.get_mut(provider)?.conns.get_mut(connection)
+    fn conn_mut(&mut self, key: ConnKey) -> Option<&mut ConnState> {
+        self.providers
+            .get_mut(key.provider)?
+            .conns
+            .get_mut(key.slot)
     }
 
     /// The gates of `route` in the fixed order global → provider → connection → model.
@@ -982,11 +893,11 @@ impl State {
         if let Some(g) = self.global.as_mut() {
             v.push(g);
         }
-        if let Some(ProviderState { gate, conns }) = self.providers.get_mut(route.provider) {
+        if let Some(ProviderState { gate, conns }) = self.providers.get_mut(route.key.provider) {
             if let Some(g) = gate.as_mut() {
                 v.push(g);
             }
-            if let Some(ConnState { gate, models, .. }) = conns.get_mut(route.connection) {
+            if let Some(ConnState { gate, models, .. }) = conns.get_mut(route.key.slot) {
                 if let Some(g) = gate.as_mut() {
                     v.push(g);
                 }
@@ -998,36 +909,51 @@ impl State {
         v
     }
 
-    /// Re-checks waiters after permits of `(provider, connection)` came back or one of its
-    /// waiters left: that connection first, then — when a provider or global gate was
-    /// involved — the provider's other connections, then every other provider's.
-    fn pump(&mut self, provider: usize, connection: usize, now: Instant) {
-        self.pump_connection(provider, connection, now);
+    /// Re-checks waiters after permits of connection `key` came back or one of its waiters
+    /// left: that connection first, then — when a provider or global gate was involved —
+    /// the provider's other connections, then every other provider's.
+    fn pump(&mut self, key: ConnKey, now: Instant) {
+        self.pump_connection(key, now);
         let provider_capped = self
             .providers
-            .get(provider)
+            .get(key.provider)
             .is_some_and(|p| p.gate.is_some());
         if provider_capped || self.global.is_some() {
-            let n = self.providers.get(provider).map_or(0, |p| p.conns.len());
-            for j in (0..n).filter(|&j| j != connection) {
-                self.pump_connection(provider, j, now);
+            for other in self.connection_keys(Some(key.provider)) {
+                if other != key {
+                    self.pump_connection(other, now);
+                }
             }
         }
         if self.global.is_some() {
-            for i in (0..self.providers.len()).filter(|&i| i != provider) {
-                for j in 0..self.providers[i].conns.len() {
-                    self.pump_connection(i, j, now);
+            for other in self.connection_keys(None) {
+                if other.provider != key.provider {
+                    self.pump_connection(other, now);
                 }
             }
         }
     }
 
+    /// The keys of every connection with gates (of provider `only`, when given), in key
+    /// order.
+    fn connection_keys(&self, only: Option<ProviderKey>) -> Vec<ConnKey> {
+        self.providers
+            .iter()
+            .filter(|(pk, _)| only.is_none_or(|o| o == *pk))
+            .flat_map(|(provider, ps)| {
+                ps.conns
+                    .iter()
+                    .map(move |(slot, _)| ConnKey { provider, slot })
+            })
+            .collect()
+    }
+
     /// Re-checks the waiters of one connection in FIFO order and grants every one that now
     /// gets all its permits (booked here, under the lock). One pass suffices: a grant only
     /// takes permits and shortens the queue of *later* waiters.
-    fn pump_connection(&mut self, provider: usize, connection: usize, now: Instant) {
+    fn pump_connection(&mut self, key: ConnKey, now: Instant) {
         loop {
-            let Some(conn) = self.conn_mut(provider, connection) else {
+            let Some(conn) = self.conn_mut(key) else {
                 return;
             };
             let queued: Vec<(RequestId, Option<String>, Instant, QueuePolicy)> = conn
@@ -1037,21 +963,14 @@ impl State {
                 .collect();
             let mut again = false;
             for (id, model, enqueued_at, policy) in queued {
-                let route = Route {
-                    provider,
-                    connection,
-                    model,
-                    layout: self.generation,
-                };
+                let route = Route { key, model };
                 let waiter = Waiter { id, enqueued_at };
                 let mut chain = self.chain(&route);
                 if decide_queued(&chain, &waiter, &policy, now) != Decision::Admit {
                     continue;
                 }
                 apply(&mut chain, id, &Decision::Admit, now);
-                let slot = self
-                    .conn_mut(provider, connection)
-                    .and_then(|c| c.waiting.remove(&id));
+                let slot = self.conn_mut(key).and_then(|c| c.waiting.remove(&id));
                 let delivered = slot.is_some_and(|s| s.tx.send(now).is_ok());
                 if !delivered {
                     // The waiter is gone (cannot happen while its guard lives): undo and
@@ -1095,16 +1014,13 @@ impl WaiterGuard<'_> {
         let now = self.inner.clock.now().max(deadline);
         let waited = now.saturating_duration_since(enqueued_at);
         let mut st = self.inner.lock();
-        self.route = st.here(&self.route);
-        if self.route.connection == usize::MAX {
+        let Some(conn) = st.conn_mut(self.route.key) else {
             // A reload removed the connection (and its queue) while this waited: it goes on
-            // without a permit rather than fail a request the old layout accepted.
+            // without a permit rather than fail a request the old config accepted.
             self.armed = false;
             return Ok(Admitted::untracked(waited, true));
-        }
-        let slot = st
-            .conn_mut(self.route.provider, self.route.connection)
-            .and_then(|c| c.waiting.remove(&self.id));
+        };
+        let slot = conn.waiting.remove(&self.id);
         self.armed = false;
         if slot.is_none() {
             // A grant raced the timer and won.
@@ -1131,7 +1047,7 @@ impl WaiterGuard<'_> {
             };
         }
         apply(&mut chain, self.id, &d, now);
-        st.pump(self.route.provider, self.route.connection, now);
+        st.pump(self.route.key, now);
         drop(st);
         match d {
             Decision::Admit => Ok(self.into_admitted(waited)),
@@ -1164,9 +1080,8 @@ impl Drop for WaiterGuard<'_> {
         }
         let now = self.inner.clock.now();
         let mut st = self.inner.lock();
-        self.route = st.here(&self.route);
         let queued = st
-            .conn_mut(self.route.provider, self.route.connection)
+            .conn_mut(self.route.key)
             .and_then(|c| c.waiting.remove(&self.id))
             .is_some();
         if queued {
@@ -1178,6 +1093,6 @@ impl Drop for WaiterGuard<'_> {
         } else {
             return;
         }
-        st.pump(self.route.provider, self.route.connection, now);
+        st.pump(self.route.key, now);
     }
 }

@@ -165,7 +165,7 @@ impl Pair {
             model: "m".into(),
             rewrite: false,
             target: 0,
-            layout: 0,
+            key: crate::config::keys::ConnKey::new(0, connection as u32),
         };
         let live = self.core.admit_candidate(&cand, now);
         let replay = self.model.admit(now);
@@ -226,7 +226,7 @@ impl Pair {
             passthrough: true,
             per_model_quota: false,
             egress_bucketed: false,
-            connection: a.ticket.connection,
+            connection: a.ticket.positions.1,
             connections: &facts,
             rule_base_cooldown: None,
             trip_statuses: &trip_statuses,

@@ -133,8 +133,8 @@ pub struct Control {
     /// attached console cannot change state either. Shared by clones.
     readonly: Arc<AtomicBool>,
     /// One reload at a time (SIGHUP, the console, the API and the file watch may race); an
-    /// action that indexes the live state by config position takes it too, so a reload
-    /// cannot move the layout under it.
+    /// action that reads the config and then acts on the live state takes it too, so its
+    /// answer names the connections of the config it acted on.
     reloading: Arc<std::sync::Mutex<()>>,
     /// The upstream probe clear-and-verify sends (`super::verify`); set once at startup.
     pub(super) probe: Arc<std::sync::OnceLock<Arc<dyn super::verify::Probe>>>,
@@ -256,7 +256,7 @@ impl Control {
         req: &super::faults::FaultRequest,
     ) -> Result<super::faults::FaultView, ControlError> {
         let v = {
-            let _layout = self.no_reload();
+            let _config = self.no_reload();
             self.core.inject_fault(req)?
         };
         tracing::warn!(target = %v.target, fault = %v.description, remaining_ms = v.remaining_ms, "operator injected a fault");
@@ -281,7 +281,7 @@ impl Control {
     /// Clears connection cooldowns and quota waits (and the cleared connections' live model
     /// lockouts). Terminal states are skipped and reported (§2).
     pub fn clear_cooldowns(&self, target: &ClearTarget) -> Result<ClearReport, ControlError> {
-        let _layout = self.no_reload();
+        let _config = self.no_reload();
         let cfg = self.core.config().clone();
         let mut wanted: Vec<(usize, usize)> = Vec::new();
         match target {
@@ -317,10 +317,11 @@ impl Control {
             let mut r = self.core.res();
             for (i, j) in wanted {
                 let (p, c) = (&cfg.providers[i], &cfg.providers[i].connections[j]);
+                let key = cfg.keys.connection(i, j);
                 let Some(cd) = r
                     .providers
-                    .get_mut(i)
-                    .and_then(|x| x.connections.get_mut(j))
+                    .get_mut(key.provider)
+                    .and_then(|x| x.connections.get_mut(key.slot))
                 else {
                     continue;
                 };
@@ -365,7 +366,7 @@ impl Control {
     /// Closes the breaker of `provider`, or of every provider (§1 `POST
     /// /api/resilience/reset`). Returns the provider ids reset.
     pub fn reset_breakers(&self, provider: Option<&str>) -> Result<Vec<String>, ControlError> {
-        let _layout = self.no_reload();
+        let _config = self.no_reload();
         let cfg = self.core.config().clone();
         if let Some(pid) = provider
             && cfg.provider(pid).is_none()
@@ -381,7 +382,7 @@ impl Control {
                 if provider.is_some_and(|x| x != p.id) {
                     continue;
                 }
-                if let Some(res) = r.providers.get_mut(i) {
+                if let Some(res) = r.providers.get_mut(cfg.keys.provider(i)) {
                     res.breaker.reset(now);
                     res.window.clear();
                     recs.push((i, res.breaker.persist()));
@@ -437,7 +438,7 @@ impl Control {
     /// Explicit operator reset of a terminal connection state (`banned`, `expired`,
     /// `credits_exhausted`). Returns whether the connection was terminal.
     pub fn reset_terminal(&self, connection: &str) -> Result<bool, ControlError> {
-        let _layout = self.no_reload();
+        let _config = self.no_reload();
         let cfg = self.core.config().clone();
         let (i, j) = cfg
             .providers
@@ -453,10 +454,11 @@ impl Control {
         let tm = self.core.time_map();
         let (changed, row) = {
             let mut r = self.core.res();
+            let key = cfg.keys.connection(i, j);
             let Some(cd) = r
                 .providers
-                .get_mut(i)
-                .and_then(|x| x.connections.get_mut(j))
+                .get_mut(key.provider)
+                .and_then(|x| x.connections.get_mut(key.slot))
             else {
                 return Ok(false);
             };
@@ -476,7 +478,7 @@ impl Control {
     /// Applies a partial settings edit, validated with the config file's rules; saves the
     /// accumulated overrides in the store (they win over the file until reverted).
     pub fn patch_settings(&self, patch: &SettingsPatch) -> Result<Resilience, ControlError> {
-        let _layout = self.no_reload();
+        let _config = self.no_reload();
         let cfg = self.core.config().clone();
         let mut r = self.core.res();
         let mut all = r.overrides.clone();
@@ -499,7 +501,7 @@ impl Control {
     /// between — e.g. the file's, while reverting one field of several — is ever live. An
     /// empty patch equals [`Control::revert_settings`]. On error nothing changes.
     pub fn replace_settings(&self, overrides: &SettingsPatch) -> Result<Resilience, ControlError> {
-        let _layout = self.no_reload();
+        let _config = self.no_reload();
         let cfg = self.core.config().clone();
         let next = self.core.res().adopt(&cfg, overrides.clone())?;
         let write = if overrides.is_empty() {
@@ -573,7 +575,7 @@ impl Control {
 
     /// Drops every operator override: the config file's settings and rules apply again.
     pub fn revert_settings(&self) {
-        let _layout = self.no_reload();
+        let _config = self.no_reload();
         let cfg = self.core.config().clone();
         if let Err(e) = self.core.res().adopt(&cfg, SettingsPatch::default()) {
             tracing::warn!(error = %e, "the config file's own settings did not apply");

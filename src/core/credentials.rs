@@ -9,6 +9,7 @@
 //! the saved one has its terminal state reset; with no saved fingerprint (first start) nothing
 //! is reset. Passthrough connections carry no credential of their own and are skipped.
 
+use crate::config::keys::{ConnKey, KeyDiff};
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -156,7 +157,13 @@ pub(crate) fn reconcile(
     let mut writes = Vec::new();
     for (i, j) in changed(&now_fps, cfg, &saved) {
         let (p, c) = (&cfg.providers[i], &cfg.providers[i].connections[j]);
-        writes.extend(forget_account(res, (i, j), &p.id, &c.id, tm));
+        writes.extend(forget_account(
+            res,
+            cfg.keys.connection(i, j),
+            &p.id,
+            &c.id,
+            tm,
+        ));
     }
     if named != saved {
         writes.push(StateWrite::Setting(SettingRow {
@@ -173,22 +180,22 @@ pub(crate) fn reconcile(
 /// (`banned`, `expired`, `credits_exhausted`) is cleared. Returns the store writes.
 fn forget_account(
     res: &mut super::resilience::ResState,
-    (i, j): (usize, usize),
+    key: ConnKey,
     provider: &str,
     connection: &str,
     tm: &super::persist::TimeMap,
 ) -> Vec<StateWrite> {
-    let mut writes: Vec<StateWrite> = drop_headroom(res, i, j, provider, connection)
+    let mut writes: Vec<StateWrite> = drop_headroom(res, key, provider, connection)
         .into_iter()
-        .chain(drop_lane(res, i, j, provider, connection))
+        .chain(drop_lane(res, key, provider, connection))
         .chain(super::limit_reset::drop_record(
-            res, i, j, provider, connection,
+            res, key, provider, connection,
         ))
         .collect();
     if let Some(cd) = res
         .providers
-        .get_mut(i)
-        .and_then(|x| x.connections.get_mut(j))
+        .get_mut(key.provider)
+        .and_then(|x| x.connections.get_mut(key.slot))
         && cd.reset_terminal()
     {
         tracing::info!(
@@ -206,7 +213,7 @@ fn forget_account(
     writes
 }
 
-/// After a live reload (the state already in `new`'s layout, `remap` from `old`): a kept
+/// After a live reload (the state already following `new`'s keys, `diff` from `old`): a kept
 /// connection whose injected key changed is treated as startup treats a changed key — its
 /// terminal state is reset and its saved headroom dropped. Returns the store writes,
 /// including the new fingerprints row when `store` is set (so the next start compares
@@ -215,7 +222,7 @@ pub(crate) fn reconcile_reload(
     res: &mut super::resilience::ResState,
     old: &Config,
     new: &Config,
-    remap: &super::layout::Remap,
+    diff: &KeyDiff,
     tm: &super::persist::TimeMap,
     store: bool,
 ) -> Vec<crate::store::StateWrite> {
@@ -226,24 +233,24 @@ pub(crate) fn reconcile_reload(
     let mut writes = Vec::new();
     let mut any = false;
     for (i, p) in new.providers.iter().enumerate() {
-        let Some(oi) = remap.provider_from(i) else {
-            continue;
-        };
-        for (j, c) in p.connections.iter().enumerate() {
-            let Some(oj) = remap.connection_from(i, j) else {
+        for (c, k) in p.connections.iter().zip(new.keys.connections_of(i)) {
+            let Some((oi, oj)) = old.keys.position(*k) else {
                 continue;
             };
-            let before = key(&old.providers[oi].connections[oj].auth);
+            let Some(was) = old.providers.get(oi).and_then(|p| p.connections.get(oj)) else {
+                continue;
+            };
+            let before = key(&was.auth);
             let now = key(&c.auth);
             if before == now || now.is_none() {
                 any |= before != now;
                 continue;
             }
             any = true;
-            writes.extend(forget_account(res, (i, j), &p.id, &c.id, tm));
+            writes.extend(forget_account(res, *k, &p.id, &c.id, tm));
         }
     }
-    let layout_changed = !remap.is_identity();
+    let layout_changed = !diff.is_empty();
     if store && (any || layout_changed) {
         match install_secret(&secret_path(&new.store.path)) {
             Ok(secret) => writes.push(crate::store::StateWrite::Setting(
@@ -262,16 +269,19 @@ pub(crate) fn reconcile_reload(
     writes
 }
 
-/// A new credential has a new quota: forgets the saved headroom of connection (`i`, `j`) and
+/// A new credential has a new quota: forgets the saved headroom of connection `key` and
 /// returns the write that deletes its `settings` row (`None` when nothing was known).
 fn drop_headroom(
     res: &mut super::resilience::ResState,
-    i: usize,
-    j: usize,
+    key: ConnKey,
     provider: &str,
     connection: &str,
 ) -> Option<crate::store::StateWrite> {
-    let h = res.providers.get_mut(i)?.headroom.get_mut(j)?;
+    let h = res
+        .providers
+        .get_mut(key.provider)?
+        .headroom
+        .get_mut(key.slot)?;
     if h.state.is_empty() {
         return None;
     }
@@ -283,15 +293,18 @@ fn drop_headroom(
 }
 
 /// A new credential is a new account: forgets the saved low-priority lane of connection
-/// (`i`, `j`) and returns the write that deletes its `settings` row (`None` when none).
+/// `key` and returns the write that deletes its `settings` row (`None` when none).
 fn drop_lane(
     res: &mut super::resilience::ResState,
-    i: usize,
-    j: usize,
+    key: ConnKey,
     provider: &str,
     connection: &str,
 ) -> Option<crate::store::StateWrite> {
-    let slot = res.providers.get_mut(i)?.lanes.get_mut(j)?;
+    let slot = res
+        .providers
+        .get_mut(key.provider)?
+        .lanes
+        .get_mut(key.slot)?;
     slot.lane.take()?;
     tracing::info!(provider = %provider, connection = %connection, "credential changed: saved low-priority lane dropped");
     Some(crate::store::StateWrite::DeleteSetting {
@@ -417,12 +430,15 @@ mod tests {
             )
         };
         let head = "[[providers]]\nid = \"p\"\ndialect = \"anthropic\"\nbase_url = \"https://api.anthropic.com\"\n";
-        let old = load(
+        let mut reg = crate::config::keys::Registry::default();
+        let mut old = load(
             &format!("{head}{}{}", conn("a", "KA"), conn("b", "KB")),
             "sk-old-a",
         );
-        // A new connection in front: a and b move to indices 1 and 2; a's key changed.
-        let new = load(
+        reg.stamp(&mut old);
+        // A new connection in front (a and b move to positions 1 and 2, their keys stay);
+        // a's key changed.
+        let mut new = load(
             &format!(
                 "{head}{}{}{}",
                 conn("n", "KB"),
@@ -431,7 +447,7 @@ mod tests {
             ),
             "sk-new-a",
         );
-        let remap = super::super::layout::Remap::between(&old, &new);
+        let diff = reg.stamp(&mut new);
         let mut res = super::super::resilience::ResState::new(&old);
         let now_ms = 1_700_000_000_000;
         for h in &mut res.providers[0].headroom {
@@ -444,20 +460,21 @@ mod tests {
         for slot in &mut res.providers[0].limit_resets {
             slot.failed("HTTP 500", now_ms);
         }
-        res.relayout(&remap, &new);
+        res.rekey(&diff, &new);
         let clock = ManualClock::new();
         let tm = super::super::persist::TimeMap::new(clock.now(), now_ms);
-        let writes = reconcile_reload(&mut res, &old, &new, &remap, &tm, true);
+        let writes = reconcile_reload(&mut res, &old, &new, &diff, &tm, true);
+        // Slots: a 0, b 1, n 2 (new).
         let lr = &res.providers[0].limit_resets;
-        assert_eq!(lr[1], Default::default(), "a's limit-reset record is gone");
-        assert_ne!(lr[2], Default::default(), "b's is kept");
+        assert_eq!(lr[0], Default::default(), "a's limit-reset record is gone");
+        assert_ne!(lr[1], Default::default(), "b's is kept");
         let h = &res.providers[0].headroom;
-        assert!(h[0].state.is_empty(), "n is new");
+        assert!(h[2].state.is_empty(), "n is new");
         assert!(
-            h[1].state.is_empty(),
+            h[0].state.is_empty(),
             "a's key changed: its quota readings are gone"
         );
-        assert!(!h[2].state.is_empty(), "b's key is unchanged: kept");
+        assert!(!h[1].state.is_empty(), "b's key is unchanged: kept");
         let secret = install_secret(&secret_path(&new.store.path)).unwrap();
         let want = serde_json::to_string(&current(&new, &secret).1).unwrap();
         let (mut deleted, mut saved) = (Vec::new(), None);

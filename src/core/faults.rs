@@ -76,13 +76,11 @@ impl Core {
         let now = self.clock().now();
         let faults = self.inner.faults.lock();
         let cfg = self.config();
-        let (provider, connection) = self.locate(cand.layout, cand.provider, cand.connection)?;
-        let kind = faults
-            .active_for(provider, connection, now)
-            .map(|f| f.kind)?;
+        let kind = faults.active_for(cand.key, now).map(|f| f.kind)?;
         drop(faults);
-        if let Some(p) = cfg.providers.get(provider)
-            && let Some(c) = p.connections.get(connection)
+        if let Some((pi, ci)) = cfg.keys.find(cand.key, (cand.provider, cand.connection))
+            && let Some(p) = cfg.providers.get(pi)
+            && let Some(c) = p.connections.get(ci)
         {
             self.metrics().observe_injected(&p.id, &c.id, &kind.word());
         }
@@ -157,8 +155,8 @@ impl Core {
             ),
         };
         Ok(FaultTarget {
-            provider,
-            connection,
+            provider: cfg.keys.provider(provider),
+            connection: connection.map(|c| cfg.keys.connection(provider, c).slot),
         })
     }
 }

@@ -174,14 +174,14 @@ impl Core {
             let mut r = self.res();
             let cfg = self.config();
             let Some((provider, connection)) =
-                self.locate(cand.layout, cand.provider, cand.connection)
+                cfg.keys.find(cand.key, (cand.provider, cand.connection))
             else {
                 return;
             };
             let Some(h) = r
                 .providers
-                .get_mut(provider)
-                .and_then(|p| p.headroom.get_mut(connection))
+                .get_mut(cand.key.provider)
+                .and_then(|p| p.headroom.get_mut(cand.key.slot))
             else {
                 return;
             };
@@ -227,23 +227,23 @@ impl Core {
 /// Restores saved headroom from `settings` rows (unknown connections and unreadable rows are
 /// skipped with a warning), pruned at `now_unix_ms`.
 pub(crate) fn restore(res: &mut ResState, cfg: &Config, rows: &[SettingRow], now_unix_ms: u64) {
-    for (p, pres) in cfg.providers.iter().zip(res.providers.iter_mut()) {
-        for (c, h) in p.connections.iter().zip(pres.headroom.iter_mut()) {
-            let key = settings_key(&p.id, &c.id);
-            let Some(row) = rows.iter().find(|r| r.key == key) else {
-                continue;
-            };
-            match serde_json::from_str::<Headroom>(&row.value_json) {
-                Ok(mut state) => {
-                    state.prune(now_unix_ms);
+    res.each_connection(cfg, |p, c, pres, j| {
+        let key = settings_key(&p.id, &c.id);
+        let Some(row) = rows.iter().find(|r| r.key == key) else {
+            return;
+        };
+        match serde_json::from_str::<Headroom>(&row.value_json) {
+            Ok(mut state) => {
+                state.prune(now_unix_ms);
+                if let Some(h) = pres.headroom.get_mut(j) {
                     h.state = state;
                 }
-                Err(e) => {
-                    tracing::warn!(key = %key, error = %e, "ignoring unreadable saved headroom")
-                }
+            }
+            Err(e) => {
+                tracing::warn!(key = %key, error = %e, "ignoring unreadable saved headroom")
             }
         }
-    }
+    });
 }
 
 #[cfg(test)]

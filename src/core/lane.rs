@@ -6,6 +6,7 @@
 //! row per connection (`lane/<provider>/<connection>`, the [`LaneSlot`] as JSON), restored at
 //! startup.
 
+use crate::config::keys::ConnKey;
 use std::time::Duration;
 
 use super::Core;
@@ -26,18 +27,13 @@ pub fn settings_key(provider: &str, connection: &str) -> String {
     format!("{SETTINGS_PREFIX}{provider}/{connection}")
 }
 
-/// True while connection (`provider`, `connection`) has an active lane, read under the
-/// resilience lock already held as `r`.
-pub(crate) fn active_in(
-    r: &ResState,
-    provider: usize,
-    connection: usize,
-    clock: &dyn Clock,
-) -> bool {
+/// True while connection `key` has an active lane, read under the resilience lock already
+/// held as `r`.
+pub(crate) fn active_in(r: &ResState, key: ConnKey, clock: &dyn Clock) -> bool {
     let now_ms = unix_ms(clock.wall());
     r.providers
-        .get(provider)
-        .and_then(|p| p.lanes.get(connection))
+        .get(key.provider)
+        .and_then(|p| p.lanes.get(key.slot))
         .is_some_and(|l| l.is_active(now_ms))
 }
 
@@ -54,10 +50,8 @@ impl Core {
     /// True while candidate `cand`'s connection has an active low-priority lane: its
     /// requests carry `anthropic-usage-limit: slow`.
     pub fn lane_active(&self, cand: &Candidate) -> bool {
-        // Located under the resilience lock, which a reload holds while the layout changes.
         let r = self.res();
-        self.locate(cand.layout, cand.provider, cand.connection)
-            .is_some_and(|(p, c)| active_in(&r, p, c, self.clock().as_ref()))
+        active_in(&r, cand.key, self.clock().as_ref())
     }
 
     /// Folds one response head of a `low_priority_mode` connection into its lane (see
@@ -109,12 +103,16 @@ impl Core {
         let now_ms = unix_ms(self.clock().wall());
         let (out, changed, ids) = {
             let mut r = self.res();
-            let (pi, ci) = self.locate(cand.layout, cand.provider, cand.connection)?;
             let cfg = self.config();
+            let (pi, ci) = cfg.keys.find(cand.key, (cand.provider, cand.connection))?;
             let p = cfg.providers.get(pi)?;
             let c = p.connections.get(ci).filter(|c| c.low_priority_mode)?;
             let ids = (p.id.clone(), c.id.clone());
-            let slot = r.providers.get_mut(pi)?.lanes.get_mut(ci)?;
+            let slot = r
+                .providers
+                .get_mut(cand.key.provider)?
+                .lanes
+                .get_mut(cand.key.slot)?;
             let before = slot.lane.clone();
             let out = f(slot, now_ms);
             let changed = (slot.lane != before).then(|| slot.clone());
@@ -147,21 +145,19 @@ impl Core {
 /// Restores saved lanes from `settings` rows (unknown connections are ignored, unreadable
 /// rows skipped with a warning), lapses applied at `now_unix_ms`.
 pub(crate) fn restore(res: &mut ResState, cfg: &Config, rows: &[SettingRow], now_unix_ms: u64) {
-    for (p, pres) in cfg.providers.iter().zip(res.providers.iter_mut()) {
-        for (c, slot) in p.connections.iter().zip(pres.lanes.iter_mut()) {
-            let key = settings_key(&p.id, &c.id);
-            let Some(row) = rows.iter().find(|r| r.key == key) else {
-                continue;
-            };
-            match serde_json::from_str::<LaneSlot>(&row.value_json) {
-                Ok(mut saved) => {
-                    saved.refresh(now_unix_ms);
-                    *slot = saved;
-                }
-                Err(e) => tracing::warn!(key = %key, error = %e, "ignoring unreadable saved lane"),
+    res.each_connection(cfg, |p, c, pres, j| {
+        let key = settings_key(&p.id, &c.id);
+        let Some(row) = rows.iter().find(|r| r.key == key) else {
+            return;
+        };
+        match serde_json::from_str::<LaneSlot>(&row.value_json) {
+            Ok(mut saved) => {
+                saved.refresh(now_unix_ms);
+                pres.lanes.insert(j, saved);
             }
+            Err(e) => tracing::warn!(key = %key, error = %e, "ignoring unreadable saved lane"),
         }
-    }
+    });
 }
 
 #[cfg(test)]

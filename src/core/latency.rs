@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use super::Core;
 use crate::clock::Instant;
+use crate::config::keys::ConnKey;
 use crate::policy::latency::{Rolling, Summary};
 
 /// At most this many connection + model windows are kept (1024); when they are all taken,
@@ -20,47 +21,40 @@ pub const MAX_MODEL_WINDOWS: usize = 1024;
 /// every request once more models than the bound are in use.
 pub const EVICT_BATCH: usize = MAX_MODEL_WINDOWS / 4;
 
-/// The windows, keyed by (provider, connection) indices and, within a connection, by the
+/// The windows, keyed by connection and, within a connection, by the
 /// upstream model (looked up by `&str`: recording an attempt allocates nothing once its
 /// windows exist).
 #[derive(Debug, Default)]
 pub(crate) struct LatencyStats {
-    connections: FastMap<(usize, usize), Rolling>,
-    models: FastMap<(usize, usize), FastMap<String, Rolling>>,
+    connections: FastMap<ConnKey, Rolling>,
+    models: FastMap<ConnKey, FastMap<String, Rolling>>,
     /// Connection + model windows held, across every connection (at most
     /// [`MAX_MODEL_WINDOWS`]).
     model_windows: usize,
 }
 
 impl LatencyStats {
-    /// Moves the windows of kept connections to their new indices; removed ones go.
-    pub(crate) fn relayout(&mut self, remap: &super::layout::Remap) {
-        self.connections = std::mem::take(&mut self.connections)
-            .into_iter()
-            .filter_map(|((p, c), w)| Some((remap.connection(p, c)?, w)))
-            .collect();
-        self.models = std::mem::take(&mut self.models)
-            .into_iter()
-            .filter_map(|((p, c), w)| Some((remap.connection(p, c)?, w)))
-            .collect();
+    /// Keeps the windows of the connections `keep` holds; the others go.
+    pub(crate) fn retain(&mut self, keep: impl Fn(ConnKey) -> bool) {
+        self.connections.retain(|k, _| keep(*k));
+        self.models.retain(|k, _| keep(*k));
         self.model_windows = self.models.values().map(FastMap::len).sum();
     }
 
-    /// Records one attempt on (`p`, `c`) for `model` at `at`.
+    /// Records one attempt on connection `key` for `model` at `at`.
     pub(crate) fn record(
         &mut self,
-        p: usize,
-        c: usize,
+        key: ConnKey,
         model: &str,
         at: Instant,
         ttfb: Duration,
         ok: bool,
     ) {
         self.connections
-            .entry((p, c))
+            .entry(key)
             .or_default()
             .record(at, ttfb, ok);
-        if let Some(w) = self.models.get_mut(&(p, c)).and_then(|m| m.get_mut(model)) {
+        if let Some(w) = self.models.get_mut(&key).and_then(|m| m.get_mut(model)) {
             w.record(at, ttfb, ok);
             return;
         }
@@ -70,7 +64,7 @@ impl LatencyStats {
         let mut w = Rolling::default();
         w.record(at, ttfb, ok);
         self.models
-            .entry((p, c))
+            .entry(key)
             .or_default()
             .insert(model.to_owned(), w);
         self.model_windows += 1;
@@ -78,7 +72,7 @@ impl LatencyStats {
 
     /// Drops the `n` connection + model windows whose newest samples are oldest.
     fn drop_oldest_model_windows(&mut self, n: usize) {
-        let mut by_age: Vec<(Option<Instant>, (usize, usize), &str)> = self
+        let mut by_age: Vec<(Option<Instant>, ConnKey, &str)> = self
             .models
             .iter()
             .flat_map(|(pc, m)| {
@@ -93,7 +87,7 @@ impl LatencyStats {
         if n < by_age.len() {
             by_age.select_nth_unstable_by_key(n - 1, |(newest, _, _)| *newest);
         }
-        let victims: Vec<((usize, usize), String)> = by_age[..n]
+        let victims: Vec<(ConnKey, String)> = by_age[..n]
             .iter()
             .map(|(_, pc, model)| (*pc, (*model).to_owned()))
             .collect();
@@ -109,14 +103,14 @@ impl LatencyStats {
         }
     }
 
-    /// The summary `p2c` weighs for (`p`, `c`, `model`) at `now`: the connection + model
-    /// window when it has enough samples, else the connection's.
-    pub(crate) fn health(&self, p: usize, c: usize, model: &str, now: Instant) -> Option<Summary> {
+    /// The summary `p2c` weighs for connection `key` and `model` at `now`: the connection +
+    /// model window when it has enough samples, else the connection's.
+    pub(crate) fn health(&self, key: ConnKey, model: &str, now: Instant) -> Option<Summary> {
         self.models
-            .get(&(p, c))
+            .get(&key)
             .and_then(|m| m.get(model))
             .and_then(|r| r.summary(now))
-            .or_else(|| self.connections.get(&(p, c)).and_then(|r| r.summary(now)))
+            .or_else(|| self.connections.get(&key).and_then(|r| r.summary(now)))
     }
 }
 
@@ -132,9 +126,9 @@ impl Core {
     ) {
         let now = self.clock().now();
         let mut r = self.res();
-        if let Some((p, c)) = self.locate(cand.layout, cand.provider, cand.connection) {
-            r.routing.latency.record(p, c, &cand.model, now, ttfb, ok);
-        }
+        r.routing
+            .latency
+            .record(cand.key, &cand.model, now, ttfb, ok);
     }
 }
 
@@ -149,28 +143,40 @@ mod tests {
         let now = clock.now();
         let mut s = LatencyStats::default();
         for m in ["a", "b", "c"] {
-            s.record(0, 0, m, now, Duration::from_millis(100), true);
+            s.record(ConnKey::new(0, 0), m, now, Duration::from_millis(100), true);
         }
         let h = s
-            .health(0, 0, "a", now)
+            .health(ConnKey::new(0, 0), "a", now)
             .expect("one sample for model a: the connection's three stand in");
         assert_eq!((h.samples, h.mean_ttfb_ms), (3, 100));
-        assert_eq!(s.health(0, 0, "z", now), Some(h));
+        assert_eq!(s.health(ConnKey::new(0, 0), "z", now), Some(h));
         for _ in 0..3 {
-            s.record(0, 0, "a", now, Duration::from_millis(400), false);
+            s.record(
+                ConnKey::new(0, 0),
+                "a",
+                now,
+                Duration::from_millis(400),
+                false,
+            );
         }
-        let h = s.health(0, 0, "a", now).unwrap();
+        let h = s.health(ConnKey::new(0, 0), "a", now).unwrap();
         assert_eq!((h.samples, h.errors, h.mean_ttfb_ms), (4, 3, 325));
-        assert_eq!(s.health(1, 0, "a", now), None);
+        assert_eq!(s.health(ConnKey::new(1, 0), "a", now), None);
         for i in 0..MAX_MODEL_WINDOWS + 10 {
-            s.record(0, 1, &format!("m{i}"), now, Duration::from_millis(1), true);
+            s.record(
+                ConnKey::new(0, 1),
+                &format!("m{i}"),
+                now,
+                Duration::from_millis(1),
+                true,
+            );
         }
         let held: usize = s.models.values().map(FastMap::len).sum();
         assert!(held <= MAX_MODEL_WINDOWS);
         assert_eq!(held, s.model_windows);
         let newest = format!("m{}", MAX_MODEL_WINDOWS + 9);
         assert!(
-            s.models[&(0, 1)].contains_key(&newest),
+            s.models[&ConnKey::new(0, 1)].contains_key(&newest),
             "the newest window is kept"
         );
     }
@@ -182,8 +188,7 @@ mod tests {
         for i in 0..MAX_MODEL_WINDOWS {
             clock.advance(Duration::from_millis(1));
             s.record(
-                0,
-                0,
+                ConnKey::new(0, 0),
                 &format!("m{i}"),
                 clock.now(),
                 Duration::from_millis(1),
@@ -192,12 +197,24 @@ mod tests {
         }
         // Touch the oldest window so it is no longer among the oldest.
         clock.advance(Duration::from_millis(1));
-        s.record(0, 0, "m0", clock.now(), Duration::from_millis(1), true);
+        s.record(
+            ConnKey::new(0, 0),
+            "m0",
+            clock.now(),
+            Duration::from_millis(1),
+            true,
+        );
         assert_eq!(s.model_windows, MAX_MODEL_WINDOWS);
         clock.advance(Duration::from_millis(1));
-        s.record(0, 0, "new", clock.now(), Duration::from_millis(1), true);
+        s.record(
+            ConnKey::new(0, 0),
+            "new",
+            clock.now(),
+            Duration::from_millis(1),
+            true,
+        );
         assert_eq!(s.model_windows, MAX_MODEL_WINDOWS - EVICT_BATCH + 1);
-        let m = &s.models[&(0, 0)];
+        let m = &s.models[&ConnKey::new(0, 0)];
         assert!(m.contains_key("m0") && m.contains_key("new"));
         assert!(!m.contains_key("m1") && !m.contains_key(&format!("m{EVICT_BATCH}")));
         assert!(m.contains_key(&format!("m{}", EVICT_BATCH + 1)));

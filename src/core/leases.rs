@@ -78,8 +78,8 @@ impl Core {
         candidates: &[Candidate],
         ttl: Duration,
     ) -> Result<Acquired, AcquireRefused> {
-        // The lease table, the config and the layout change together under this lock (a
-        // reload takes it first), so candidates are translated into the current layout here.
+        // The lease table and the config change together under this lock (a reload takes it
+        // first), so candidates a reload removed are left out here.
         let mut t = self.leases();
         let cfg = self.config();
         let now = self.clock().now();
@@ -213,13 +213,14 @@ impl Core {
         }
     }
 
-    /// Candidate `c`'s connection in the current layout (`None`: a reload removed it).
-    /// Called under the leases lock, which a reload holds while the layout changes.
+    /// Candidate `c`'s connection key, `None` when a reload removed it. Called under the
+    /// leases lock, which a reload holds while the config changes.
     fn here(&self, c: &Candidate) -> Option<ConnKey> {
-        self.locate(c.layout, c.provider, c.connection)
+        self.position(c.key, (c.provider, c.connection))
+            .map(|_| c.key)
     }
 
-    /// Each candidate with its connection in the current layout (removed ones left out).
+    /// Each candidate with its connection key (those a reload removed left out).
     fn keyed<'c>(&self, candidates: &'c [Candidate]) -> Vec<(ConnKey, &'c Candidate)> {
         candidates
             .iter()
@@ -227,10 +228,12 @@ impl Core {
             .collect()
     }
 
-    /// Whether connection `key` (current layout) would be admitted now for `model` as far as
-    /// its connection state and model lockouts go (read-only: no probe permit, no
-    /// slow-start draw).
-    fn healthy(&self, cfg: &Config, (pi, ci): ConnKey, model: &str, now: Instant) -> bool {
+    /// Whether connection `key` would be admitted now for `model` as far as its connection
+    /// state and model lockouts go (read-only: no probe permit, no slow-start draw).
+    fn healthy(&self, cfg: &Config, key: ConnKey, model: &str, now: Instant) -> bool {
+        let Some((pi, ci)) = cfg.keys.position(key) else {
+            return false;
+        };
         let (Some(p), Some(conn)) = (
             cfg.providers.get(pi),
             cfg.providers.get(pi).and_then(|p| p.connections.get(ci)),
@@ -240,8 +243,8 @@ impl Core {
         let r = self.res();
         let usable = r
             .providers
-            .get(pi)
-            .and_then(|res| res.connections.get(ci))
+            .get(key.provider)
+            .and_then(|res| res.connections.get(key.slot))
             .is_some_and(|cd| {
                 !matches!(
                     cd.eligibility(now),
@@ -283,9 +286,10 @@ impl Core {
         tm: &TimeMap,
     ) {
         let t = self.leases();
+        let cfg = self.config();
         for (i, p) in providers.iter_mut().enumerate() {
             for (j, c) in p.connections.iter_mut().enumerate() {
-                c.lease = t.holder((i, j), now).map(|l| LeaseView {
+                c.lease = t.holder(cfg.keys.connection(i, j), now).map(|l| LeaseView {
                     generation: l.generation,
                     expires_at_unix_ms: tm.wall(l.expires),
                     owner_fingerprint: l.owner.fingerprint(),
@@ -300,7 +304,10 @@ fn bounded_retry(earliest: Option<Instant>, now: Instant, ttl: Duration) -> Dura
     earliest.map_or(ttl, |e| e.saturating_duration_since(now).min(ttl))
 }
 
-fn conn_name(cfg: &Config, (p, c): ConnKey) -> String {
+fn conn_name(cfg: &Config, key: ConnKey) -> String {
+    let Some((p, c)) = cfg.keys.position(key) else {
+        return String::new();
+    };
     let p = cfg.providers.get(p);
     match (p, p.and_then(|p| p.connections.get(c))) {
         (Some(p), Some(c)) => format!("{}:{}", p.id, c.id),
@@ -314,8 +321,9 @@ fn target_name(cfg: &Config, key: ConnKey, model: &str) -> String {
 
 /// A lease record as a store row; `None` when the connection left the config.
 pub(crate) fn lease_row(cfg: &Config, r: &LeaseRecord, tm: &TimeMap) -> Option<LeaseRow> {
-    let p = cfg.providers.get(r.conn.0)?;
-    let c = p.connections.get(r.conn.1)?;
+    let (pi, ci) = cfg.keys.position(r.conn)?;
+    let p = cfg.providers.get(pi)?;
+    let c = p.connections.get(ci)?;
     Some(LeaseRow {
         provider: p.id.clone(),
         connection: c.id.clone(),
@@ -344,7 +352,7 @@ pub(crate) fn restore(rows: &[LeaseRow], cfg: &Config, tm: &TimeMap, now: Instan
             expires: tm.instant(row.expires_at_unix_ms).min(latest),
         });
         Some(LeaseRecord {
-            conn: (i, j),
+            conn: cfg.keys.connection(i, j),
             generation: row.generation,
             lease,
         })

@@ -2,6 +2,7 @@
 //! connection and one leased by another owner, the gate keeps unleased requests off leased
 //! connections and fences leased ones, and `retry-after` is bounded by the configured ttl.
 
+use crate::config::keys::ConnKey;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -45,6 +46,7 @@ fn both() -> Vec<Candidate> {
         cand(),
         Candidate {
             connection: 1,
+            key: ConnKey::new(0, 1),
             ..cand()
         },
     ]
@@ -57,11 +59,15 @@ fn acquire_skips_a_cooling_connection_then_a_leased_one_then_refuses() {
     let a = core
         .lease_acquire(&both(), Duration::from_secs(120))
         .expect("b is free and healthy");
-    assert_eq!(a.conn, (0, 1), "the cooling connection a is passed over");
+    assert_eq!(
+        a.conn,
+        ConnKey::new(0, 1),
+        "the cooling connection a is passed over"
+    );
     let b = core
         .lease_acquire(&both(), Duration::from_secs(120))
         .expect("a is free (cooling, but no healthy one is left)");
-    assert_eq!(b.conn, (0, 0));
+    assert_eq!(b.conn, ConnKey::new(0, 0));
     clock.advance(Duration::from_secs(30));
     assert_eq!(
         core.lease_acquire(&both(), Duration::from_secs(120))
@@ -94,7 +100,7 @@ fn the_gate_fences_leased_requests_and_skips_leased_connections() {
         panic!("an unleased request may use the free connection");
     };
     assert_eq!(candidates.len(), 1);
-    assert_ne!((candidates[0].provider, candidates[0].connection), a.conn);
+    assert_ne!(candidates[0].key, a.conn);
     assert_eq!(leased.len(), 1);
     assert_eq!(leased[0].reason, ExclusionReason::Leased);
     let LeaseGate::Dispatch { candidates, .. } =
@@ -103,7 +109,7 @@ fn the_gate_fences_leased_requests_and_skips_leased_connections() {
         panic!("the owner's request passes");
     };
     assert_eq!(candidates.len(), 1);
-    assert_eq!((candidates[0].provider, candidates[0].connection), a.conn);
+    assert_eq!(candidates[0].key, a.conn);
     assert_eq!(
         core.lease_gate(both(), Some((owner, a.lease.generation + 1))),
         LeaseGate::Stale

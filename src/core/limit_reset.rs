@@ -49,18 +49,14 @@ impl Core {
     /// caller then reports what it found with [`Core::record_limit_reset`].
     pub fn claim_limit_reset(&self, cand: &Candidate) -> bool {
         let now_ms = unix_ms(self.clock().wall());
-        // Located under the resilience lock, which a reload holds while the layout changes.
+        // Found under the resilience lock, which a reload holds while the config changes.
         let mut r = self.res();
-        let Some((provider, connection)) = self.locate(cand.layout, cand.provider, cand.connection)
-        else {
-            return false;
-        };
-        if !self.auto_limit_reset(provider, connection) {
+        if !self.auto_limit_reset(cand) {
             return false;
         }
         r.providers
-            .get_mut(provider)
-            .and_then(|p| p.limit_resets.get_mut(connection))
+            .get_mut(cand.key.provider)
+            .and_then(|p| p.limit_resets.get_mut(cand.key.slot))
             .is_some_and(|s| s.claim(now_ms))
     }
 
@@ -70,12 +66,12 @@ impl Core {
         let now_ms = unix_ms(self.clock().wall());
         let (slot, ids) = {
             let mut r = self.res();
+            let cfg = self.config();
             let Some((provider, connection)) =
-                self.locate(cand.layout, cand.provider, cand.connection)
+                cfg.keys.find(cand.key, (cand.provider, cand.connection))
             else {
                 return;
             };
-            let cfg = self.config();
             let Some(ids) = cfg
                 .providers
                 .get(provider)
@@ -85,8 +81,8 @@ impl Core {
             };
             let Some(slot) = r
                 .providers
-                .get_mut(provider)
-                .and_then(|p| p.limit_resets.get_mut(connection))
+                .get_mut(cand.key.provider)
+                .and_then(|p| p.limit_resets.get_mut(cand.key.slot))
             else {
                 return;
             };
@@ -95,8 +91,8 @@ impl Core {
             if tried.retries()
                 && let Some(h) = r
                     .providers
-                    .get_mut(provider)
-                    .and_then(|p| p.headroom.get_mut(connection))
+                    .get_mut(cand.key.provider)
+                    .and_then(|p| p.headroom.get_mut(cand.key.slot))
             {
                 forget_spent_window(&mut h.state);
             }
@@ -105,11 +101,13 @@ impl Core {
         self.limit_reset_changed(&ids.0, &ids.1, &slot, now_ms);
     }
 
-    fn auto_limit_reset(&self, provider: usize, connection: usize) -> bool {
-        self.config()
-            .providers
-            .get(provider)
-            .and_then(|p| p.connections.get(connection))
+    /// Whether `cand`'s connection, as the config served now has it, has
+    /// `auto_limit_reset` on.
+    fn auto_limit_reset(&self, cand: &Candidate) -> bool {
+        let cfg = self.config();
+        cfg.keys
+            .find(cand.key, (cand.provider, cand.connection))
+            .and_then(|(p, c)| cfg.providers.get(p)?.connections.get(c))
             .is_some_and(|c| c.auto_limit_reset)
     }
 
@@ -159,35 +157,36 @@ fn forget_spent_window(h: &mut Headroom) {
 /// Restores saved reset records from `settings` rows (unknown connections are ignored,
 /// unreadable rows skipped with a warning), lapsed records dropped at `now_unix_ms`.
 pub(crate) fn restore(res: &mut ResState, cfg: &Config, rows: &[SettingRow], now_unix_ms: u64) {
-    for (p, pres) in cfg.providers.iter().zip(res.providers.iter_mut()) {
-        for (c, slot) in p.connections.iter().zip(pres.limit_resets.iter_mut()) {
-            let key = settings_key(&p.id, &c.id);
-            let Some(row) = rows.iter().find(|r| r.key == key) else {
-                continue;
-            };
-            match serde_json::from_str::<LimitResetSlot>(&row.value_json) {
-                Ok(mut saved) => {
-                    saved.refresh(now_unix_ms);
-                    *slot = saved;
-                }
-                Err(e) => {
-                    tracing::warn!(key = %key, error = %e, "ignoring unreadable saved limit-reset record")
-                }
+    res.each_connection(cfg, |p, c, pres, j| {
+        let key = settings_key(&p.id, &c.id);
+        let Some(row) = rows.iter().find(|r| r.key == key) else {
+            return;
+        };
+        match serde_json::from_str::<LimitResetSlot>(&row.value_json) {
+            Ok(mut saved) => {
+                saved.refresh(now_unix_ms);
+                pres.limit_resets.insert(j, saved);
+            }
+            Err(e) => {
+                tracing::warn!(key = %key, error = %e, "ignoring unreadable saved limit-reset record")
             }
         }
-    }
+    });
 }
 
-/// A new credential is a new account: forgets the reset record of connection (`i`, `j`)
-/// and returns the write that deletes its `settings` row (`None` when nothing was known).
+/// A new credential is a new account: forgets the reset record of connection `key` and
+/// returns the write that deletes its `settings` row (`None` when nothing was known).
 pub(crate) fn drop_record(
     res: &mut ResState,
-    i: usize,
-    j: usize,
+    key: crate::config::keys::ConnKey,
     provider: &str,
     connection: &str,
 ) -> Option<StateWrite> {
-    let slot = res.providers.get_mut(i)?.limit_resets.get_mut(j)?;
+    let slot = res
+        .providers
+        .get_mut(key.provider)?
+        .limit_resets
+        .get_mut(key.slot)?;
     if *slot == LimitResetSlot::default() {
         return None;
     }
@@ -288,8 +287,13 @@ mod tests {
         restore(&mut res, &cfg, &rows, NOW + 1_000);
         assert_eq!(res.providers[0].limit_resets[0], LimitResetSlot::default());
         assert_eq!(res.providers[0].limit_resets[1], slot);
-        assert_eq!(drop_record(&mut res, 0, 0, "p", "a"), None, "nothing known");
-        let w = drop_record(&mut res, 0, 1, "p", "b").expect("dropped");
+        assert_eq!(
+            drop_record(&mut res, crate::config::keys::ConnKey::new(0, 0), "p", "a"),
+            None,
+            "nothing known"
+        );
+        let w = drop_record(&mut res, crate::config::keys::ConnKey::new(0, 1), "p", "b")
+            .expect("dropped");
         assert!(
             matches!(w, StateWrite::DeleteSetting { ref key } if key == "limit_reset/p/b"),
             "{w:?}"

@@ -12,11 +12,10 @@ pub mod headroom;
 pub mod holds;
 pub mod lane;
 pub mod latency;
-pub mod layout;
 pub mod leases;
 pub mod limit_reset;
 pub mod persist;
-mod relayout;
+mod reload;
 mod report;
 pub mod resilience;
 pub mod routing;
@@ -34,12 +33,13 @@ use tokio_util::sync::CancellationToken;
 
 use crate::clock::{Clock, Instant, unix_ms};
 use crate::config::Config;
+use crate::config::keys::ConnKey;
 use crate::store::{RequestLogRow, Store};
 use snapshot::{ComboView, ConnectionView, ProviderView, RequestView, Snapshot, Totals};
 use stats::{ProviderStats, Stats};
 
-/// Per (provider, connection) index counters.
-pub type ConnLoad = crate::fast_map::FastMap<(usize, usize), u64>;
+/// Per-connection counters, by connection key.
+pub type ConnLoad = crate::fast_map::FastMap<crate::config::keys::ConnKey, u64>;
 
 /// Minimum spacing between two published snapshots (at most 20 per second).
 pub const PUBLISH_SPACING: Duration = Duration::from_millis(50);
@@ -83,10 +83,8 @@ struct Inner {
     metrics: crate::metrics::Metrics,
     faults: faults::Faults,
     holds: holds::Holds,
-    /// The current layout generation (`Config::layout` of the config served now).
-    generation: AtomicU64,
-    /// Every layout step since start, to find work started under an older layout.
-    history: Mutex<layout::History>,
+    /// The stable keys of every provider and connection name seen since start.
+    registry: Mutex<crate::config::keys::Registry>,
     leases: Mutex<crate::policy::lease::Leases>,
 }
 
@@ -111,10 +109,7 @@ impl Drop for RequestGuard {
 /// Marks one upstream attempt as in flight on its provider and connection until dropped.
 pub struct AttemptGuard {
     core: Core,
-    provider: usize,
-    connection: usize,
-    /// The layout generation `provider` and `connection` index into.
-    layout: u64,
+    key: ConnKey,
 }
 
 impl Drop for AttemptGuard {
@@ -122,12 +117,9 @@ impl Drop for AttemptGuard {
         let mut s = self.core.stats();
         // A provider or connection removed by a reload while the attempt ran took its
         // counters with it.
-        let (pi, ci) = self
-            .core
-            .locate_both(self.layout, self.provider, self.connection);
-        if let Some(ps) = pi.and_then(|i| s.providers.get_mut(i)) {
+        if let Some(ps) = s.providers.get_mut(self.key.provider) {
             ps.in_flight = ps.in_flight.saturating_sub(1);
-            if let Some(cs) = ci.and_then(|j| ps.connections.get_mut(j)) {
+            if let Some(cs) = ps.connections.get_mut(self.key.slot) {
                 cs.in_flight = cs.in_flight.saturating_sub(1);
             }
         }
@@ -139,10 +131,11 @@ impl Drop for AttemptGuard {
 impl Core {
     /// Creates the core for `config`; `store` receives write-behind rows when present.
     pub fn new(config: Arc<Config>, clock: Arc<dyn Clock>, store: Option<Arc<Store>>) -> Self {
-        let stats = Stats::new(
-            config.providers.iter().map(ProviderStats::fresh).collect(),
-            clock.now(),
-        );
+        let mut config = Arc::unwrap_or_clone(config);
+        let mut registry = crate::config::keys::Registry::default();
+        registry.stamp(&mut config);
+        let config = Arc::new(config);
+        let stats = Stats::new(ProviderStats::for_config(&config), clock.now());
         let (tx, _rx) = watch::channel(Arc::new(Snapshot::default()));
         let mut res = resilience::ResState::new(&config);
         let gates = admission::Gates::new(&config, clock.clone());
@@ -166,7 +159,6 @@ impl Core {
                 }
             }
         }
-        let start_layout = config.layout;
         let core = Core {
             inner: Arc::new(Inner {
                 started_wall: clock.wall(),
@@ -186,8 +178,7 @@ impl Core {
                 metrics: crate::metrics::Metrics::new(),
                 faults: faults::Faults::default(),
                 holds: holds::Holds::default(),
-                generation: AtomicU64::new(start_layout),
-                history: Mutex::new(layout::History::starting_at(start_layout)),
+                registry: Mutex::new(registry),
                 leases: Mutex::new(lease_table),
             }),
         };
@@ -221,40 +212,12 @@ impl Core {
         self.inner.stats.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Connection (`p`, `c`) of layout generation `from` in the current layout: the same
-    /// indices when `from` is current (one atomic load), else translated by identity through
-    /// every reload since; `None` when it or its provider was removed. Call it while holding
-    /// the lock of the state the indices go into (a reload swaps layouts under those locks).
-    pub(crate) fn locate(&self, from: u64, p: usize, c: usize) -> Option<(usize, usize)> {
-        if from == self.inner.generation.load(Ordering::Acquire) {
-            return Some((p, c));
-        }
-        self.history().locate(from, p, c)
-    }
-
-    /// Provider `p` of layout generation `from` in the current layout (see [`Self::locate`]).
-    pub(crate) fn locate_provider(&self, from: u64, p: usize) -> Option<usize> {
-        if from == self.inner.generation.load(Ordering::Acquire) {
-            return Some(p);
-        }
-        self.history().locate_provider(from, p)
-    }
-
-    /// [`Self::locate_provider`] and the connection's index from [`Self::locate`]: a
-    /// connection removed from a kept provider still finds its provider.
-    fn locate_both(&self, from: u64, p: usize, c: usize) -> (Option<usize>, Option<usize>) {
-        if from == self.inner.generation.load(Ordering::Acquire) {
-            return (Some(p), Some(c));
-        }
-        let h = self.history();
-        (
-            h.locate_provider(from, p),
-            h.locate(from, p, c).map(|(_, c)| c),
-        )
-    }
-
-    fn history(&self) -> MutexGuard<'_, layout::History> {
-        self.inner.history.lock().unwrap_or_else(|e| e.into_inner())
+    /// The positions in the config served now of the connection keyed `key`, `hint` being
+    /// its positions in the config it came from (right unless a reload moved it); `None`
+    /// when a reload removed it. Call it while holding the lock of the state it goes into
+    /// (a reload swaps the config under those locks).
+    pub(crate) fn position(&self, key: ConnKey, hint: (usize, usize)) -> Option<(usize, usize)> {
+        self.config().keys.find(key, hint)
     }
 
     /// The configuration this core serves now (a reload swaps it; a caller keeps the one
@@ -316,11 +279,10 @@ impl Core {
     /// Starts counting an upstream attempt on `cand`'s provider and connection.
     pub fn begin_attempt(&self, cand: &crate::policy::select::Candidate) -> AttemptGuard {
         let mut s = self.stats();
-        let (pi, ci) = self.locate_both(cand.layout, cand.provider, cand.connection);
-        if let Some(ps) = pi.and_then(|i| s.providers.get_mut(i)) {
+        if let Some(ps) = s.providers.get_mut(cand.key.provider) {
             ps.attempts += 1;
             ps.in_flight += 1;
-            if let Some(cs) = ci.and_then(|j| ps.connections.get_mut(j)) {
+            if let Some(cs) = ps.connections.get_mut(cand.key.slot) {
                 cs.attempts += 1;
                 cs.in_flight += 1;
             }
@@ -329,21 +291,20 @@ impl Core {
         self.mark_dirty();
         AttemptGuard {
             core: self.clone(),
-            provider: cand.provider,
-            connection: cand.connection,
-            layout: cand.layout,
+            key: cand.key,
         }
     }
 
-    /// In-flight and total attempts per (provider, connection) index, for the strategies.
+    /// In-flight and total attempts per connection, for the strategies.
     pub(crate) fn connection_load(&self) -> (ConnLoad, ConnLoad) {
         let s = self.stats();
         let mut inf = ConnLoad::default();
         let mut att = ConnLoad::default();
-        for (i, p) in s.providers.iter().enumerate() {
-            for (j, c) in p.connections.iter().enumerate() {
-                inf.insert((i, j), c.in_flight);
-                att.insert((i, j), c.attempts);
+        for (provider, p) in s.providers.iter() {
+            for (slot, c) in p.connections.iter() {
+                let key = ConnKey { provider, slot };
+                inf.insert(key, c.in_flight);
+                att.insert(key, c.attempts);
             }
         }
         (inf, att)
@@ -359,19 +320,19 @@ impl Core {
     ) {
         let failed = status.is_none_or(|s| s >= 500);
         let mut s = self.stats();
-        let (pi, ci) = self.locate_both(cand.layout, cand.provider, cand.connection);
         let cfg = self.config();
-        if let Some(pv) = pi.and_then(|i| cfg.providers.get(i))
-            && let Some(cv) = ci.and_then(|j| pv.connections.get(j))
+        if let Some((pi, ci)) = cfg.keys.find(cand.key, (cand.provider, cand.connection))
+            && let Some(pv) = cfg.providers.get(pi)
+            && let Some(cv) = pv.connections.get(ci)
         {
             self.inner.metrics.observe_attempt(&pv.id, &cv.id, failed);
         }
-        if let Some(ps) = pi.and_then(|i| s.providers.get_mut(i)) {
+        if let Some(ps) = s.providers.get_mut(cand.key.provider) {
             ps.last_status = status.unwrap_or(0);
             ps.last_latency_ms = u64::try_from(latency.as_millis()).unwrap_or(u64::MAX);
             if failed {
                 ps.failures += 1;
-                if let Some(cs) = ci.and_then(|j| ps.connections.get_mut(j)) {
+                if let Some(cs) = ps.connections.get_mut(cand.key.slot) {
                     cs.failures += 1;
                 }
             }
@@ -428,7 +389,7 @@ impl Core {
             .unwrap_or_else(|e| e.into_inner())
             .clone();
         // Under the stats lock: O(buckets) window read, counter copies and Arc clones only.
-        // The config is read under it too, so the counters follow its layout; a reload
+        // The config is read under it too, so the counters follow its keys; a reload
         // between this and the resilience views (rare) builds both again.
         let (cfg, last_minute, totals, recent_shared, provider_stats, live) = loop {
             let mut s = self.stats();
@@ -456,35 +417,42 @@ impl Core {
         let mut providers: Vec<ProviderView> = cfg
             .providers
             .iter()
-            .zip(provider_stats.iter())
+            .enumerate()
             .zip(live.providers)
-            .map(|((p, ps), live)| ProviderView {
-                ramp_percent: live.ramp_percent,
-                id: p.id.clone(),
-                dialect: p.dialect.as_str().into(),
-                base_url: p.base_url.to_string().trim_end_matches('/').to_string(),
-                profile: p.profile.as_str().into(),
-                attempts: ps.attempts,
-                failures: ps.failures,
-                in_flight: ps.in_flight,
-                last_status: ps.last_status,
-                last_latency_ms: ps.last_latency_ms,
-                breaker: live.breaker,
-                provider_cooldown_until_unix_ms: live.window_until,
-                connections: p
-                    .connections
-                    .iter()
-                    .zip(ps.connections.iter())
-                    .zip(live.connections)
-                    .map(|((c, cs), cv)| ConnectionView {
-                        id: c.id.clone(),
-                        auth: c.auth.describe(),
-                        attempts: cs.attempts,
-                        failures: cs.failures,
-                        in_flight: cs.in_flight,
-                        ..cv
-                    })
-                    .collect(),
+            .map(|((i, p), live)| {
+                let fresh = ProviderStats::default();
+                let ps = provider_stats.get(cfg.keys.provider(i)).unwrap_or(&fresh);
+                ProviderView {
+                    ramp_percent: live.ramp_percent,
+                    id: p.id.clone(),
+                    dialect: p.dialect.as_str().into(),
+                    base_url: p.base_url.to_string().trim_end_matches('/').to_string(),
+                    profile: p.profile.as_str().into(),
+                    attempts: ps.attempts,
+                    failures: ps.failures,
+                    in_flight: ps.in_flight,
+                    last_status: ps.last_status,
+                    last_latency_ms: ps.last_latency_ms,
+                    breaker: live.breaker,
+                    provider_cooldown_until_unix_ms: live.window_until,
+                    connections: p
+                        .connections
+                        .iter()
+                        .zip(cfg.keys.connections_of(i))
+                        .zip(live.connections)
+                        .map(|((c, key), cv)| {
+                            let cs = ps.connections.get(key.slot).cloned().unwrap_or_default();
+                            ConnectionView {
+                                id: c.id.clone(),
+                                auth: c.auth.describe(),
+                                attempts: cs.attempts,
+                                failures: cs.failures,
+                                in_flight: cs.in_flight,
+                                ..cv
+                            }
+                        })
+                        .collect(),
+                }
             })
             .collect();
         self.fill_lease_views(&mut providers, now, &self.time_map());
@@ -578,7 +546,7 @@ mod breaker_model;
 #[cfg(test)]
 mod leases_tests;
 #[cfg(test)]
-mod relayout_tests;
+mod reload_tests;
 #[cfg(test)]
 mod slow_start_tests;
 #[cfg(test)]

@@ -209,7 +209,8 @@ pub(crate) fn restore(state: &mut ResState, cfg: &Config, rows: &PersistedState,
         let Some(i) = cfg.providers.iter().position(|p| p.id == row.provider) else {
             continue;
         };
-        if let (Some(rec), Some(res)) = (breaker_record(row, tm), state.providers.get_mut(i)) {
+        let key = cfg.keys.provider(i);
+        if let (Some(rec), Some(res)) = (breaker_record(row, tm), state.providers.get_mut(key)) {
             let settings = *res.breaker.settings();
             res.breaker = Breaker::restore(settings, &rec, tm.now);
         }
@@ -225,10 +226,11 @@ pub(crate) fn restore(state: &mut ResState, cfg: &Config, rows: &PersistedState,
         else {
             continue;
         };
+        let key = cfg.keys.connection(i, j);
         if let Some(slot) = state
             .providers
-            .get_mut(i)
-            .and_then(|r| r.connections.get_mut(j))
+            .get_mut(key.provider)
+            .and_then(|r| r.connections.get_mut(key.slot))
         {
             *slot = Cooldown::restore(cooldown_record(row, tm));
         }

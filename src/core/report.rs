@@ -10,6 +10,7 @@ use std::borrow::Cow;
 use super::Core;
 use super::resilience::{ReportEffect, ResState, Ticket};
 use crate::clock::Instant;
+use crate::config::keys::{ConnKey, ProviderKey};
 use crate::config::{ModelLockoutSettings, Profile, Provider, StatusSet};
 use crate::policy::admission::requests_headroom_low;
 use crate::policy::breaker::BreakerState;
@@ -22,6 +23,13 @@ use crate::policy::report::{
     ReportPlan,
 };
 use crate::policy::{Classified, OutcomeClass, Scope};
+
+/// The reported attempt with the keys of its provider's connections (config order), so
+/// the plan's connection positions find their state.
+struct At<'a> {
+    ticket: &'a Ticket,
+    slots: &'a [ConnKey],
+}
 
 /// Rows to write behind after the lock is released.
 #[derive(Default)]
@@ -40,29 +48,28 @@ impl Core {
     pub fn report(&self, mut ticket: Ticket, c: &Classified) -> ReportEffect {
         let probe = ticket.settle();
         let now = self.clock().now();
-        // The config is read under the lock, and the ticket's indices translated to its
-        // layout: an attempt started before a reload lands on the same provider and
-        // connection by identity, or nowhere when the reload removed it.
+        // The config is read under the lock, and the ticket's connection found in it by
+        // key: an attempt started before a reload lands on the same provider and connection,
+        // or nowhere when the reload removed it.
         let mut guard = self.res();
         let cfg = self.config();
-        let Some((pi, ci)) = self.locate(ticket.layout, ticket.provider, ticket.connection) else {
+        let Some((pi, ci)) = cfg.keys.find(ticket.key, ticket.positions) else {
             // The connection left; a probe permit goes back to its provider if that stayed.
             if let Some(probe) = probe
-                && let Some(res) = self
-                    .locate_provider(ticket.layout, ticket.provider)
-                    .and_then(|i| guard.providers.get_mut(i))
+                && let Some(res) = guard.providers.get_mut(ticket.key.provider)
             {
                 res.breaker.release_probe(probe, now);
             }
             return ReportEffect::default();
         };
-        (ticket.provider, ticket.connection, ticket.layout) = (pi, ci, cfg.layout);
-        let Some(p) = cfg.providers.get(ticket.provider) else {
+        ticket.positions = (pi, ci);
+        let Some(p) = cfg.providers.get(pi) else {
             return ReportEffect::default();
         };
-        if p.connections.get(ticket.connection).is_none() {
+        if p.connections.get(ci).is_none() {
             return ReportEffect::default();
         }
+        let slots = cfg.keys.connections_of(pi);
         let facts: Vec<ConnectionFacts<'_>> = p
             .connections
             .iter()
@@ -77,20 +84,17 @@ impl Core {
             let r: &mut ResState = &mut guard;
             let trip_statuses = r
                 .providers
-                .get(ticket.provider)
+                .get(ticket.key.provider)
                 .map_or_else(StatusSet::default, |res| {
                     res.breaker.settings().trip_statuses
                 });
             let step = plan::plan(&ReportInput {
                 outcome: c,
                 lockout: &r.settings.model_lockout,
-                passthrough: matches!(
-                    p.connections[ticket.connection].auth,
-                    crate::config::Auth::Passthrough
-                ),
+                passthrough: matches!(p.connections[ci].auth, crate::config::Auth::Passthrough),
                 per_model_quota: p.per_model_quota,
                 egress_bucketed: p.egress_bucketed,
-                connection: ticket.connection,
+                connection: ci,
                 connections: &facts,
                 rule_base_cooldown: c.error_rule.and_then(|rule| rule.base_cooldown()),
                 trip_statuses: &trip_statuses,
@@ -99,53 +103,48 @@ impl Core {
             apply_breaker(
                 r,
                 p,
-                ticket.provider,
+                ticket.key.provider,
                 probe,
                 step.breaker,
                 now,
                 &mut effect,
                 &mut writes,
             );
-            apply_connections(r, p, &ticket, c, &step, now, &mut effect, &mut writes);
+            let at = At {
+                ticket: &ticket,
+                slots,
+            };
+            apply_connections(r, p, &at, c, &step, now, &mut effect, &mut writes);
         }
         // A success may raise a learned protection cap, unless the connection's requests
         // window is nearly empty.
         let headroom_low = c.class == OutcomeClass::Success
             && guard
                 .providers
-                .get(ticket.provider)
-                .and_then(|res| res.headroom.get(ticket.connection))
+                .get(ticket.key.provider)
+                .and_then(|res| res.headroom.get(ticket.key.slot))
                 .is_some_and(|h| {
                     requests_headroom_low(&h.state, crate::clock::unix_ms(self.clock().wall()))
                 });
         drop(guard);
         // The protection cap of a protected connection without `max_concurrent` learns from
         // concurrency-limit 429s (the attempt's permit is still held, so it is counted).
-        self.gates().observe_outcome(
-            ticket.layout,
-            ticket.provider,
-            ticket.connection,
-            c.class,
-            headroom_low,
-        );
+        self.gates()
+            .observe_outcome(ticket.key, c.class, headroom_low);
         self.persist_provider(
             &cfg,
-            ticket.provider,
+            pi,
             writes.breaker,
-            writes
-                .connections
-                .iter()
-                .find(|(j, _)| *j == ticket.connection)
-                .cloned(),
+            writes.connections.iter().find(|(j, _)| *j == ci).cloned(),
             None,
         );
         for (j, rec) in writes.connections {
-            if j != ticket.connection {
-                self.persist_provider(&cfg, ticket.provider, None, Some((j, rec)), None);
+            if j != ci {
+                self.persist_provider(&cfg, pi, None, Some((j, rec)), None);
             }
         }
         for (j, locks) in writes.lockouts {
-            self.persist_provider(&cfg, ticket.provider, None, None, Some((j, locks)));
+            self.persist_provider(&cfg, pi, None, None, Some((j, locks)));
         }
         self.mark_dirty();
         effect
@@ -174,11 +173,10 @@ fn apply_lockouts(
     match &step.lockout {
         LockoutStep::None => {}
         LockoutStep::Decay => {
-            if r.lockouts.on_success(target(ticket.connection)) {
-                let list = r
-                    .lockouts
-                    .for_connection(&p.id, conn_id(ticket.connection), now);
-                writes.lockouts.push((ticket.connection, list));
+            let ci = ticket.positions.1;
+            if r.lockouts.on_success(target(ci)) {
+                let list = r.lockouts.for_connection(&p.id, conn_id(ci), now);
+                writes.lockouts.push((ci, list));
             }
         }
         LockoutStep::Lock {
@@ -234,7 +232,7 @@ fn lockout_settings<'s>(
 fn apply_breaker(
     r: &mut ResState,
     p: &Provider,
-    provider: usize,
+    provider: ProviderKey,
     probe: Option<crate::policy::breaker::ProbeTicket>,
     step: BreakerStep,
     now: Instant,
@@ -282,7 +280,7 @@ fn apply_breaker(
 fn apply_connections(
     r: &mut ResState,
     p: &Provider,
-    ticket: &Ticket,
+    at: &At<'_>,
     c: &Classified,
     step: &ReportPlan,
     now: Instant,
@@ -298,10 +296,8 @@ fn apply_connections(
     if let Some(base) = step.base_cooldown {
         profile.base = base;
     }
-    let disable_cooling = p
-        .connections
-        .get(ticket.connection)
-        .is_some_and(|x| x.disable_cooling);
+    let (ticket, ci) = (at.ticket, at.ticket.positions.1);
+    let disable_cooling = p.connections.get(ci).is_some_and(|x| x.disable_cooling);
     let global_rate_limit = r.settings.connection_cooldown.rate_limit_cooldown;
     let rate_limit_cooldown = |j: usize| {
         rate_limit_override(
@@ -315,12 +311,12 @@ fn apply_connections(
         settings: &r.settings.connection_cooldown,
         oauth: p.profile == Profile::Oauth,
         disable_cooling,
-        rate_limit_cooldown: rate_limit_cooldown(ticket.connection),
+        rate_limit_cooldown: rate_limit_cooldown(ci),
     };
-    let Some(res) = r.providers.get_mut(ticket.provider) else {
+    let Some(res) = r.providers.get_mut(ticket.key.provider) else {
         return;
     };
-    if let Some(cd) = res.connections.get_mut(ticket.connection) {
+    if let Some(cd) = res.connections.get_mut(ticket.key.slot) {
         let changed = match step.connection {
             ConnectionStep::Success => cd.on_success(),
             ConnectionStep::Failure => !matches!(
@@ -331,7 +327,7 @@ fn apply_connections(
         };
         effect.connection_changed = changed;
         if changed {
-            writes.connections.push((ticket.connection, cd.persist()));
+            writes.connections.push((ci, cd.persist()));
         }
     }
     let fanout = CooldownRules {
@@ -343,7 +339,10 @@ fn apply_connections(
             rate_limit_cooldown: rate_limit_cooldown(j),
             ..fanout
         };
-        if let Some(cd) = res.connections.get_mut(j)
+        if let Some(cd) = at
+            .slots
+            .get(j)
+            .and_then(|k| res.connections.get_mut(k.slot))
             && !matches!(cd.on_failure(c, now, &own, now), CooldownEffect::Ignored)
         {
             writes.connections.push((j, Cooldown::persist(cd)));

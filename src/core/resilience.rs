@@ -15,6 +15,7 @@ use std::time::Duration;
 use super::routing::Routing;
 use super::snapshot::{BreakerView, ConnectionView, LockoutView, TransitionView};
 use crate::clock::Instant;
+use crate::config::keys::{ConnKey, ConnSlot, Keyed, ProviderKey};
 use crate::config::{Config, Profile, Resilience, Restatement, builtin_restatements};
 use crate::policy::affinity::Affinity;
 use crate::policy::breaker::{Admit, Breaker, BreakerState, ProbeTicket, ProviderCooldown};
@@ -25,49 +26,81 @@ use crate::policy::select::{Candidate, Exclusion, ExclusionCause, ExclusionReaso
 use crate::policy::slow_start::{self, SlowStart};
 use crate::policy::{Classified, OutcomeClass, Scope};
 
-/// Per-provider live state, index-aligned with `Config::providers`.
+/// Per-provider live state, kept under the provider's key; per-connection tables are keyed
+/// by the connection's slot.
 pub(crate) struct ProviderRes {
     pub(crate) breaker: Breaker,
     pub(crate) window: ProviderCooldown,
-    pub(crate) connections: Vec<Cooldown>,
-    /// Quota headroom per connection (index-aligned with `connections`).
-    pub(crate) headroom: Vec<super::headroom::ConnHeadroom>,
-    /// The §2c low-priority lane per connection (index-aligned with `connections`).
-    pub(crate) lanes: Vec<crate::policy::lane::LaneSlot>,
-    /// The session-limit reset record per connection (index-aligned with `connections`).
-    pub(crate) limit_resets: Vec<crate::policy::limit_reset::LimitResetSlot>,
+    pub(crate) connections: Keyed<ConnSlot, Cooldown>,
+    /// Quota headroom per connection.
+    pub(crate) headroom: Keyed<ConnSlot, super::headroom::ConnHeadroom>,
+    /// The low-priority lane per connection.
+    pub(crate) lanes: Keyed<ConnSlot, crate::policy::lane::LaneSlot>,
+    /// The session-limit reset record per connection.
+    pub(crate) limit_resets: Keyed<ConnSlot, crate::policy::limit_reset::LimitResetSlot>,
     /// When the breaker last closed after a successful probe (the start of the provider's
     /// slow-start ramp); not persisted.
     pub(crate) ramp_from: Option<Instant>,
-    /// Per connection (index-aligned with `connections`): when its last cooldown ended (the
-    /// start of its slow-start ramp), recorded lazily from the lapsed deadline.
-    pub(crate) connection_ramps: Vec<Option<Instant>>,
+    /// Per connection: when its last cooldown ended (the start of its slow-start ramp),
+    /// recorded lazily from the lapsed deadline.
+    pub(crate) connection_ramps: Keyed<ConnSlot, Option<Instant>>,
 }
 
 impl ProviderRes {
     /// The state of provider `p` when nothing happened yet: a closed breaker, no window,
-    /// every connection active.
-    pub(crate) fn fresh(settings: &Resilience, p: &crate::config::Provider) -> Self {
-        Self {
+    /// every connection of `slots` active.
+    pub(crate) fn fresh(
+        settings: &Resilience,
+        p: &crate::config::Provider,
+        slots: impl IntoIterator<Item = ConnSlot>,
+    ) -> Self {
+        let mut out = Self {
             breaker: Breaker::new(breaker_settings(settings, p)),
             window: ProviderCooldown::new(
                 settings.provider_cooldown.enabled,
                 provider_window(settings, p.profile),
             ),
-            connections: vec![Cooldown::default(); p.connections.len()],
-            headroom: vec![Default::default(); p.connections.len()],
-            lanes: vec![Default::default(); p.connections.len()],
-            limit_resets: vec![Default::default(); p.connections.len()],
+            connections: Keyed::default(),
+            headroom: Keyed::default(),
+            lanes: Keyed::default(),
+            limit_resets: Keyed::default(),
             ramp_from: None,
-            connection_ramps: vec![None; p.connections.len()],
+            connection_ramps: Keyed::default(),
+        };
+        for slot in slots {
+            out.add_connection(slot);
         }
+        out
+    }
+
+    /// Fresh state for connection `slot`: active, no headroom seen, no lane, no reset.
+    pub(crate) fn add_connection(&mut self, slot: ConnSlot) {
+        self.connections.insert(slot, Cooldown::default());
+        self.headroom.insert(slot, Default::default());
+        self.lanes.insert(slot, Default::default());
+        self.limit_resets.insert(slot, Default::default());
+        self.connection_ramps.insert(slot, None);
+    }
+
+    /// Drops the state of connection `slot`.
+    pub(crate) fn remove_connection(&mut self, slot: ConnSlot) {
+        self.connections.remove(slot);
+        self.headroom.remove(slot);
+        self.lanes.remove(slot);
+        self.limit_resets.remove(slot);
+        self.connection_ramps.remove(slot);
     }
 
     /// The slow-start share of connection `j` at `now` under a ramp `window` (the provider's
     /// `slow_start`): the lower of the provider's and the connection's ramp, `None` when
     /// neither is ramping. First records the end of a lapsed connection cooldown as the
     /// connection's ramp start (cooldowns end lazily, so this is where it is seen).
-    pub(crate) fn ramp_share(&mut self, j: usize, window: Duration, now: Instant) -> Option<f64> {
+    pub(crate) fn ramp_share(
+        &mut self,
+        j: ConnSlot,
+        window: Duration,
+        now: Instant,
+    ) -> Option<f64> {
         if window.is_zero() {
             return None;
         }
@@ -112,7 +145,7 @@ pub(crate) struct ResState {
     /// not a deep copy of every profile's maps (several per request).
     pub(crate) settings: Arc<Resilience>,
     pub(crate) builtins: Vec<Restatement>,
-    pub(crate) providers: Vec<ProviderRes>,
+    pub(crate) providers: Keyed<ProviderKey, ProviderRes>,
     pub(crate) lockouts: Lockouts,
     pub(crate) affinity: Affinity,
     /// Operator overrides in force (saved in the store).
@@ -129,7 +162,14 @@ impl ResState {
         let providers = cfg
             .providers
             .iter()
-            .map(|p| ProviderRes::fresh(&settings, p))
+            .enumerate()
+            .map(|(i, p)| {
+                let slots = cfg.keys.connections_of(i).iter().map(|k| k.slot);
+                (
+                    cfg.keys.provider(i),
+                    ProviderRes::fresh(&settings, p, slots),
+                )
+            })
             .collect();
         Self {
             affinity: Affinity::new(settings.session_affinity_ttl),
@@ -160,8 +200,33 @@ impl ResState {
         Ok(settings)
     }
 
+    /// Calls `f` with every connection of `cfg` — its provider, itself, its provider's state
+    /// and its slot there — in config order (a connection without state is skipped).
+    pub(crate) fn each_connection(
+        &mut self,
+        cfg: &Config,
+        mut f: impl FnMut(
+            &crate::config::Provider,
+            &crate::config::Connection,
+            &mut ProviderRes,
+            ConnSlot,
+        ),
+    ) {
+        for (i, p) in cfg.providers.iter().enumerate() {
+            let Some(pres) = self.providers.get_mut(cfg.keys.provider(i)) else {
+                continue;
+            };
+            for (c, key) in p.connections.iter().zip(cfg.keys.connections_of(i)) {
+                f(p, c, pres, key.slot);
+            }
+        }
+    }
+
     pub(crate) fn apply_settings(&mut self, cfg: &Config) {
-        for (p, res) in cfg.providers.iter().zip(self.providers.iter_mut()) {
+        for (i, p) in cfg.providers.iter().enumerate() {
+            let Some(res) = self.providers.get_mut(cfg.keys.provider(i)) else {
+                continue;
+            };
             res.breaker
                 .set_settings(breaker_settings(&self.settings, p));
             res.window.set_settings(
@@ -205,13 +270,12 @@ fn provider_window(s: &Resilience, p: Profile) -> crate::config::ProviderCooldow
 /// One admitted candidate: hand it back to exactly one of [`Core::report`] or
 /// [`Core::release`] (its `Drop` releases the probe permit if neither ran).
 pub struct Ticket {
-    /// Provider index (in layout `layout`, the candidate's).
-    pub provider: usize,
-    /// Connection index (in layout `layout`).
-    pub connection: usize,
-    /// The layout generation the indices belong to (the candidate's `layout`); the core
-    /// finds the same provider and connection by identity after a reload.
-    pub layout: u64,
+    /// The connection's stable key (the candidate's): its state is found by it whatever
+    /// reloads did since.
+    pub key: ConnKey,
+    /// Provider and connection positions in the candidate's config (a hint for finding them
+    /// in the config served now).
+    pub positions: (usize, usize),
     /// Upstream model.
     pub model: String,
     /// The breaker's HALF_OPEN probe permit, when this attempt is the probe.
@@ -235,10 +299,7 @@ impl Drop for Ticket {
         if let (Some(core), Some(probe)) = (self.core.take(), self.probe.take()) {
             let now = core.clock().now();
             let mut r = core.res();
-            if let Some(p) = core
-                .locate_provider(self.layout, self.provider)
-                .and_then(|i| r.providers.get_mut(i))
-            {
+            if let Some(p) = r.providers.get_mut(self.key.provider) {
                 p.breaker.release_probe(probe, now);
             }
         }
@@ -371,10 +432,10 @@ impl super::Core {
     }
 
     fn admit_with(&self, cand: &Candidate, now: Instant, ramp: bool) -> Result<Ticket, Exclusion> {
-        // The config is read under the lock so its layout is the one the state follows.
+        // The config is read under the lock so it is the one whose keys the state follows.
         let mut r = self.res();
         let cfg = self.config();
-        let at = self.locate(cand.layout, cand.provider, cand.connection);
+        let at = cfg.keys.find(cand.key, (cand.provider, cand.connection));
         let (Some((pi, ci)), Some(p), Some(c)) = (
             at,
             at.and_then(|(pi, _)| cfg.providers.get(pi)),
@@ -395,10 +456,11 @@ impl super::Core {
             retry_after: until.map(|u| u.saturating_duration_since(now)),
             cause: ExclusionCause::Transient,
         };
-        let Some(res) = r.providers.get(pi) else {
+        let key = cand.key;
+        let Some(res) = r.providers.get(key.provider) else {
             return Err(excl(ExclusionReason::Unavailable, None));
         };
-        let cd = res.connections.get(ci);
+        let cd = res.connections.get(key.slot);
         match cd.map(|cd| cd.eligibility(now)) {
             Some(Eligibility::Terminal(_)) => return Err(excl(ExclusionReason::Terminal, None)),
             Some(Eligibility::QuotaWait { until }) => {
@@ -417,10 +479,8 @@ impl super::Core {
             _ => {}
         }
         // An active low-priority lane serves past the usage wall: preflight does not skip it.
-        let on_lane =
-            c.low_priority_mode && super::lane::active_in(&r, pi, ci, self.clock().as_ref());
-        if !on_lane && let Some(e) = self.preflight_cut_off(&mut r, (pi, ci), &cand.model, &target)
-        {
+        let on_lane = c.low_priority_mode && super::lane::active_in(&r, key, self.clock().as_ref());
+        if !on_lane && let Some(e) = self.preflight_cut_off(&mut r, key, &cand.model, &target) {
             return Err(e);
         }
         let at = LockTarget {
@@ -435,7 +495,7 @@ impl super::Core {
                 ..excl(ExclusionReason::ModelLockout, Some(l.until))
             });
         }
-        let Some(res) = r.providers.get_mut(pi) else {
+        let Some(res) = r.providers.get_mut(key.provider) else {
             return Err(excl(ExclusionReason::Unavailable, None));
         };
         if let Some(until) = res.window.is_cooling(now) {
@@ -444,7 +504,7 @@ impl super::Core {
         let admit = res.breaker.admit(now);
         if ramp
             && matches!(admit, Admit::Allowed)
-            && let Some(share) = res.ramp_share(ci, p.slow_start, now)
+            && let Some(share) = res.ramp_share(key.slot, p.slow_start, now)
         {
             let draw = slow_start::unit_draw(crate::policy::strategy::RngLike::next_u64(
                 &mut r.routing.rng,
@@ -461,9 +521,8 @@ impl super::Core {
                 cause: ExclusionCause::Transient,
             }),
             admit => Ok(Ticket {
-                provider: cand.provider,
-                connection: cand.connection,
-                layout: cand.layout,
+                key,
+                positions: (pi, ci),
                 model: cand.model.clone(),
                 probe: admit.probe(),
                 dispatched_at: now,
@@ -478,7 +537,7 @@ impl super::Core {
     fn preflight_cut_off(
         &self,
         r: &mut ResState,
-        (provider, connection): (usize, usize),
+        key: ConnKey,
         model: &str,
         target: &dyn Fn() -> String,
     ) -> Option<Exclusion> {
@@ -489,9 +548,9 @@ impl super::Core {
         let now_ms = crate::clock::unix_ms(self.clock().wall());
         let h = r
             .providers
-            .get_mut(provider)?
+            .get_mut(key.provider)?
             .headroom
-            .get_mut(connection)?;
+            .get_mut(key.slot)?;
         match h.preflight(target, model, &settings, now_ms) {
             crate::policy::headroom::preflight::Verdict::CutOff { reset_at_ms, .. } => {
                 Some(Exclusion {
@@ -510,16 +569,16 @@ impl super::Core {
     /// provider error rules, then the §0 table); a stream-guard end ([`EndKind`]) keeps the
     /// rules' retry hint and status but takes the guard's class and reason.
     pub fn classify(&self, provider: usize, end: &AttemptEnd<'_>) -> Classified {
-        let layout = self.config().layout;
-        self.classify_in(layout, provider, end)
+        let key = self.config().keys.provider(provider);
+        self.classify_in(key, provider, end)
     }
 
-    /// [`Self::classify`] for provider `provider` of layout generation `layout` (a
-    /// candidate's or a ticket's), found by identity after a reload.
-    pub fn classify_in(&self, layout: u64, provider: usize, end: &AttemptEnd<'_>) -> Classified {
+    /// [`Self::classify`] for the provider keyed `key` (a candidate's or a ticket's), `hint`
+    /// being its position in the config it came from.
+    pub fn classify_in(&self, key: ProviderKey, hint: usize, end: &AttemptEnd<'_>) -> Classified {
         let r = self.res();
         let cfg = self.config();
-        let provider = self.locate_provider(layout, provider).unwrap_or(usize::MAX);
+        let provider = cfg.keys.find_provider(key, hint).unwrap_or(usize::MAX);
         let pid = cfg
             .providers
             .get(provider)
@@ -573,6 +632,18 @@ pub(crate) struct ProviderLive {
     pub(crate) ramp_percent: Option<u8>,
 }
 
+impl ProviderLive {
+    /// The views of a provider with no state (`connections` fresh ones).
+    fn empty(connections: usize) -> Self {
+        Self {
+            breaker: BreakerView::default(),
+            window_until: None,
+            connections: vec![ConnectionView::default(); connections],
+            ramp_percent: None,
+        }
+    }
+}
+
 /// Resilience state rendered for one snapshot.
 pub(crate) struct LiveViews {
     /// Per provider, in config order.
@@ -582,20 +653,25 @@ pub(crate) struct LiveViews {
 
 impl super::Core {
     /// Evaluates every layer at `now` with the same lazy refresh as routing, so views show
-    /// what the next request would see (§8). `None` when a reload changed the layout
+    /// what the next request would see (§8). `None` when a reload replaced the config
     /// since `cfg` was read (the caller reads again).
-    pub(crate) fn resilience_views(&self, cfg: &Config, now: Instant) -> Option<LiveViews> {
+    pub(crate) fn resilience_views(&self, cfg: &Arc<Config>, now: Instant) -> Option<LiveViews> {
         let tm = self.time_map();
         let mut r = self.res();
-        if self.config().layout != cfg.layout {
+        if !Arc::ptr_eq(&self.config(), cfg) {
             return None;
         }
         let preflight = super::headroom::policy_settings(&r.settings.quota_preflight);
         let mut providers: Vec<ProviderLive> = cfg
             .providers
             .iter()
-            .zip(r.providers.iter_mut())
-            .map(|(p, res)| {
+            .enumerate()
+            .map(|(i, p)| {
+                let Some(res) = r.providers.get_mut(cfg.keys.provider(i)) else {
+                    return ProviderLive::empty(p.connections.len());
+                };
+                let slots: Vec<ConnSlot> =
+                    cfg.keys.connections_of(i).iter().map(|k| k.slot).collect();
                 let b = res.breaker.view(now);
                 let breaker = BreakerView {
                     state: b.state,
@@ -616,19 +692,24 @@ impl super::Core {
                         .collect(),
                 };
                 let window = res.window.is_cooling(now).map(|t| tm.wall(t));
-                let ramps: Vec<Option<u8>> = (0..p.connections.len())
-                    .map(|j| ramp_percent(res.ramp_share(j, p.slow_start, now)))
+                let ramps: Vec<Option<u8>> = slots
+                    .iter()
+                    .map(|j| ramp_percent(res.ramp_share(*j, p.slow_start, now)))
                     .collect();
                 let provider_ramp = ramp_percent(res.provider_share(p.slow_start, now));
-                let conns = p
-                    .connections
+                let res = &*res;
+                let conns = slots
                     .iter()
-                    .zip(res.connections.iter())
-                    .zip(res.headroom.iter())
                     .zip(ramps)
-                    .zip(res.lanes.iter())
-                    .zip(res.limit_resets.iter())
-                    .map(|(((((_, cd), h), ramp_percent), lane), reset)| {
+                    .map(|(j, ramp_percent)| {
+                        let (Some(cd), Some(h), Some(lane), Some(reset)) = (
+                            res.connections.get(*j),
+                            res.headroom.get(*j),
+                            res.lanes.get(*j),
+                            res.limit_resets.get(*j),
+                        ) else {
+                            return ConnectionView::default();
+                        };
                         let v = cd.view(now);
                         ConnectionView {
                             lane: super::lane::view(lane, tm.wall_ms()),

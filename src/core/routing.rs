@@ -13,6 +13,7 @@ use crate::fast_map::FastMap;
 
 use super::{ConnLoad, Core};
 use crate::clock::unix_ms;
+use crate::config::keys::ProviderKey;
 use crate::config::{Config, Strategy};
 use crate::policy::headroom::Binding;
 use crate::policy::headroom::preflight;
@@ -26,7 +27,7 @@ pub(crate) struct Routing {
     /// Per combo name.
     pub(crate) states: FastMap<String, StrategyState>,
     /// Per provider index, for `connection_strategy`.
-    pub(crate) connection_states: FastMap<usize, StrategyState>,
+    pub(crate) connection_states: FastMap<ProviderKey, StrategyState>,
     pub(crate) rng: SplitMix64,
     /// Time-to-first-byte and outcome windows for `p2c`'s latency weight.
     pub(crate) latency: super::latency::LatencyStats,
@@ -65,7 +66,7 @@ fn connection_stat(
     attempts: &ConnLoad,
     health: Option<Summary>,
 ) -> TargetStat {
-    let key = (c.provider, c.connection);
+    let key = c.key;
     TargetStat {
         in_flight: u32::try_from(in_flight.get(&key).copied().unwrap_or(0)).unwrap_or(u32::MAX),
         cap: connection_cap(cfg, c),
@@ -125,8 +126,8 @@ impl Core {
     /// within each target the provider's connections by its `connection_strategy` (config
     /// order for `priority`). Every candidate appears exactly once.
     pub fn order_candidates(&self, plan: &Plan) -> Vec<Candidate> {
-        // Planned under a layout a reload just replaced: keep the planned order rather than
-        // weigh them with the new layout's state.
+        // Planned under a config a reload just replaced: keep the planned order rather than
+        // weigh positions of the old config with the new one.
         if !self.is_current(&plan.candidates) {
             return plan.candidates.clone();
         }
@@ -170,7 +171,7 @@ impl Core {
                 let routing = &mut r.routing;
                 let state = routing
                     .connection_states
-                    .entry(group[0].provider)
+                    .entry(group[0].key.provider)
                     .or_default();
                 strategy::order_with_latency(strat, &stats, state, &mut routing.rng, weight)
             };
@@ -221,7 +222,7 @@ impl Core {
                     .and_then(|k| healths.get(k).copied().flatten());
                 let load = |m: &ConnLoad| {
                     mine.iter()
-                        .map(|c| m.get(&(c.provider, c.connection)).copied().unwrap_or(0))
+                        .map(|c| m.get(&c.key).copied().unwrap_or(0))
                         .sum::<u64>()
                 };
                 let cap = mine
@@ -265,11 +266,7 @@ impl Core {
         }
         cands
             .iter()
-            .map(|c| {
-                r.routing
-                    .latency
-                    .health(c.provider, c.connection, &c.model, now)
-            })
+            .map(|c| r.routing.latency.health(c.key, &c.model, now))
             .collect()
     }
 
@@ -281,9 +278,9 @@ impl Core {
             .iter()
             .map(|c| {
                 r.providers
-                    .get(c.provider)?
+                    .get(c.key.provider)?
                     .headroom
-                    .get(c.connection)?
+                    .get(c.key.slot)?
                     .state
                     .binding(Some(&c.model), now_ms)
             })
@@ -348,10 +345,13 @@ impl Core {
         cands
     }
 
-    /// Whether `cands` index into the layout served now.
+    /// Whether the positions of `cands` are those of the config served now (no reload
+    /// moved them since they were planned).
     fn is_current(&self, cands: &[Candidate]) -> bool {
-        let layout = self.config().layout;
-        cands.iter().all(|c| c.layout == layout)
+        let cfg = self.config();
+        cands
+            .iter()
+            .all(|c| cfg.keys.connection(c.provider, c.connection) == c.key)
     }
 
     /// Pins `session` to `cand`'s connection after a successful head (§2a; refreshes the
@@ -359,7 +359,8 @@ impl Core {
     pub fn pin_session(&self, session: &str, cand: &Candidate) {
         let mut r = self.res();
         let cfg = self.config();
-        let Some((provider, connection)) = self.locate(cand.layout, cand.provider, cand.connection)
+        let Some((provider, connection)) =
+            cfg.keys.find(cand.key, (cand.provider, cand.connection))
         else {
             return;
         };
@@ -401,7 +402,7 @@ mod tests {
             model: "m".into(),
             rewrite: false,
             target,
-            layout: 0,
+            key: crate::config::keys::ConnKey::new(provider as u32, connection as u32),
         }
     }
 

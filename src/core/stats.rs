@@ -13,6 +13,7 @@ use hdrhistogram::Histogram;
 
 use super::snapshot::{RECENT_CAP, RequestOutcome, RequestView, Totals, Window};
 use crate::clock::Instant;
+use crate::config::keys::{ConnSlot, KeyDiff, Keyed, ProviderKey};
 
 /// Seconds the rolling window covers (one slot each).
 pub const WINDOW_SECS: usize = 60;
@@ -28,10 +29,10 @@ pub(crate) struct Stats {
     /// copies under the lock.
     pub(crate) recent: VecDeque<Arc<RequestView>>,
     pub(crate) window: LastMinute,
-    pub(crate) providers: Vec<ProviderStats>,
+    pub(crate) providers: Keyed<ProviderKey, ProviderStats>,
 }
 
-/// Per-provider attempt counters, in config order.
+/// Per-provider attempt counters, by provider key.
 #[derive(Default, Clone)]
 pub(crate) struct ProviderStats {
     pub(crate) attempts: u64,
@@ -39,7 +40,7 @@ pub(crate) struct ProviderStats {
     pub(crate) in_flight: u64,
     pub(crate) last_status: u16,
     pub(crate) last_latency_ms: u64,
-    pub(crate) connections: Vec<ConnStats>,
+    pub(crate) connections: Keyed<ConnSlot, ConnStats>,
 }
 
 /// Per-connection attempt counters.
@@ -51,31 +52,48 @@ pub(crate) struct ConnStats {
 }
 
 impl ProviderStats {
-    /// Zero counters for provider `p` and each of its connections.
-    pub(crate) fn fresh(p: &crate::config::Provider) -> Self {
-        Self {
-            connections: vec![ConnStats::default(); p.connections.len()],
-            ..Default::default()
+    /// Zero counters for every provider and connection of `cfg`, by key.
+    pub(crate) fn for_config(cfg: &crate::config::Config) -> Keyed<ProviderKey, Self> {
+        let mut out = Keyed::default();
+        for i in 0..cfg.providers.len() {
+            out.insert(cfg.keys.provider(i), Self::default());
         }
+        for i in 0..cfg.providers.len() {
+            for key in cfg.keys.connections_of(i) {
+                if let Some(ps) = out.get_mut(key.provider) {
+                    ps.connections.insert(key.slot, ConnStats::default());
+                }
+            }
+        }
+        out
     }
 }
 
 impl Stats {
-    /// Moves every kept provider's and connection's counters to its place in `new`
-    /// (matched by id through `remap`); new ones start at zero, removed ones are dropped.
-    pub(crate) fn relayout(&mut self, remap: &super::layout::Remap, new: &crate::config::Config) {
-        let old = std::mem::take(&mut self.providers);
-        let mut moved = remap.providers_vec(old, |np| ProviderStats::fresh(&new.providers[np]));
-        for (np, ps) in moved.iter_mut().enumerate() {
-            let conns = std::mem::take(&mut ps.connections);
-            ps.connections = remap.connections_vec(np, conns, |_| ConnStats::default());
+    /// Follows a reload's key changes: removed providers and connections lose their
+    /// counters, new ones start at zero, kept ones are untouched.
+    pub(crate) fn rekey(&mut self, diff: &KeyDiff) {
+        for (key, _, _) in &diff.removed_connections {
+            if let Some(ps) = self.providers.get_mut(key.provider) {
+                ps.connections.remove(key.slot);
+            }
         }
-        self.providers = moved;
+        for (p, _) in &diff.removed_providers {
+            self.providers.remove(*p);
+        }
+        for p in &diff.added_providers {
+            self.providers.insert(*p, ProviderStats::default());
+        }
+        for key in &diff.added_connections {
+            if let Some(ps) = self.providers.get_mut(key.provider) {
+                ps.connections.insert(key.slot, ConnStats::default());
+            }
+        }
     }
 
     /// Empty counters for `providers` (each with its connection count), window starting at
     /// `origin`.
-    pub(crate) fn new(providers: Vec<ProviderStats>, origin: Instant) -> Self {
+    pub(crate) fn new(providers: Keyed<ProviderKey, ProviderStats>, origin: Instant) -> Self {
         Self {
             totals: Totals::default(),
             recent: VecDeque::with_capacity(RECENT_CAP),
@@ -342,7 +360,7 @@ mod tests {
     #[test]
     fn recent_list_is_bounded_and_totals_count_every_outcome() {
         let clock = ManualClock::new();
-        let mut s = Stats::new(Vec::new(), clock.now());
+        let mut s = Stats::new(Keyed::default(), clock.now());
         for i in 0..(RECENT_CAP as u64 + 3) {
             let outcome = if i % 2 == 0 {
                 RequestOutcome::Ok

@@ -16,7 +16,7 @@ pub(super) fn cand() -> Candidate {
         model: "m".into(),
         rewrite: false,
         target: 0,
-        layout: 0,
+        key: crate::config::keys::ConnKey::new(0, 0),
     }
 }
 

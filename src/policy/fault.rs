@@ -6,6 +6,7 @@
 //! [`DEFAULT_DURATION`] unless asked otherwise, between [`MIN_DURATION`] and
 //! [`MAX_DURATION`]; it is active while `now < expires_at`.
 
+use crate::config::keys::{ConnKey, ConnSlot, ProviderKey};
 use std::time::Duration;
 
 use crate::clock::Instant;
@@ -212,19 +213,19 @@ pub fn check_duration(d: Option<Duration>) -> Result<Duration, FaultError> {
     Ok(d)
 }
 
-/// Where a fault applies: a provider index and, optionally, one of its connections.
+/// Where a fault applies: a provider and, optionally, one of its connections (by key).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct FaultTarget {
-    /// Provider index in the config.
-    pub provider: usize,
-    /// Connection index, or `None` for every connection of the provider.
-    pub connection: Option<usize>,
+    /// The provider's key.
+    pub provider: ProviderKey,
+    /// The connection's slot, or `None` for every connection of the provider.
+    pub connection: Option<ConnSlot>,
 }
 
 impl FaultTarget {
-    /// Whether an attempt on (`provider`, `connection`) is covered.
-    pub fn covers(&self, provider: usize, connection: usize) -> bool {
-        self.provider == provider && self.connection.is_none_or(|c| c == connection)
+    /// Whether an attempt on connection `key` is covered.
+    pub fn covers(&self, key: ConnKey) -> bool {
+        self.provider == key.provider && self.connection.is_none_or(|c| c == key.slot)
     }
 }
 
@@ -303,10 +304,10 @@ impl FaultSet {
         f
     }
 
-    /// The fault applying to an attempt on (`provider`, `connection`) at `now`: a
-    /// connection's own fault before its provider's.
-    pub fn active_for(&self, provider: usize, connection: usize, now: Instant) -> Option<&Fault> {
-        let live = |f: &&Fault| f.active(now) && f.target.covers(provider, connection);
+    /// The fault applying to an attempt on connection `key` at `now`: a connection's own
+    /// fault before its provider's.
+    pub fn active_for(&self, key: ConnKey, now: Instant) -> Option<&Fault> {
+        let live = |f: &&Fault| f.active(now) && f.target.covers(key);
         self.faults
             .iter()
             .filter(live)
@@ -342,16 +343,10 @@ impl FaultSet {
         self.faults.retain(|f| f.active(now));
     }
 
-    /// Moves every fault to the target `to` gives for it (indices after a config reload
-    /// reordered providers or connections); a fault whose target `to` drops is removed.
-    pub fn retarget(&mut self, to: impl Fn(FaultTarget) -> Option<FaultTarget>) {
-        self.faults.retain_mut(|f| match to(f.target) {
-            Some(t) => {
-                f.target = t;
-                true
-            }
-            None => false,
-        });
+    /// Keeps the faults whose target `keep` accepts (after a config reload removed
+    /// providers or connections); the others are removed.
+    pub fn retain(&mut self, keep: impl Fn(FaultTarget) -> bool) {
+        self.faults.retain(|f| keep(f.target));
     }
 }
 

@@ -12,7 +12,7 @@ use std::time::Duration;
 use crate::clock::Instant;
 
 /// A connection by config indices: (provider, connection).
-pub type ConnKey = (usize, usize);
+pub use crate::config::keys::ConnKey;
 
 /// The prefix of every owner token.
 pub const OWNER_PREFIX: &str = "vlo_";
@@ -139,17 +139,11 @@ pub struct Leases {
 }
 
 impl Leases {
-    /// Moves every lease and generation to the connection `to` maps its key to (a config
-    /// reload reordered the connections); keys `to` maps to `None` (removed) are dropped.
-    pub fn remap(&mut self, to: impl Fn(ConnKey) -> Option<ConnKey>) {
-        self.active = std::mem::take(&mut self.active)
-            .into_iter()
-            .filter_map(|(k, v)| Some((to(k)?, v)))
-            .collect();
-        self.generations = std::mem::take(&mut self.generations)
-            .into_iter()
-            .filter_map(|(k, v)| Some((to(k)?, v)))
-            .collect();
+    /// Keeps the leases and generations of the connections `keep` accepts (a config reload
+    /// removed the others).
+    pub fn retain(&mut self, keep: impl Fn(ConnKey) -> bool) {
+        self.active.retain(|k, _| keep(*k));
+        self.generations.retain(|k, _| keep(*k));
     }
 
     /// Rebuilds the table from saved records; leases already expired at `now` are dropped,
@@ -271,23 +265,35 @@ mod tests {
     fn acquire_gives_one_owner_per_connection_and_raises_the_generation() {
         let c = ManualClock::new();
         let mut t = Leases::default();
-        let a = t.acquire((0, 0), owner(1), TTL, c.now()).unwrap();
+        let a = t
+            .acquire(ConnKey::new(0, 0), owner(1), TTL, c.now())
+            .unwrap();
         assert_eq!(a.generation, 1);
         assert_eq!(
-            t.acquire((0, 0), owner(2), TTL, c.now()),
+            t.acquire(ConnKey::new(0, 0), owner(2), TTL, c.now()),
             Err(Refusal::Busy { until: a.expires }),
             "a second owner is refused while the first holds the connection"
         );
-        let b = t.acquire((0, 1), owner(2), TTL, c.now()).unwrap();
+        let b = t
+            .acquire(ConnKey::new(0, 1), owner(2), TTL, c.now())
+            .unwrap();
         assert_eq!(b.generation, 1, "generations are per connection");
         assert_eq!(
-            t.leased_by_other((0, 0), Some(&owner(2)), c.now()),
+            t.leased_by_other(ConnKey::new(0, 0), Some(&owner(2)), c.now()),
             Some(a.expires)
         );
-        assert_eq!(t.leased_by_other((0, 0), Some(&owner(1)), c.now()), None);
-        assert_eq!(t.leased_by_other((0, 0), None, c.now()), Some(a.expires));
+        assert_eq!(
+            t.leased_by_other(ConnKey::new(0, 0), Some(&owner(1)), c.now()),
+            None
+        );
+        assert_eq!(
+            t.leased_by_other(ConnKey::new(0, 0), None, c.now()),
+            Some(a.expires)
+        );
         t.release(&owner(1), 1, c.now()).unwrap();
-        let again = t.acquire((0, 0), owner(3), TTL, c.now()).unwrap();
+        let again = t
+            .acquire(ConnKey::new(0, 0), owner(3), TTL, c.now())
+            .unwrap();
         assert_eq!(
             again.generation, 2,
             "a new acquire fences the old generation"
@@ -296,30 +302,33 @@ mod tests {
     }
 
     #[test]
-    fn a_reload_moves_leases_with_their_connection_and_drops_removed_ones() {
+    fn a_reload_keeps_the_leases_of_kept_connections_and_drops_removed_ones() {
         let c = ManualClock::new();
         let mut t = Leases::default();
-        t.acquire((0, 0), owner(1), TTL, c.now()).unwrap();
-        t.acquire((0, 1), owner(2), TTL, c.now()).unwrap();
-        // A provider was added in front (0 → 1) and connection 1 removed.
-        t.remap(|(p, c)| (c == 0).then_some((p + 1, c)));
-        assert_eq!(t.check(&owner(1), 1, c.now()), Ok((1, 0)));
+        t.acquire(ConnKey::new(0, 0), owner(1), TTL, c.now())
+            .unwrap();
+        t.acquire(ConnKey::new(0, 1), owner(2), TTL, c.now())
+            .unwrap();
+        // Connection (0, 1) was removed.
+        t.retain(|k| k.slot.0 == 0);
+        assert_eq!(t.check(&owner(1), 1, c.now()), Ok(ConnKey::new(0, 0)));
         assert_eq!(t.check(&owner(2), 1, c.now()), Err(Refusal::Stale));
-        let again = t.acquire((1, 0), owner(3), TTL, c.now());
-        assert!(again.is_err(), "still held by its owner at its new place");
+        let again = t.acquire(ConnKey::new(0, 0), owner(3), TTL, c.now());
+        assert!(again.is_err(), "still held by its owner");
     }
 
     #[test]
     fn renew_extends_and_expiry_frees_the_connection() {
         let c = ManualClock::new();
         let mut t = Leases::default();
-        t.acquire((0, 0), owner(1), TTL, c.now()).unwrap();
+        t.acquire(ConnKey::new(0, 0), owner(1), TTL, c.now())
+            .unwrap();
         c.advance(Duration::from_secs(500));
         let (conn, l) = t.renew(&owner(1), 1, TTL, c.now()).unwrap();
-        assert_eq!(conn, (0, 0));
+        assert_eq!(conn, ConnKey::new(0, 0));
         assert_eq!(l.expires, c.now() + TTL);
         c.advance(Duration::from_secs(599));
-        assert_eq!(t.check(&owner(1), 1, c.now()), Ok((0, 0)));
+        assert_eq!(t.check(&owner(1), 1, c.now()), Ok(ConnKey::new(0, 0)));
         c.advance(Duration::from_secs(1));
         assert_eq!(
             t.check(&owner(1), 1, c.now()),
@@ -327,20 +336,24 @@ mod tests {
             "expired at ttl"
         );
         assert_eq!(t.renew(&owner(1), 1, TTL, c.now()), Err(Refusal::Stale));
-        assert!(t.holder((0, 0), c.now()).is_none());
-        assert!(t.acquire((0, 0), owner(2), TTL, c.now()).is_ok());
+        assert!(t.holder(ConnKey::new(0, 0), c.now()).is_none());
+        assert!(
+            t.acquire(ConnKey::new(0, 0), owner(2), TTL, c.now())
+                .is_ok()
+        );
     }
 
     #[test]
     fn stale_generation_and_wrong_owner_are_refused() {
         let c = ManualClock::new();
         let mut t = Leases::default();
-        t.acquire((1, 0), owner(1), TTL, c.now()).unwrap();
+        t.acquire(ConnKey::new(1, 0), owner(1), TTL, c.now())
+            .unwrap();
         assert_eq!(t.check(&owner(1), 2, c.now()), Err(Refusal::Stale));
         assert_eq!(t.check(&owner(1), 0, c.now()), Err(Refusal::Stale));
         assert_eq!(t.check(&owner(9), 1, c.now()), Err(Refusal::Stale));
         assert_eq!(t.release(&owner(9), 1, c.now()), Err(Refusal::Stale));
-        assert_eq!(t.release(&owner(1), 1, c.now()), Ok((1, 0)));
+        assert_eq!(t.release(&owner(1), 1, c.now()), Ok(ConnKey::new(1, 0)));
         assert_eq!(
             t.release(&owner(1), 1, c.now()),
             Err(Refusal::Stale),
@@ -364,22 +377,24 @@ mod tests {
         let t = Leases::restore(
             [
                 LeaseRecord {
-                    conn: (0, 0),
+                    conn: ConnKey::new(0, 0),
                     generation: 4,
                     lease: Some(live),
                 },
                 LeaseRecord {
-                    conn: (0, 1),
+                    conn: ConnKey::new(0, 1),
                     generation: 7,
                     lease: Some(dead),
                 },
             ],
             c.now(),
         );
-        assert_eq!(t.holder((0, 0), c.now()), Some(&live));
-        assert!(t.holder((0, 1), c.now()).is_none());
+        assert_eq!(t.holder(ConnKey::new(0, 0), c.now()), Some(&live));
+        assert!(t.holder(ConnKey::new(0, 1), c.now()).is_none());
         let mut t = t;
-        let next = t.acquire((0, 1), owner(3), TTL, c.now()).unwrap();
+        let next = t
+            .acquire(ConnKey::new(0, 1), owner(3), TTL, c.now())
+            .unwrap();
         assert_eq!(
             next.generation, 8,
             "generations never repeat after a restart"

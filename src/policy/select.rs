@@ -6,24 +6,25 @@
 //! default provider (§0 "Candidates and fallback"). Targets of either dialect are candidates: the
 //! proxy translates a request for a provider of the other dialect (`src/translate/`).
 
+use crate::config::keys::ConnKey;
 use crate::config::{Config, Dialect};
 
 /// One (provider, connection, model) an attempt may be sent to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Candidate {
-    /// Index into `Config::providers`.
+    /// Index into `Config::providers` of the config the candidate came from (to read that
+    /// config; live state is found by `key`).
     pub provider: usize,
-    /// Index into that provider's `connections`.
+    /// Index into that provider's `connections`, in the same config.
     pub connection: usize,
+    /// The connection's stable key: where its live state is kept, whatever reloads did since.
+    pub key: ConnKey,
     /// Upstream model id to send.
     pub model: String,
     /// True when `model` differs from what the client sent (the body must be rewritten).
     pub rewrite: bool,
     /// Index of the combo target this candidate came from (0 for a plain model).
     pub target: usize,
-    /// The layout generation `provider` and `connection` index into (`Config::layout` of
-    /// the config they came from).
-    pub layout: u64,
 }
 
 /// A target left out before any attempt, with why.
@@ -66,7 +67,7 @@ pub fn plan(cfg: &Config, dialect: Dialect, model: &str) -> Plan {
                     model: t.model.clone(),
                     rewrite: t.model != model,
                     target: ti,
-                    layout: cfg.layout,
+                    key: cfg.keys.connection(pi, ci),
                 });
             }
         }
@@ -90,7 +91,7 @@ pub fn plan(cfg: &Config, dialect: Dialect, model: &str) -> Plan {
                 model: model.to_string(),
                 rewrite: false,
                 target: 0,
-                layout: cfg.layout,
+                key: cfg.keys.connection(pi, ci),
             });
         }
     }
@@ -156,7 +157,7 @@ mod tests {
                 model: "gpt-x".into(),
                 rewrite: false,
                 target: 0,
-                layout: 0,
+                key: crate::config::keys::ConnKey::new(1, 0),
             }]
         );
     }

@@ -144,7 +144,7 @@ pub async fn send_attempt(
     let up = upstream_request(state, t, req, route, body)?;
     let client = state
         .upstreams
-        .client(t.cand.layout, t.cand.provider, t.provider)
+        .client(t.cand.key.provider, t.provider)
         .map_err(|e| {
             ProxyError::Unreachable(format!("no client for provider '{}': {e}", t.provider.id))
         })?;
@@ -303,7 +303,9 @@ async fn upstream_error(state: &Shared, t: &Target<'_>, resp: Response<Incoming>
     let (mut head, b) = resp.into_parts();
     let mut bytes = read_error_body(b, t.provider.timeout).await;
     let end = AttemptEnd::response(status.as_u16(), &head.headers, &bytes);
-    let classified = state.core.classify_in(t.cand.layout, t.cand.provider, &end);
+    let classified = state
+        .core
+        .classify_in(t.cand.key.provider, t.cand.provider, &end);
     tracing::info!(provider = %t.provider.id, connection = %t.conn.id, status = status.as_u16(), class = classified.class.as_str(), reason = %classified.reason, "upstream error");
     if let Some(seam) = t.seam {
         bytes = seam.error_body(status.as_u16(), &bytes);
@@ -390,7 +392,7 @@ async fn read_complete(
     };
     tracing::info!(provider = %t.provider.id, connection = %t.conn.id, error = %err, "upstream body incomplete");
     let classified = state.core.classify_in(
-        t.cand.layout,
+        t.cand.key.provider,
         t.cand.provider,
         &AttemptEnd::truncated(Some(200), &err),
     );
@@ -416,7 +418,9 @@ fn empty_turn(state: &Shared, t: &Target<'_>, what: &str) -> AttemptResult {
     let end = AttemptEnd::guard(EndKind::EmptyTurn, what);
     AttemptResult::Failed {
         status: 200,
-        classified: state.core.classify_in(t.cand.layout, t.cand.provider, &end),
+        classified: state
+            .core
+            .classify_in(t.cand.key.provider, t.cand.provider, &end),
         last: Box::new(LastFailure::Transport(ProxyError::EmptyTurn(format!(
             "provider '{}' answered with an empty turn (no text and no tool call)",
             t.provider.id
@@ -445,7 +449,9 @@ fn untranslatable_reply(
     let end = AttemptEnd::response(502, &none, msg.as_bytes());
     AttemptResult::Failed {
         status: 200,
-        classified: state.core.classify_in(t.cand.layout, t.cand.provider, &end),
+        classified: state
+            .core
+            .classify_in(t.cand.key.provider, t.cand.provider, &end),
         last: Box::new(LastFailure::Transport(ProxyError::Unreachable(msg))),
     }
 }
@@ -459,7 +465,7 @@ fn hold_failed(state: &Shared, t: &Target<'_>, f: HoldFailure) -> AttemptResult 
     let (classified, last) = match &f {
         HoldFailure::ErrorEvent(err) => {
             let end = AttemptEnd::in_stream(&err.error_type, err.body.as_bytes());
-            let c = state.core.classify_in(t.cand.layout, p, &end);
+            let c = state.core.classify_in(t.cand.key.provider, p, &end);
             let status =
                 StatusCode::from_u16(c.status.unwrap_or(502)).unwrap_or(StatusCode::BAD_GATEWAY);
             let mut h = HeaderMap::new();
@@ -477,22 +483,26 @@ fn hold_failed(state: &Shared, t: &Target<'_>, f: HoldFailure) -> AttemptResult 
             (c, last)
         }
         HoldFailure::Zombie => (
-            state
-                .core
-                .classify_in(t.cand.layout, p, &AttemptEnd::guard(EndKind::Zombie, &msg)),
+            state.core.classify_in(
+                t.cand.key.provider,
+                p,
+                &AttemptEnd::guard(EndKind::Zombie, &msg),
+            ),
             LastFailure::Transport(ProxyError::Unreachable(msg.clone())),
         ),
         HoldFailure::Ended => (
-            state
-                .core
-                .classify_in(t.cand.layout, p, &AttemptEnd::truncated(Some(200), &msg)),
+            state.core.classify_in(
+                t.cand.key.provider,
+                p,
+                &AttemptEnd::truncated(Some(200), &msg),
+            ),
             LastFailure::Transport(ProxyError::Unreachable(msg.clone())),
         ),
         HoldFailure::EmptyTurn => return empty_turn(state, t, &msg),
         HoldFailure::Broke(_) => (
             state
                 .core
-                .classify_in(t.cand.layout, p, &AttemptEnd::truncated(None, &msg)),
+                .classify_in(t.cand.key.provider, p, &AttemptEnd::truncated(None, &msg)),
             LastFailure::Transport(ProxyError::Unreachable(msg.clone())),
         ),
     };
@@ -511,10 +521,11 @@ fn hold_failed(state: &Shared, t: &Target<'_>, f: HoldFailure) -> AttemptResult 
 
 fn transport_failed(state: &Shared, t: &Target<'_>, err: ProxyError) -> AttemptResult {
     tracing::warn!(provider = %t.provider.id, connection = %t.conn.id, error = %err, "upstream transport error before the response head");
-    let classified =
-        state
-            .core
-            .classify_in(t.cand.layout, t.cand.provider, &AttemptEnd::transport());
+    let classified = state.core.classify_in(
+        t.cand.key.provider,
+        t.cand.provider,
+        &AttemptEnd::transport(),
+    );
     AttemptResult::Failed {
         status: 0,
         classified,

@@ -251,9 +251,10 @@ fn lease_json(state: &Shared, cfg: &Config, conn: ConnKey, lease: &Lease) -> ser
     })
 }
 
-fn ids(cfg: &Config, (p, c): ConnKey) -> (String, String) {
-    let p = cfg.providers.get(p);
-    let c = p.and_then(|p| p.connections.get(c));
+fn ids(cfg: &Config, key: ConnKey) -> (String, String) {
+    let (pi, ci) = cfg.keys.position(key).unwrap_or((usize::MAX, usize::MAX));
+    let p = cfg.providers.get(pi);
+    let c = p.and_then(|p| p.connections.get(ci));
     (
         p.map(|p| p.id.clone()).unwrap_or_default(),
         c.map(|c| c.id.clone()).unwrap_or_default(),

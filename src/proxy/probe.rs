@@ -116,7 +116,9 @@ async fn exchange(
                 .map(|j| (i, j))
         })
         .ok_or_else(|| format!("connection '{}' is no longer configured", c.id))?;
-    let client = state.upstreams.client(cfg.layout, i, &cfg.providers[i])?;
+    let client = state
+        .upstreams
+        .client(cfg.keys.provider(i), &cfg.providers[i])?;
     let (path, body) = probe_request(p.dialect, model);
     let uri = super::upstream::uri(&cfg.providers[i], path)?;
     let mut req = Request::new(Full::new(body.clone()));
@@ -130,7 +132,7 @@ async fn exchange(
         model: model.to_string(),
         rewrite: false,
         target: 0,
-        layout: cfg.layout,
+        key: cfg.keys.connection(i, j),
     });
     let sent = injected::send(fault, p.dialect, sse_kind(p.dialect), &client, req);
     let res = match tokio::time::timeout(budget, sent).await {

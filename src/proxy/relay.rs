@@ -118,7 +118,7 @@ impl Finish {
     /// Classifies the relayed attempt's `end` with the core's live rules.
     fn classify(&self, end: &AttemptEnd<'_>) -> Verdict {
         match &self.ticket {
-            Some(t) => Verdict::Failure(self.core.classify_in(t.layout, t.provider, end)),
+            Some(t) => Verdict::Failure(self.core.classify_in(t.key.provider, t.positions.0, end)),
             None => Verdict::None,
         }
     }

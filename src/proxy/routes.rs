@@ -253,7 +253,7 @@ async fn upstream_models(
             model: String::new(),
             rewrite: false,
             target: 0,
-            layout: cfg.layout,
+            key: cfg.keys.connection(pick, connection),
         })
         .collect();
     let mut view = RequestView::default();

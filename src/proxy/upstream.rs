@@ -12,15 +12,15 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 
+use crate::config::keys::{Keyed, ProviderKey};
 use crate::config::{Config, Provider};
 
 /// The client type used for every upstream request.
 pub type UpstreamClient = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
 
-/// Per-provider clients, indexed like `Config::providers` of the layout they were built for.
-/// A config reload that changes the provider layout gets a new table on the first attempt
-/// under it: a kept provider keeps its client (and its pooled connections) unless its
-/// `base_url`, `dialect` or `connect_timeout` changed; a new one gets a new client; a
+/// Per-provider clients, by provider key. A config reload gets a new table on the first
+/// attempt under it: a kept provider keeps its client (and its pooled connections) unless
+/// its `base_url`, `dialect` or `connect_timeout` changed; a new one gets a new client; a
 /// removed one's client goes once no request holds it.
 pub struct Upstreams {
     table: RwLock<Arc<Table>>,
@@ -28,17 +28,20 @@ pub struct Upstreams {
     built: AtomicU64,
 }
 
-/// The clients of one layout generation.
+/// The clients of one config generation.
 struct Table {
-    layout: u64,
-    clients: Vec<(Key, UpstreamClient)>,
+    generation: u64,
+    clients: Keyed<ProviderKey, (Key, UpstreamClient)>,
+    /// Clients of providers some request still named as its config had them (a request of
+    /// an older config on a provider the reload changed).
+    extra: Vec<(Key, UpstreamClient)>,
 }
 
 /// What a client is built from: a provider keeps its client while these stay the same.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Key {
     id: String,
-    base_url: String,
+    base_url: http::Uri,
     dialect: crate::config::Dialect,
     connect_timeout: Duration,
 }
@@ -47,10 +50,18 @@ impl Key {
     fn of(p: &Provider) -> Self {
         Self {
             id: p.id.clone(),
-            base_url: p.base_url.to_string(),
+            base_url: p.base_url.clone(),
             dialect: p.dialect,
             connect_timeout: p.connect_timeout,
         }
+    }
+
+    /// Whether `p` would build this client (compared without allocating).
+    fn matches(&self, p: &Provider) -> bool {
+        self.id == p.id
+            && self.dialect == p.dialect
+            && self.connect_timeout == p.connect_timeout
+            && self.base_url == p.base_url
     }
 }
 
@@ -61,41 +72,35 @@ impl Upstreams {
     /// Builds one client per provider. Fails only if TLS cannot be set up.
     pub fn new(cfg: &Config) -> Result<Self, String> {
         let built = AtomicU64::new(0);
-        let table = build_table(cfg, &[], &built)?;
+        let table = build_table(cfg, &Keyed::default(), &built)?;
         Ok(Self {
             table: RwLock::new(Arc::new(table)),
             built,
         })
     }
 
-    /// The client for `provider`, index `i` of layout generation `layout` (the request's
-    /// config): the table's by index when the layout is current, else the client of the same
-    /// provider by key (built once and kept when there is none yet: a request of an older
-    /// layout on a provider the reload changed). Fails only if TLS cannot be set up for a new
-    /// client.
-    pub fn client(
-        &self,
-        layout: u64,
-        i: usize,
-        provider: &Provider,
-    ) -> Result<UpstreamClient, String> {
+    /// The client for `provider` (keyed `key`, as the request's config has it): the
+    /// table's when it was built from the same settings, else one built once for those
+    /// settings and kept (a request of an older config on a provider the reload changed).
+    /// Fails only if TLS cannot be set up for a new client.
+    pub fn client(&self, key: ProviderKey, provider: &Provider) -> Result<UpstreamClient, String> {
         let t = self.current();
-        if t.layout == layout
-            && let Some((_, c)) = t.clients.get(i)
+        if let Some((k, c)) = t.clients.get(key)
+            && k.matches(provider)
         {
             return Ok(c.clone());
         }
-        let key = Key::of(provider);
-        if let Some((_, c)) = t.clients.iter().find(|(k, _)| *k == key) {
+        if let Some((_, c)) = t.extra.iter().find(|(k, _)| k.matches(provider)) {
             return Ok(c.clone());
         }
         let client = counted(provider, &self.built)?;
         let mut w = self.table.write().unwrap_or_else(|e| e.into_inner());
-        let mut clients = w.clients.clone();
-        clients.push((key, client.clone()));
+        let mut extra = w.extra.clone();
+        extra.push((Key::of(provider), client.clone()));
         *w = Arc::new(Table {
-            layout: w.layout,
-            clients,
+            generation: w.generation,
+            clients: w.clients.clone(),
+            extra,
         });
         Ok(client)
     }
@@ -104,16 +109,16 @@ impl Upstreams {
         self.table.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
-    /// Follows `cfg`'s layout when it is newer than the table's: a table in its order,
-    /// reusing every kept client and dropping those of removed or changed providers. The
-    /// request path calls it with the config each request starts with (a read-lock check
-    /// when nothing changed).
+    /// Follows `cfg` when it is newer than the table's: a table of its providers, reusing
+    /// every kept client and dropping those of removed or changed providers. The request
+    /// path calls it with the config each request starts with (a read-lock check when
+    /// nothing changed).
     pub fn follow(&self, cfg: &Config) -> Result<(), String> {
-        if self.current().layout >= cfg.layout {
+        if self.current().generation >= cfg.generation {
             return Ok(());
         }
         let mut w = self.table.write().unwrap_or_else(|e| e.into_inner());
-        if w.layout >= cfg.layout {
+        if w.generation >= cfg.generation {
             return Ok(());
         }
         let next = build_table(cfg, &w.clients, &self.built)?;
@@ -127,24 +132,25 @@ impl Upstreams {
     }
 }
 
-/// The clients of `cfg`'s providers in order, reusing those of `kept` with the same key.
+/// The clients of `cfg`'s providers by key, reusing those of `kept` built from the same
+/// settings.
 fn build_table(
     cfg: &Config,
-    kept: &[(Key, UpstreamClient)],
+    kept: &Keyed<ProviderKey, (Key, UpstreamClient)>,
     built: &AtomicU64,
 ) -> Result<Table, String> {
-    let mut clients = Vec::with_capacity(cfg.providers.len());
-    for p in &cfg.providers {
-        let key = Key::of(p);
-        let client = match kept.iter().find(|(k, _)| *k == key) {
+    let mut clients = Keyed::default();
+    for (i, p) in cfg.providers.iter().enumerate() {
+        let client = match kept.values().find(|(k, _)| k.matches(p)) {
             Some((_, c)) => c.clone(),
             None => counted(p, built)?,
         };
-        clients.push((key, client));
+        clients.insert(cfg.keys.provider(i), (Key::of(p), client));
     }
     Ok(Table {
-        layout: cfg.layout,
+        generation: cfg.generation,
         clients,
+        extra: Vec::new(),
     })
 }
 
@@ -209,7 +215,12 @@ mod tests {
     use super::*;
     use crate::config::{LoadEnv, from_str};
 
-    fn cfg(providers: &[(&str, &str)], layout: u64) -> Config {
+    /// Providers `(id, base_url)`, stamped with `reg`'s keys and generation `generation`.
+    fn cfg(
+        reg: &mut crate::config::keys::Registry,
+        providers: &[(&str, &str)],
+        generation: u64,
+    ) -> Config {
         let text: String = providers
             .iter()
             .map(|(id, url)| format!("[[providers]]\nid = \"{id}\"\ndialect = \"anthropic\"\nbase_url = \"{url}\"\n  [[providers.connections]]\n  id = \"{id}-c\"\n  auth = \"passthrough\"\n"))
@@ -220,13 +231,16 @@ mod tests {
             &LoadEnv::fixed(&[], "/tmp"),
         )
         .unwrap();
-        c.layout = layout;
+        reg.stamp(&mut c);
+        c.generation = generation;
         c
     }
 
     #[test]
-    fn a_new_layout_keeps_the_clients_of_unchanged_providers() {
+    fn a_new_config_keeps_the_clients_of_unchanged_providers() {
+        let mut reg = crate::config::keys::Registry::default();
         let old = cfg(
+            &mut reg,
             &[("a", "http://127.0.0.1:1"), ("b", "http://127.0.0.1:2")],
             0,
         );
@@ -234,6 +248,7 @@ mod tests {
         assert_eq!(up.built(), 2);
         // "n" is new and goes first, "b" moved and changed its URL, "a" is kept as it was.
         let new = cfg(
+            &mut reg,
             &[
                 ("n", "http://127.0.0.1:3"),
                 ("a", "http://127.0.0.1:1"),
@@ -251,14 +266,14 @@ mod tests {
         assert_eq!(
             up.built(),
             4,
-            "following the same layout again builds nothing"
+            "following the same config again builds nothing"
         );
-        // A request of the old layout still reaches "a" by key (its kept client), and the
+        // A request of the old config still reaches "a" by key (its kept client), and the
         // old "b" (its URL replaced) gets a client of its own once.
-        up.client(0, 0, &old.providers[0]).unwrap();
+        up.client(old.keys.provider(0), &old.providers[0]).unwrap();
         assert_eq!(up.built(), 4);
-        up.client(0, 1, &old.providers[1]).unwrap();
-        up.client(0, 1, &old.providers[1]).unwrap();
+        up.client(old.keys.provider(1), &old.providers[1]).unwrap();
+        up.client(old.keys.provider(1), &old.providers[1]).unwrap();
         assert_eq!(up.built(), 5);
         assert_eq!(
             uri(&new.providers[0], "/v1/messages").unwrap().to_string(),
@@ -285,7 +300,11 @@ mod tests {
             "http://127.0.0.1:11434/v1/chat/completions"
         );
         assert_eq!(join("http://h/v1", "/v1?x=1"), "http://h/v1/v1?x=1");
-        let c = cfg(&[("v", "http://127.0.0.1:11434/v1/")], 0);
+        let c = cfg(
+            &mut crate::config::keys::Registry::default(),
+            &[("v", "http://127.0.0.1:11434/v1/")],
+            0,
+        );
         assert_eq!(
             uri(&c.providers[0], "/v1/chat/completions?x=1")
                 .unwrap()

@@ -75,7 +75,7 @@ fn spawn_acquire(
 ) -> JoinHandle<()> {
     let (g, q, model, tx) = (g.clone(), q.clone(), model.to_owned(), tx.clone());
     tokio::spawn(async move {
-        let r = g.acquire(0, 0, &model, &q).await;
+        let r = g.acquire(ConnKey::new(0, 0), &model, &q).await;
         let _ = tx.send((tag, r));
     })
 }
@@ -114,8 +114,8 @@ fn gates_and_permits_are_send_sync() {
 async fn a21_run1_two_admitted_three_queued_sixth_refused_at_once() {
     let (g, q) = a21(2);
     let (tx, mut rx) = mpsc::unbounded_channel();
-    let a1 = g.acquire(0, 0, "m", &q).await.unwrap();
-    let a2 = g.acquire(0, 0, "m", &q).await.unwrap();
+    let a1 = g.acquire(ConnKey::new(0, 0), "m", &q).await.unwrap();
+    let a2 = g.acquire(ConnKey::new(0, 0), "m", &q).await.unwrap();
     assert!(a1.holds_permit() && !a1.without_permit());
     assert_eq!(a1.queued_for(), Duration::ZERO);
     for tag in 3..=5 {
@@ -126,7 +126,7 @@ async fn a21_run1_two_admitted_three_queued_sixth_refused_at_once() {
 
     // The 6th is refused at once (no time passes), reason queue_full, 429 + retry-after.
     let t = SystemClock.now();
-    let refused = g.acquire(0, 0, "m", &q).await.unwrap_err();
+    let refused = g.acquire(ConnKey::new(0, 0), "m", &q).await.unwrap_err();
     assert_eq!(SystemClock.now(), t);
     assert_eq!(refused.code, AdmissionCode::QueueFull);
     assert_eq!(refused.code.status(), 429);
@@ -180,20 +180,20 @@ async fn a21_run2_cap4_admits_four_concurrently() {
     let (g, q) = a21(4);
     let mut held = Vec::new();
     for _ in 0..4 {
-        held.push(g.acquire(0, 0, "m", &q).await.unwrap());
+        held.push(g.acquire(ConnKey::new(0, 0), "m", &q).await.unwrap());
     }
     let v = conn_view(&g);
     assert_eq!((v.in_flight, v.queued, v.admitted), (4, 0, 4));
-    assert!(g.try_acquire(0, 0, "m", &q).is_none());
+    assert!(g.try_acquire(ConnKey::new(0, 0), "m", &q).is_none());
     held.pop();
-    assert!(g.try_acquire(0, 0, "m", &q).is_some());
+    assert!(g.try_acquire(ConnKey::new(0, 0), "m", &q).is_some());
 }
 
 #[tokio::test(start_paused = true)]
 async fn waiters_are_admitted_in_fifo_order() {
     let (g, q) = setup("api_key", "max_concurrent = 1", "max_wait = \"30s\"");
     let (tx, mut rx) = mpsc::unbounded_channel();
-    let mut held = g.acquire(0, 0, "m", &q).await.unwrap();
+    let mut held = g.acquire(ConnKey::new(0, 0), "m", &q).await.unwrap();
     for tag in 1..=4 {
         spawn_acquire(&g, &q, "m", tag, &tx);
         settle().await;
@@ -218,14 +218,14 @@ async fn model_cap_serializes_that_model_only() {
         "",
     );
     let (tx, mut rx) = mpsc::unbounded_channel();
-    let a = g.acquire(0, 0, "glm-5", &q).await.unwrap();
+    let a = g.acquire(ConnKey::new(0, 0), "glm-5", &q).await.unwrap();
     spawn_acquire(&g, &q, "glm-5", 1, &tx);
     settle().await;
     assert!(drain(&mut rx).is_empty(), "second glm-5 request waits");
     assert_eq!(model_view(&g, "glm-5").queued, 1);
 
     // Another model does not wait behind it.
-    let other = g.acquire(0, 0, "kimi", &q).await.unwrap();
+    let other = g.acquire(ConnKey::new(0, 0), "kimi", &q).await.unwrap();
     assert!(other.holds_permit());
     let v = conn_view(&g);
     assert_eq!((v.in_flight, v.queued), (2, 1));
@@ -247,9 +247,9 @@ async fn model_cap_serializes_that_model_only() {
 #[tokio::test(start_paused = true)]
 async fn dropping_a_queued_future_leaves_the_queue_at_once() {
     let (g, q) = a21(1);
-    let held = g.acquire(0, 0, "m", &q).await.unwrap();
+    let held = g.acquire(ConnKey::new(0, 0), "m", &q).await.unwrap();
     // A client that gives up after 1 s while queued.
-    let r = tokio::time::timeout(secs(1), g.acquire(0, 0, "m", &q)).await;
+    let r = tokio::time::timeout(secs(1), g.acquire(ConnKey::new(0, 0), "m", &q)).await;
     assert!(r.is_err());
     let v = conn_view(&g);
     assert_eq!((v.queued, v.in_flight, v.timeouts), (0, 1, 0));
@@ -261,7 +261,7 @@ async fn dropping_a_queued_future_leaves_the_queue_at_once() {
 async fn cancelled_waiter_is_skipped_and_the_next_gets_the_permit() {
     let (g, q) = a21(1);
     let (tx, mut rx) = mpsc::unbounded_channel();
-    let held = g.acquire(0, 0, "m", &q).await.unwrap();
+    let held = g.acquire(ConnKey::new(0, 0), "m", &q).await.unwrap();
     let first = spawn_acquire(&g, &q, "m", 1, &tx);
     settle().await;
     spawn_acquire(&g, &q, "m", 2, &tx);
@@ -283,7 +283,7 @@ async fn cancelled_waiter_is_skipped_and_the_next_gets_the_permit() {
 async fn grant_raced_by_cancel_returns_the_permit() {
     let (g, q) = a21(1);
     let (tx, mut rx) = mpsc::unbounded_channel();
-    let held = g.acquire(0, 0, "m", &q).await.unwrap();
+    let held = g.acquire(ConnKey::new(0, 0), "m", &q).await.unwrap();
     let waiter = spawn_acquire(&g, &q, "m", 1, &tx);
     settle().await;
     // The release books the permit for the waiter; the waiter is cancelled before it runs.
@@ -294,15 +294,15 @@ async fn grant_raced_by_cancel_returns_the_permit() {
     assert!(drain(&mut rx).is_empty());
     let v = conn_view(&g);
     assert_eq!((v.in_flight, v.queued), (0, 0));
-    assert!(g.try_acquire(0, 0, "m", &q).is_some());
+    assert!(g.try_acquire(ConnKey::new(0, 0), "m", &q).is_some());
 }
 
 #[tokio::test(start_paused = true)]
 async fn fail_open_unprotected_timeout_proceeds_without_permit() {
     // oauth: auto-enable only covers api_key; concurrency_fail_open defaults to true.
     let (g, q) = setup("oauth", "max_concurrent = 1", "max_wait = \"5s\"");
-    let held = g.acquire(0, 0, "m", &q).await.unwrap();
-    let late = g.acquire(0, 0, "m", &q).await.unwrap();
+    let held = g.acquire(ConnKey::new(0, 0), "m", &q).await.unwrap();
+    let late = g.acquire(ConnKey::new(0, 0), "m", &q).await.unwrap();
     assert!(late.without_permit() && !late.holds_permit());
     assert_eq!(late.queued_for(), secs(5));
     let v = conn_view(&g);
@@ -329,11 +329,11 @@ async fn fail_open_queue_full_proceeds_without_permit_at_once() {
         "max_wait = \"5s\"\nmax_queue_depth = 1",
     );
     let (tx, _rx) = mpsc::unbounded_channel();
-    let _held = g.acquire(0, 0, "m", &q).await.unwrap();
+    let _held = g.acquire(ConnKey::new(0, 0), "m", &q).await.unwrap();
     spawn_acquire(&g, &q, "m", 1, &tx);
     settle().await;
     let t = SystemClock.now();
-    let a = g.acquire(0, 0, "m", &q).await.unwrap();
+    let a = g.acquire(ConnKey::new(0, 0), "m", &q).await.unwrap();
     assert_eq!(SystemClock.now(), t);
     assert!(a.without_permit());
     assert_eq!(conn_view(&g).fail_open_admits, 1);
@@ -347,10 +347,10 @@ async fn strict_cap_times_out_with_semaphore_codes() {
         "max_wait = \"5s\"\nmax_queue_depth = 1",
     );
     let (tx, mut rx) = mpsc::unbounded_channel();
-    let _held = g.acquire(0, 0, "m", &q).await.unwrap();
+    let _held = g.acquire(ConnKey::new(0, 0), "m", &q).await.unwrap();
     spawn_acquire(&g, &q, "m", 1, &tx);
     settle().await;
-    let full = g.acquire(0, 0, "m", &q).await.unwrap_err();
+    let full = g.acquire(ConnKey::new(0, 0), "m", &q).await.unwrap_err();
     assert_eq!(full.code, AdmissionCode::SemaphoreQueueFull);
     assert_eq!(full.code.status(), 503);
     tokio::time::sleep(secs(5)).await;
@@ -371,8 +371,8 @@ async fn explicit_protection_beats_fail_open() {
         "max_concurrent = 1\n rate_limit_protection = true",
         "max_wait = \"2s\"",
     );
-    let _held = g.acquire(0, 0, "m", &q).await.unwrap();
-    let e = g.acquire(0, 0, "m", &q).await.unwrap_err();
+    let _held = g.acquire(ConnKey::new(0, 0), "m", &q).await.unwrap();
+    let e = g.acquire(ConnKey::new(0, 0), "m", &q).await.unwrap_err();
     assert_eq!(e.code, AdmissionCode::QueueTimeout);
     assert!(e.message.contains("2s"), "{}", e.message);
 }
@@ -386,13 +386,13 @@ async fn uncapped_routes_admit_without_bookkeeping() {
         "auto_enable_api_key_connections = false",
     );
     // Connection 0 has only a model gate: other models are uncapped.
-    let a = g.acquire(0, 0, "kimi", &q).await.unwrap();
-    let b = g.acquire(0, 0, "kimi", &q).await.unwrap();
+    let a = g.acquire(ConnKey::new(0, 0), "kimi", &q).await.unwrap();
+    let b = g.acquire(ConnKey::new(0, 0), "kimi", &q).await.unwrap();
     assert!(!a.holds_permit() && !a.without_permit() && !b.holds_permit());
     // Connection 1 has no caps at all; unknown indices admit too.
-    assert!(g.acquire(0, 1, "m", &q).await.is_ok());
-    assert!(g.acquire(7, 0, "m", &q).await.is_ok());
-    assert!(g.try_acquire(0, 1, "m", &q).is_some());
+    assert!(g.acquire(ConnKey::new(0, 1), "m", &q).await.is_ok());
+    assert!(g.acquire(ConnKey::new(7, 0), "m", &q).await.is_ok());
+    assert!(g.try_acquire(ConnKey::new(0, 1), "m", &q).is_some());
     let views = g.views();
     assert_eq!(views.len(), 1, "only the glm-5 gate exists: {views:?}");
     assert_eq!(views[0].admitted, 0);
@@ -401,9 +401,9 @@ async fn uncapped_routes_admit_without_bookkeeping() {
 #[tokio::test(start_paused = true)]
 async fn try_acquire_books_nothing_when_it_fails() {
     let (g, q) = a21(1);
-    let a = g.try_acquire(0, 0, "m", &q).unwrap();
+    let a = g.try_acquire(ConnKey::new(0, 0), "m", &q).unwrap();
     assert!(a.holds_permit());
-    assert!(g.try_acquire(0, 0, "m", &q).is_none());
+    assert!(g.try_acquire(ConnKey::new(0, 0), "m", &q).is_none());
     let v = conn_view(&g);
     assert_eq!(
         (v.in_flight, v.queued, v.admitted, v.rejections),
@@ -413,24 +413,24 @@ async fn try_acquire_books_nothing_when_it_fails() {
     assert_eq!(conn_view(&g).in_flight, 0);
 }
 
-/// A candidate for `model` on connection `connection` of provider 0, in `g`'s layout.
-fn cand(g: &Gates, connection: usize, model: &str) -> crate::policy::select::Candidate {
+/// A candidate for `model` on connection `connection` of provider 0 (key = position).
+fn cand(connection: usize, model: &str) -> crate::policy::select::Candidate {
     crate::policy::select::Candidate {
         provider: 0,
         connection,
         model: model.to_owned(),
         rewrite: false,
         target: 0,
-        layout: g.inner.layout().generation,
+        key: ConnKey::new(0, connection as u32),
     }
 }
 
 #[tokio::test(start_paused = true)]
 async fn queue_full_for_is_true_only_when_an_arrival_would_be_refused_and_books_nothing() {
     let (g, q) = a21(1);
-    let c = cand(&g, 0, "m");
+    let c = cand(0, "m");
     assert!(!g.queue_full_for(&c, &q), "a free permit");
-    let _held = g.acquire(0, 0, "m", &q).await.unwrap();
+    let _held = g.acquire(ConnKey::new(0, 0), "m", &q).await.unwrap();
     let (tx, _rx) = mpsc::unbounded_channel();
     for tag in 1..=2 {
         spawn_acquire(&g, &q, "m", tag, &tx);
@@ -448,11 +448,11 @@ async fn queue_full_for_is_true_only_when_an_arrival_would_be_refused_and_books_
         "the question books nothing"
     );
     assert!(
-        !g.queue_full_for(&cand(&g, 1, "m"), &q),
+        !g.queue_full_for(&cand(1, "m"), &q),
         "an uncapped connection is never full"
     );
     // An arrival now is refused, as it said; that refusal is counted.
-    let e = g.acquire(0, 0, "m", &q).await.unwrap_err();
+    let e = g.acquire(ConnKey::new(0, 0), "m", &q).await.unwrap_err();
     assert_eq!(e.code, AdmissionCode::QueueFull);
     assert_eq!(conn_view(&g).rejections, 1);
 }
@@ -465,18 +465,18 @@ async fn queue_full_for_follows_the_connection_enforcement() {
     ] {
         let (g, q) = setup("oauth", conn, "max_wait = \"5s\"\nmax_queue_depth = 1");
         let (tx, _rx) = mpsc::unbounded_channel();
-        let _held = g.acquire(0, 0, "m", &q).await.unwrap();
+        let _held = g.acquire(ConnKey::new(0, 0), "m", &q).await.unwrap();
         spawn_acquire(&g, &q, "m", 1, &tx);
         settle().await;
         // Fail-open proceeds without a permit (not refused); strict refuses.
-        assert_eq!(g.queue_full_for(&cand(&g, 0, "m"), &q), refuses, "{conn}");
+        assert_eq!(g.queue_full_for(&cand(0, "m"), &q), refuses, "{conn}");
     }
 }
 
 #[tokio::test(start_paused = true)]
 async fn views_serialize_in_snake_case() {
     let (g, q) = a21(2);
-    let _a = g.acquire(0, 0, "m", &q).await.unwrap();
+    let _a = g.acquire(ConnKey::new(0, 0), "m", &q).await.unwrap();
     let v = serde_json::to_value(conn_view(&g)).unwrap();
     assert_eq!(v["kind"], "connection");
     assert_eq!(v["provider"], "p");
@@ -511,7 +511,7 @@ async fn waiter_leaving_by_timeout_unblocks_the_one_behind_it() {
         "max_wait = \"5s\"",
     );
     let (tx, mut rx) = mpsc::unbounded_channel();
-    let _glm = g.acquire(0, 0, "glm-5", &q).await.unwrap();
+    let _glm = g.acquire(ConnKey::new(0, 0), "glm-5", &q).await.unwrap();
     spawn_acquire(&g, &q, "glm-5", 1, &tx);
     settle().await;
     tokio::time::advance(secs(1)).await;
@@ -549,7 +549,7 @@ async fn contention_never_exceeds_the_cap_and_leaks_nothing() {
         let (g, q, running, peak) = (g.clone(), q.clone(), running.clone(), peak.clone());
         tasks.push(tokio::spawn(async move {
             let model = if i % 2 == 0 { "a" } else { "b" };
-            let permit = g.acquire(0, 0, model, &q).await.unwrap();
+            let permit = g.acquire(ConnKey::new(0, 0), model, &q).await.unwrap();
             assert!(permit.holds_permit());
             // Counted while the permit is held, even if the task is aborted mid-way.
             struct Running(Arc<AtomicU32>);
@@ -578,7 +578,7 @@ async fn contention_never_exceeds_the_cap_and_leaks_nothing() {
     assert!(peak.load(Ordering::SeqCst) <= 3);
     let v = conn_view(&g);
     assert_eq!((v.in_flight, v.queued, v.oldest_wait_ms), (0, 0, 0));
-    assert!(g.try_acquire(0, 0, "a", &q).is_some());
+    assert!(g.try_acquire(ConnKey::new(0, 0), "a", &q).is_some());
 }
 
 /// Two providers with two uncapped connections each; `provider_p` on `p` and `global` in
@@ -622,20 +622,20 @@ fn caps(provider_p: &str, global: &str) -> (Gates, QueueSettings) {
 async fn a_provider_cap_spans_its_connections_and_a_release_wakes_another_connection() {
     let (g, q) = caps("max_concurrent = 1", "");
     let first = g
-        .try_acquire(0, 0, "m", &q)
+        .try_acquire(ConnKey::new(0, 0), "m", &q)
         .expect("the provider's one permit");
     assert!(first.holds_permit());
     assert!(
-        g.try_acquire(0, 1, "m", &q).is_none(),
+        g.try_acquire(ConnKey::new(0, 1), "m", &q).is_none(),
         "connection b is uncapped, but provider p's cap of 1 is taken"
     );
     assert!(
-        g.try_acquire(1, 0, "m", &q).is_some(),
+        g.try_acquire(ConnKey::new(1, 0), "m", &q).is_some(),
         "provider q is not limited by p's cap"
     );
     // A queued request on b is granted when a's permit comes back.
     let (g2, q2) = (g.clone(), q.clone());
-    let waiter = tokio::spawn(async move { g2.acquire(0, 1, "m", &q2).await });
+    let waiter = tokio::spawn(async move { g2.acquire(ConnKey::new(0, 1), "m", &q2).await });
     settle().await;
     assert!(!waiter.is_finished(), "b waits for the provider permit");
     drop(first);
@@ -650,15 +650,15 @@ async fn a_provider_cap_spans_its_connections_and_a_release_wakes_another_connec
 #[tokio::test(start_paused = true)]
 async fn the_global_cap_spans_every_provider() {
     let (g, q) = caps("", "global_max = 2");
-    let a = g.try_acquire(0, 0, "m", &q).expect("1 of 2");
-    let _c = g.try_acquire(1, 0, "m", &q).expect("2 of 2");
+    let a = g.try_acquire(ConnKey::new(0, 0), "m", &q).expect("1 of 2");
+    let _c = g.try_acquire(ConnKey::new(1, 0), "m", &q).expect("2 of 2");
     assert!(
-        g.try_acquire(0, 1, "m", &q).is_none(),
+        g.try_acquire(ConnKey::new(0, 1), "m", &q).is_none(),
         "the global cap is full"
     );
     drop(a);
     assert!(
-        g.try_acquire(0, 1, "m", &q).is_some(),
+        g.try_acquire(ConnKey::new(0, 1), "m", &q).is_some(),
         "a release frees a global permit"
     );
 }
@@ -670,10 +670,13 @@ async fn a_protected_uncapped_connection_is_held_at_its_default_cap() {
         "",
         "protection_default_cap = 2\nmax_wait = \"5s\"",
     );
-    let a = g.try_acquire(0, 0, "m", &q).unwrap();
-    let b = g.try_acquire(0, 0, "m", &q).unwrap();
+    let a = g.try_acquire(ConnKey::new(0, 0), "m", &q).unwrap();
+    let b = g.try_acquire(ConnKey::new(0, 0), "m", &q).unwrap();
     assert!(a.holds_permit() && b.holds_permit());
-    assert!(g.try_acquire(0, 0, "m", &q).is_none(), "the third waits");
+    assert!(
+        g.try_acquire(ConnKey::new(0, 0), "m", &q).is_none(),
+        "the third waits"
+    );
     let v = conn_view(&g);
     assert_eq!(
         (v.cap, v.effective_cap, v.cap_source, v.in_flight),
@@ -683,7 +686,11 @@ async fn a_protected_uncapped_connection_is_held_at_its_default_cap() {
     // An oauth provider's uncapped connections are not protected by auto-enable: no gate.
     let (o, oq) = setup("oauth", "", "");
     assert!(o.views().is_empty(), "{:?}", o.views());
-    assert!(!o.try_acquire(0, 0, "m", &oq).unwrap().holds_permit());
+    assert!(
+        !o.try_acquire(ConnKey::new(0, 0), "m", &oq)
+            .unwrap()
+            .holds_permit()
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -691,10 +698,10 @@ async fn a_concurrency_limit_lowers_the_cap_and_holds_new_arrivals_back() {
     let (g, q) = setup("api_key", "", "max_wait = \"5s\"");
     assert_eq!(conn_view(&g).effective_cap, Some(DEFAULT_PROTECTION_CAP));
     let held: Vec<_> = (0..4)
-        .map(|_| g.try_acquire(0, 0, "m", &q).unwrap())
+        .map(|_| g.try_acquire(ConnKey::new(0, 0), "m", &q).unwrap())
         .collect();
     // The 4th permit's 429 is reported while all four are held: cap 3.
-    g.observe_outcome(0, 0, 0, OutcomeClass::ConcurrencyLimited, false);
+    g.observe_outcome(ConnKey::new(0, 0), OutcomeClass::ConcurrencyLimited, false);
     let v = conn_view(&g);
     assert_eq!(
         (v.cap, v.effective_cap, v.cap_source),
@@ -716,8 +723,8 @@ async fn a_concurrency_limit_lowers_the_cap_and_holds_new_arrivals_back() {
     assert!(got.unwrap().holds_permit());
     waiter.await.unwrap();
     // Other outcomes, and outcomes of another connection, change nothing.
-    g.observe_outcome(0, 0, 0, OutcomeClass::RateLimited, false);
-    g.observe_outcome(0, 1, 0, OutcomeClass::ConcurrencyLimited, false);
+    g.observe_outcome(ConnKey::new(0, 0), OutcomeClass::RateLimited, false);
+    g.observe_outcome(ConnKey::new(1, 0), OutcomeClass::ConcurrencyLimited, false);
     assert_eq!(conn_view(&g).effective_cap, Some(3));
 }
 
@@ -728,9 +735,9 @@ async fn successes_raise_a_learned_cap_and_grant_a_waiter() {
         "",
         "protection_default_cap = 3\nmax_wait = \"1h\"",
     );
-    let first = g.try_acquire(0, 0, "m", &q).unwrap();
-    let second = g.try_acquire(0, 0, "m", &q).unwrap();
-    g.observe_outcome(0, 0, 0, OutcomeClass::ConcurrencyLimited, false); // cap 1
+    let first = g.try_acquire(ConnKey::new(0, 0), "m", &q).unwrap();
+    let second = g.try_acquire(ConnKey::new(0, 0), "m", &q).unwrap();
+    g.observe_outcome(ConnKey::new(0, 0), OutcomeClass::ConcurrencyLimited, false); // cap 1
     assert_eq!(conn_view(&g).effective_cap, Some(1));
     drop(second);
     let (tx, mut rx) = mpsc::unbounded_channel();
@@ -739,7 +746,7 @@ async fn successes_raise_a_learned_cap_and_grant_a_waiter() {
     assert!(rx.try_recv().is_err(), "1 in flight = the learned cap");
     tokio::time::advance(RAISE_INTERVAL).await;
     for _ in 0..RAISE_AFTER_SUCCESSES {
-        g.observe_outcome(0, 0, 0, OutcomeClass::Success, false);
+        g.observe_outcome(ConnKey::new(0, 0), OutcomeClass::Success, false);
     }
     settle().await;
     let (_, got) = rx.try_recv().expect("the raised cap granted the waiter");
@@ -758,9 +765,9 @@ async fn successes_raise_a_learned_cap_and_grant_a_waiter() {
 async fn an_explicit_cap_is_never_learned_over() {
     let (g, q) = setup("api_key", "max_concurrent = 4", "");
     let _held: Vec<_> = (0..4)
-        .map(|_| g.try_acquire(0, 0, "m", &q).unwrap())
+        .map(|_| g.try_acquire(ConnKey::new(0, 0), "m", &q).unwrap())
         .collect();
-    g.observe_outcome(0, 0, 0, OutcomeClass::ConcurrencyLimited, false);
+    g.observe_outcome(ConnKey::new(0, 0), OutcomeClass::ConcurrencyLimited, false);
     let v = conn_view(&g);
     assert_eq!(
         (v.cap, v.effective_cap, v.cap_source),

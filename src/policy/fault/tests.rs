@@ -9,11 +9,15 @@ fn secs(n: u64) -> Duration {
     Duration::from_secs(n)
 }
 
-fn conn(p: usize, c: usize) -> FaultTarget {
+fn conn(p: u32, c: u32) -> FaultTarget {
     FaultTarget {
-        provider: p,
-        connection: Some(c),
+        provider: ProviderKey(p),
+        connection: Some(ConnSlot(c)),
     }
+}
+
+fn key(p: u32, c: u32) -> ConnKey {
+    ConnKey::new(p, c)
 }
 
 #[test]
@@ -116,20 +120,20 @@ fn a_fault_expires_on_the_clock() {
     let mut set = FaultSet::default();
     let f = set.inject(conn(0, 1), "p/c", FaultKind::Reset, secs(60), clock.now());
     assert_eq!(f.id, 1);
-    assert!(set.active_for(0, 1, clock.now()).is_some());
+    assert!(set.active_for(key(0, 1), clock.now()).is_some());
     assert!(
-        set.active_for(0, 0, clock.now()).is_none(),
+        set.active_for(key(0, 0), clock.now()).is_none(),
         "other connection"
     );
     assert!(
-        set.active_for(1, 1, clock.now()).is_none(),
+        set.active_for(key(1, 1), clock.now()).is_none(),
         "other provider"
     );
     clock.advance(secs(42));
     assert_eq!(set.active(clock.now())[0].remaining(clock.now()), secs(18));
     clock.advance(secs(18));
     assert!(
-        set.active_for(0, 1, clock.now()).is_none(),
+        set.active_for(key(0, 1), clock.now()).is_none(),
         "expired at 60s"
     );
     assert!(set.active(clock.now()).is_empty());
@@ -141,17 +145,17 @@ fn a_connection_fault_wins_over_its_providers_and_same_target_replaces() {
     let now = clock.now();
     let mut set = FaultSet::default();
     let provider = FaultTarget {
-        provider: 0,
+        provider: ProviderKey(0),
         connection: None,
     };
     set.inject(provider, "p", FaultKind::Zombie, secs(60), now);
     set.inject(conn(0, 1), "p/b", FaultKind::Reset, secs(60), now);
     assert_eq!(
-        set.active_for(0, 1, now).map(|f| f.kind),
+        set.active_for(key(0, 1), now).map(|f| f.kind),
         Some(FaultKind::Reset)
     );
     assert_eq!(
-        set.active_for(0, 0, now).map(|f| f.kind),
+        set.active_for(key(0, 0), now).map(|f| f.kind),
         Some(FaultKind::Zombie)
     );
     let again = set.inject(conn(0, 1), "p/b", FaultKind::Zombie, secs(5), now);
@@ -184,18 +188,18 @@ fn only_latency_lets_the_real_call_out() {
 }
 
 #[test]
-fn retarget_moves_faults_and_drops_those_whose_target_left() {
+fn retain_drops_the_faults_whose_target_left() {
     let clock = ManualClock::new();
     let now = clock.now();
     let mut set = FaultSet::default();
     set.inject(conn(0, 0), "p/a", FaultKind::Reset, secs(60), now);
     set.inject(conn(0, 1), "p/b", FaultKind::Zombie, secs(60), now);
-    // Connection (0, 1) moves to (1, 0); (0, 0) is gone.
-    set.retarget(|t| (t == conn(0, 1)).then(|| conn(1, 0)));
+    // Connection (0, 0) is gone; (0, 1) stays where it is.
+    set.retain(|t| t != conn(0, 0));
     assert_eq!(set.active(now).len(), 1);
-    assert!(set.active_for(0, 0, now).is_none());
+    assert!(set.active_for(key(0, 0), now).is_none());
     assert_eq!(
-        set.active_for(1, 0, now).map(|f| f.kind),
+        set.active_for(key(0, 1), now).map(|f| f.kind),
         Some(FaultKind::Zombie)
     );
 }

@@ -165,7 +165,7 @@ mod tests {
                 model: "m".into(),
                 rewrite: false,
                 target: 0,
-                layout: cfg.layout,
+                key: crate::config::keys::ConnKey::new(0, connection as u32),
             })
             .collect();
         (gates, cfg.resilience.queue.clone(), cands)

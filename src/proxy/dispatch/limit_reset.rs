@@ -141,7 +141,7 @@ async fn call(
 ) -> Result<(u16, Bytes), String> {
     let client = state
         .upstreams
-        .client(t.cand.layout, t.cand.provider, t.provider)
+        .client(t.cand.key.provider, t.provider)
         .map_err(|e| format!("no client for provider '{}': {e}", t.provider.id))?;
     let uri = crate::proxy::upstream::uri(t.provider, path)
         .map_err(|e| format!("bad URL for provider '{}': {e}", t.provider.id))?;

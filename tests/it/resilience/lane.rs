@@ -330,6 +330,6 @@ fn lane_on(s: &Sluice) -> bool {
         model: String::new(),
         rewrite: false,
         target: 0,
-        layout: s.core().config().layout,
+        key: sluice::config::keys::ConnKey::new(0, 0),
     })
 }

@@ -1,6 +1,6 @@
-//! A live reload that adds, removes and reorders providers and connections: kept state moves
-//! by id, new entries start fresh, removed ones leave the snapshot, and work started under
-//! the old layout (a ticket, an attempt guard, a gate permit) lands on the same connection.
+//! A live reload that adds, removes and reorders providers and connections: kept state stays
+//! under its key, new entries start fresh, removed ones leave the snapshot, and work started
+//! before the reload (a ticket, an attempt guard, a gate permit) lands on the same connection.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -30,14 +30,24 @@ fn cfg(spec: &[(&str, &[(&str, &str)])]) -> Config {
     from_str(&text, Path::new("t.toml"), &LoadEnv::fixed(&[], "/tmp")).unwrap()
 }
 
-fn cand(provider: usize, connection: usize, layout: u64) -> Candidate {
+/// The candidate at positions (`provider`, `connection`) of the first config (key =
+/// position).
+fn cand(provider: usize, connection: usize) -> Candidate {
     Candidate {
         provider,
         connection,
         model: "m".into(),
         rewrite: false,
         target: 0,
-        layout,
+        key: crate::config::keys::ConnKey::new(provider as u32, connection as u32),
+    }
+}
+
+/// The candidate at positions (`provider`, `connection`) of the config `core` serves now.
+fn cand_now(core: &Core, provider: usize, connection: usize) -> Candidate {
+    Candidate {
+        key: core.config().keys.connection(provider, connection),
+        ..cand(provider, connection)
     }
 }
 
@@ -47,7 +57,7 @@ fn fail_503(core: &Core, c: &Candidate) -> super::resilience::ReportEffect {
         .admit_candidate(c, core.clock().now())
         .expect("admitted");
     let classified = core.classify_in(
-        c.layout,
+        c.key.provider,
         c.provider,
         &AttemptEnd::response(503, &headers, b""),
     );
@@ -74,20 +84,20 @@ fn layout_of(core: &Core) -> Vec<(String, Vec<ConnRow>)> {
 }
 
 #[test]
-fn kept_state_moves_by_id_and_an_in_flight_attempt_reports_to_its_own_connection() {
+fn kept_state_stays_under_its_key_and_an_in_flight_attempt_reports_to_its_own_connection() {
     let clock = ManualClock::new();
     let old = cfg(&[("p", &[("gone", ""), ("cooled", ""), ("busy", "")])]);
     let core = Core::new(Arc::new(old), Arc::new(clock.clone()), None);
-    let effect = fail_503(&core, &cand(0, 1, 0));
+    let effect = fail_503(&core, &cand(0, 1));
     assert!(effect.connection_changed, "the 503 cooled 'cooled'");
-    // An attempt in flight on "busy" (index 2 of the old layout) across the reload.
-    let busy = cand(0, 2, 0);
+    // An attempt in flight on "busy" (position 2 of the old config) across the reload.
+    let busy = cand(0, 2);
     let ticket = core
         .admit_candidate(&busy, clock.now())
         .expect("busy is fresh");
     let guard = core.begin_attempt(&busy);
     // And one on "gone", which the reload removes.
-    let gone = cand(0, 0, 0);
+    let gone = cand(0, 0);
     let gone_ticket = core
         .admit_candidate(&gone, clock.now())
         .expect("gone is fresh");
@@ -98,7 +108,7 @@ fn kept_state_moves_by_id_and_an_in_flight_attempt_reports_to_its_own_connection
         ("n", &[("n1", "")]),
         ("p", &[("cooled", ""), ("busy", "")]),
     ]));
-    assert_eq!(core.config().layout, 1);
+    assert_eq!(core.config().generation, 1);
     use ConnectionStatus::{Active, Cooling};
     let s = |id: &str, st, inf| (id.to_string(), st, inf);
     assert_eq!(
@@ -120,7 +130,7 @@ fn kept_state_moves_by_id_and_an_in_flight_attempt_reports_to_its_own_connection
     );
     // The attempt on "gone" ends after the reload: its provider's count goes down, its
     // failure lands nowhere.
-    let c = core.classify_in(0, 0, &AttemptEnd::response(503, &HeaderMap::new(), b""));
+    let c = core.classify(0, &AttemptEnd::response(503, &HeaderMap::new(), b""));
     assert_eq!(core.report(gone_ticket, &c), Default::default());
     drop(gone_guard);
     assert_eq!(core.snapshot().providers[1].in_flight, 1);
@@ -129,7 +139,7 @@ fn kept_state_moves_by_id_and_an_in_flight_attempt_reports_to_its_own_connection
     // whatever sits at its old index now.
     let headers = HeaderMap::new();
     let c = core.classify_in(
-        busy.layout,
+        busy.key.provider,
         busy.provider,
         &AttemptEnd::response(503, &headers, b""),
     );
@@ -153,15 +163,16 @@ fn kept_state_moves_by_id_and_an_in_flight_attempt_reports_to_its_own_connection
     );
     assert_eq!(snap.providers[0].breaker.failure_count, 0);
 
-    // Old-layout candidates still find their connection; new-layout ones index the new file.
-    let excluded = core.admit_candidate(&cand(0, 1, 0), clock.now()).err();
+    // Candidates of the old config still find their connection by key; new ones index the
+    // new file.
+    let excluded = core.admit_candidate(&cand(0, 1), clock.now()).err();
     assert_eq!(
         excluded.map(|e| e.reason),
         Some(ExclusionReason::ConnectionCooldown)
     );
-    let gone = core.admit_candidate(&cand(0, 0, 0), clock.now()).err();
+    let gone = core.admit_candidate(&cand(0, 0), clock.now()).err();
     assert_eq!(gone.map(|e| e.reason), Some(ExclusionReason::Unavailable));
-    let fresh = core.admit_candidate(&cand(0, 0, 1), clock.now());
+    let fresh = core.admit_candidate(&cand_now(&core, 0, 0), clock.now());
     assert!(fresh.is_ok(), "n1 is admitted");
 }
 
@@ -173,7 +184,7 @@ fn a_permit_held_across_a_reload_is_released_onto_the_same_gate() {
     let queue = core.settings_snapshot().queue.clone();
     let held = core
         .gates()
-        .try_acquire_for(&cand(0, 1, 0), &queue)
+        .try_acquire_for(&cand(0, 1), &queue)
         .expect("a free permit");
     assert!(held.holds_permit());
 
@@ -182,12 +193,12 @@ fn a_permit_held_across_a_reload_is_released_onto_the_same_gate() {
         ("n", &[("n1", "max_concurrent = 1")]),
         ("p", &[("capped", "max_concurrent = 1")]),
     ]));
-    let now_capped = cand(1, 0, 1);
+    let now_capped = cand_now(&core, 1, 0);
     assert!(
         core.gates().try_acquire_for(&now_capped, &queue).is_none(),
         "the permit held before the reload still counts on 'capped'"
     );
-    let n1 = core.gates().try_acquire_for(&cand(0, 0, 1), &queue);
+    let n1 = core.gates().try_acquire_for(&cand_now(&core, 0, 0), &queue);
     assert!(n1.is_some_and(|p| p.holds_permit()), "n1's gate is fresh");
     drop(held);
     assert!(
@@ -214,9 +225,9 @@ fn removed_connections_leave_the_store_and_new_ones_persist_under_their_id() {
     let store = Arc::new(crate::store::Store::open(&old.store).unwrap());
     let clock = ManualClock::new();
     let core = Core::new(Arc::new(old), Arc::new(clock.clone()), Some(store.clone()));
-    fail_503(&core, &cand(0, 0, 0));
-    fail_503(&core, &cand(0, 1, 0));
-    fail_503(&core, &cand(1, 0, 0));
+    fail_503(&core, &cand(0, 0));
+    fail_503(&core, &cand(0, 1));
+    fail_503(&core, &cand(1, 0));
     store.flush();
     let rows = |store: &crate::store::Store| -> Vec<(String, String)> {
         let mut v: Vec<(String, String)> = store
@@ -255,13 +266,13 @@ fn removed_connections_leave_the_store_and_new_ones_persist_under_their_id() {
         !breakers(&store).iter().any(|b| b == "q"),
         "q's breaker row went with it"
     );
-    fail_503(&core, &cand(0, 0, 1));
+    fail_503(&core, &cand_now(&core, 0, 0));
     store.flush();
     assert_eq!(rows(&store), [pair("p", "kept"), pair("r", "new")]);
 }
 
 #[test]
-fn a_limit_reset_record_moves_with_its_connection_and_leaves_with_it() {
+fn a_limit_reset_record_stays_with_its_connection_and_leaves_with_it() {
     use crate::policy::limit_reset::{Tried, Unavailable};
     let dir = tempfile::tempdir().unwrap();
     let load = |spec: &[(&str, &[(&str, &str)])]| {
@@ -274,8 +285,8 @@ fn a_limit_reset_record_moves_with_its_connection_and_leaves_with_it() {
     let clock = ManualClock::new();
     let core = Core::new(Arc::new(old), Arc::new(clock.clone()), Some(store.clone()));
     let used = Tried::Unavailable(Unavailable::AlreadyUsed, None);
-    core.record_limit_reset(&cand(0, 0, 0), &used);
-    core.record_limit_reset(&cand(0, 1, 0), &used);
+    core.record_limit_reset(&cand(0, 0), &used);
+    core.record_limit_reset(&cand(0, 1), &used);
     store.flush();
     let keys = |store: &crate::store::Store| -> Vec<String> {
         let mut v: Vec<String> = store

@@ -1,8 +1,9 @@
-//! [`Gates::relayout`]: a config reload that adds, removes or reorders providers and
-//! connections moves every kept connection's gates — permits held, waiters queued, lifetime
-//! counters — to its new position; new connections get fresh gates, removed ones are dropped
-//! (their waiters' grant channels close and they go on without a permit). Permits booked
-//! under the old layout are released onto the same gates by identity (`State::here`).
+//! [`Gates::rekey`]: a config reload, including one that adds, removes or reorders
+//! providers and connections. Gates are kept under the connection's stable key, so a kept
+//! connection keeps its gates — permits held, waiters queued, lifetime counters — where they
+//! are; new connections get fresh gates, removed ones are dropped (their waiters' grant
+//! channels close and they go on without a permit). Permits booked before the reload are
+//! released onto the same gates by key.
 //!
 //! A kept gate takes the new file's cap (`max_concurrent`, `model_concurrency`) with its
 //! permits and waiters: a higher cap grants waiters at once, a lower one admits nobody new
@@ -14,45 +15,65 @@
 use std::sync::Arc;
 
 use super::{
-    ConnLayout, ConnState, Gates, Layout, ProviderLayout, ProviderState, auto_cap_for, conn_state,
-    layout_of, provider_state,
+    ConnLayout, ConnState, Gates, ProviderLayout, ProviderState, auto_cap_for, conn_state,
+    layout_of,
 };
+use crate::config::keys::{ConnKey, KeyDiff};
 use crate::config::{Config, Connection, Provider, QueueSettings};
-use crate::core::layout::Remap;
 use crate::policy::admission::{GateKind, GateState, effective_cap};
 
 impl Gates {
-    /// Serves the layout of `cfg` (generation `cfg.layout`), reached from the current one
-    /// by `remap`. One critical section: no request sees half of it.
-    pub(crate) fn relayout(&self, remap: &Arc<Remap>, cfg: &Config) {
+    /// Serves the gates of `cfg` (already stamped with its keys), reached from the current
+    /// config by the key changes `diff`. One critical section: no request sees half of it.
+    pub(crate) fn rekey(&self, diff: &KeyDiff, cfg: &Config) {
         let layout = layout_of(cfg);
         let defaults = &cfg.resilience.queue;
         let mut st = self.inner.lock();
-        let old = std::mem::take(&mut st.providers);
-        let mut moved = remap.providers_vec(old, |np| {
-            provider_state(&cfg.providers[np], &layout[np], defaults)
-        });
-        for (np, ps) in moved.iter_mut().enumerate() {
-            let (p, pl) = (&cfg.providers[np], &layout[np]);
-            let conns = std::mem::take(&mut ps.conns);
-            ps.conns = remap.connections_vec(np, conns, |nc| {
-                conn_state(&p.connections[nc], &pl.conns[nc], pl.profile, defaults)
-            });
-            sync_provider_caps(ps, p, pl, defaults);
+        for (key, _, _) in &diff.removed_connections {
+            if let Some(ps) = st.providers.get_mut(key.provider) {
+                ps.conns.remove(key.slot);
+            }
         }
-        st.providers = moved;
-        st.history.push(Arc::clone(remap));
-        st.generation = cfg.layout;
-        *self.inner.layout.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(Layout {
-            generation: cfg.layout,
-            providers: layout,
-        });
+        for (p, _) in &diff.removed_providers {
+            st.providers.remove(*p);
+        }
+        for (i, p) in cfg.providers.iter().enumerate() {
+            let pk = cfg.keys.provider(i);
+            let Some(pl) = layout.providers.get(pk) else {
+                continue;
+            };
+            let keys = cfg.keys.connections_of(i);
+            let ps = match st.providers.get_mut(pk) {
+                Some(ps) => ps,
+                None => {
+                    st.providers.insert(
+                        pk,
+                        ProviderState {
+                            gate: None,
+                            conns: Default::default(),
+                        },
+                    );
+                    let Some(ps) = st.providers.get_mut(pk) else {
+                        continue;
+                    };
+                    ps
+                }
+            };
+            for (c, k) in p.connections.iter().zip(keys) {
+                if ps.conns.get(k.slot).is_none()
+                    && let Some(cl) = pl.conns.get(k.slot)
+                {
+                    ps.conns
+                        .insert(k.slot, conn_state(c, cl, pl.profile, defaults));
+                }
+            }
+            sync_provider_caps(ps, p, pl, keys, defaults);
+        }
+        *self.inner.layout.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(layout);
         // A raised or removed cap may admit waiters now.
         let now = self.inner.clock.now();
-        for i in 0..st.providers.len() {
-            for j in 0..st.providers[i].conns.len() {
-                st.pump_connection(i, j, now);
-            }
+        for key in st.connection_keys(None) {
+            st.pump_connection(key, now);
         }
     }
 }
@@ -72,11 +93,14 @@ fn sync_provider_caps(
     ps: &mut ProviderState,
     p: &Provider,
     pl: &ProviderLayout,
+    keys: &[ConnKey],
     defaults: &QueueSettings,
 ) {
     sync_gate(&mut ps.gate, GateKind::Provider, p.max_concurrent);
-    for ((cs, c), cl) in ps.conns.iter_mut().zip(&p.connections).zip(&pl.conns) {
-        sync_connection_caps(cs, c, cl, defaults);
+    for (c, k) in p.connections.iter().zip(keys) {
+        if let (Some(cs), Some(cl)) = (ps.conns.get_mut(k.slot), pl.conns.get(k.slot)) {
+            sync_connection_caps(cs, c, cl, defaults);
+        }
     }
 }
 
@@ -106,14 +130,14 @@ mod tests {
 
     use super::super::Gates;
     use crate::clock::SystemClock;
+    use crate::config::keys::{ConnKey, Registry};
     use crate::config::{Config, LoadEnv, from_str};
-    use crate::core::layout::Remap;
     use crate::policy::OutcomeClass;
     use crate::policy::admission::CapSource;
 
     /// Provider `p` (api_key: protected queue, 5 s wait) with `conns` = [(id, extra keys)],
-    /// stamped layout generation `layout`.
-    fn cfg(conns: &[(&str, &str)], layout: u64) -> Config {
+    /// stamped generation `generation`.
+    fn cfg(conns: &[(&str, &str)], generation: u64) -> Config {
         let mut text = String::from(
             "[resilience.queue]\nmax_wait = \"5s\"\nmax_queue_depth = 3\n[[providers]]\nid = \"p\"\ndialect = \"openai\"\nbase_url = \"https://api.example.com\"\nprofile = \"api_key\"\n",
         );
@@ -124,13 +148,26 @@ mod tests {
         }
         let env = LoadEnv::fixed(&[("K", "secret-key-123")], "/tmp");
         let mut c = from_str(&text, Path::new("t.toml"), &env).unwrap();
-        c.layout = layout;
+        c.generation = generation;
         c
     }
 
-    fn step(g: &Gates, from: &Config, to: &Config) {
-        g.relayout(&Arc::new(Remap::between(from, to)), to);
+    /// Gates for `first` (stamped by `reg`, as the core does).
+    fn gates(reg: &mut Registry, first: &Config) -> Gates {
+        let mut c = first.clone();
+        reg.stamp(&mut c);
+        Gates::new(&c, Arc::new(SystemClock))
     }
+
+    /// A reload to `to`, stamped by `reg` (the connection "c" keeps its key throughout).
+    fn step(g: &Gates, reg: &mut Registry, to: &Config) {
+        let mut to = to.clone();
+        let diff = reg.stamp(&mut to);
+        g.rekey(&diff, &to);
+    }
+
+    /// The key of the connection named "c" (the first one every test starts with).
+    const C: ConnKey = ConnKey::new(0, 0);
 
     async fn settle() {
         for _ in 0..20 {
@@ -141,13 +178,14 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_waiter_moves_with_its_connection_and_goes_on_when_it_is_removed() {
         let c0 = cfg(&[("c", "max_concurrent = 1")], 0);
-        let g = Gates::new(&c0, Arc::new(SystemClock));
+        let mut reg = Registry::default();
+        let g = gates(&mut reg, &c0);
         let q = c0.resilience.queue.clone();
-        let held = g.acquire(0, 0, "m", &q).await.unwrap();
+        let held = g.acquire(C, "m", &q).await.unwrap();
         assert!(held.holds_permit());
         let waiting = {
             let (g, q) = (g.clone(), q.clone());
-            tokio::spawn(async move { g.acquire(0, 0, "m", &q).await })
+            tokio::spawn(async move { g.acquire(C, "m", &q).await })
         };
         settle().await;
         assert!(!waiting.is_finished(), "queued behind the held permit");
@@ -157,7 +195,7 @@ mod tests {
             &[("n", "max_concurrent = 1"), ("c", "max_concurrent = 1")],
             1,
         );
-        step(&g, &c0, &c1);
+        step(&g, &mut reg, &c1);
         let views: Vec<(String, u32, usize)> = g
             .views()
             .into_iter()
@@ -176,12 +214,12 @@ mod tests {
         // a permit, instead of waiting out max_wait or failing.
         let second = {
             let (g, q) = (g.clone(), q.clone());
-            tokio::spawn(async move { g.acquire(0, 1, "m", &q).await })
+            tokio::spawn(async move { g.acquire(C, "m", &q).await })
         };
         settle().await;
         assert!(!second.is_finished());
         let c2 = cfg(&[("n", "max_concurrent = 1")], 2);
-        step(&g, &c1, &c2);
+        step(&g, &mut reg, &c2);
         let t = crate::clock::Clock::now(&SystemClock);
         let out = second.await.unwrap().unwrap();
         assert_eq!(crate::clock::Clock::now(&SystemClock), t, "no time passed");
@@ -194,19 +232,20 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_kept_gate_takes_the_new_cap_with_its_permits_and_waiters() {
         let c0 = cfg(&[("c", "max_concurrent = 1")], 0);
-        let g = Gates::new(&c0, Arc::new(SystemClock));
+        let mut reg = Registry::default();
+        let g = gates(&mut reg, &c0);
         let q = c0.resilience.queue.clone();
-        let held = g.acquire(0, 0, "m", &q).await.unwrap();
+        let held = g.acquire(C, "m", &q).await.unwrap();
         let waiting = {
             let (g, q) = (g.clone(), q.clone());
-            tokio::spawn(async move { g.acquire(0, 0, "m", &q).await })
+            tokio::spawn(async move { g.acquire(C, "m", &q).await })
         };
         settle().await;
         assert!(!waiting.is_finished(), "queued at cap 1");
 
         // Raised to 2: the waiter is granted at once, the first permit still held.
         let c1 = cfg(&[("c", "max_concurrent = 2")], 1);
-        step(&g, &c0, &c1);
+        step(&g, &mut reg, &c1);
         settle().await;
         let second = waiting.await.unwrap().unwrap();
         assert!(second.holds_permit());
@@ -215,21 +254,18 @@ mod tests {
 
         // Lowered to 1 with 2 in flight: nothing is cut, nobody new gets in until one is back.
         let c2 = cfg(&[("c", "max_concurrent = 1")], 2);
-        step(&g, &c1, &c2);
+        step(&g, &mut reg, &c2);
         assert_eq!(g.views()[0].in_flight, 2);
-        assert!(g.try_acquire(0, 0, "m", &q).is_none(), "over the new cap");
+        assert!(g.try_acquire(C, "m", &q).is_none(), "over the new cap");
         drop(held);
-        assert!(
-            g.try_acquire(0, 0, "m", &q).is_none(),
-            "1 in flight = the cap"
-        );
+        assert!(g.try_acquire(C, "m", &q).is_none(), "1 in flight = the cap");
         drop(second);
-        assert!(g.try_acquire(0, 0, "m", &q).is_some());
+        assert!(g.try_acquire(C, "m", &q).is_some());
 
         // Cap removed from this protected (api_key) connection: its gate stays at the
         // protection default cap.
         let c3 = cfg(&[("c", "")], 3);
-        step(&g, &c2, &c3);
+        step(&g, &mut reg, &c3);
         let v = &g.views()[0];
         assert_eq!(
             (v.cap, v.effective_cap, v.cap_source),
@@ -244,19 +280,18 @@ mod tests {
         let c4 = cfg(&[("c", "rate_limit_protection = false")], 4);
         let mut c4 = c4;
         c4.resilience.queue.auto_enable_api_key_connections = false;
-        step(&g, &c3, &c4);
+        step(&g, &mut reg, &c4);
         assert!(g.views().is_empty(), "{:?}", g.views());
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_reload_keeps_a_learned_protection_cap_and_an_explicit_cap_replaces_it() {
         let c0 = cfg(&[("c", "")], 0);
-        let g = Gates::new(&c0, Arc::new(SystemClock));
+        let mut reg = Registry::default();
+        let g = gates(&mut reg, &c0);
         let q = c0.resilience.queue.clone();
-        let held: Vec<_> = (0..3)
-            .map(|_| g.try_acquire(0, 0, "m", &q).unwrap())
-            .collect();
-        g.observe_outcome(0, 0, 0, OutcomeClass::ConcurrencyLimited, false);
+        let held: Vec<_> = (0..3).map(|_| g.try_acquire(C, "m", &q).unwrap()).collect();
+        g.observe_outcome(C, OutcomeClass::ConcurrencyLimited, false);
         let cap = |g: &Gates| {
             let v = &g.views()[0];
             (v.cap, v.effective_cap, v.cap_source)
@@ -265,13 +300,13 @@ mod tests {
 
         // A new connection in front: "c" moves and keeps what it learned.
         let c1 = cfg(&[("n", ""), ("c", "")], 1);
-        step(&g, &c0, &c1);
+        step(&g, &mut reg, &c1);
         assert_eq!(g.views()[1].effective_cap, Some(2));
         assert_eq!(g.views()[1].cap_source, CapSource::Learned);
 
         // An explicit cap wins and the learned one is gone.
         let c2 = cfg(&[("n", ""), ("c", "max_concurrent = 5")], 2);
-        step(&g, &c1, &c2);
+        step(&g, &mut reg, &c2);
         let v = &g.views()[1];
         assert_eq!(
             (v.cap, v.effective_cap, v.cap_source),
