@@ -11,8 +11,8 @@ use std::sync::Arc;
 
 use hdrhistogram::Histogram;
 
-use super::snapshot::{RECENT_CAP, RequestOutcome, RequestView, Totals, Window};
 use crate::clock::Instant;
+use crate::snapshot::{RECENT_CAP, RequestOutcome, RequestView, Totals, Window};
 
 /// Seconds the rolling window covers (one slot each).
 pub const WINDOW_SECS: usize = 60;
