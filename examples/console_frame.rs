@@ -23,7 +23,7 @@ mod timing;
 use sluice::console::app::App;
 use sluice::console::theme::Theme;
 use sluice::core::Core;
-use sluice::core::snapshot::{AttemptView, RequestOutcome, RequestView};
+use sluice::snapshot::{AttemptView, RequestOutcome, RequestView};
 
 const PROVIDERS: usize = 50;
 /// Recent requests in the state, one measurement each.

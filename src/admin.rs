@@ -9,7 +9,7 @@
 //! A sluice started with `--readonly` answers every POST/PUT/PATCH/DELETE with 403.
 //!
 //! `GET /api/snapshot/stream` streams the snapshot as Server-Sent Events (see
-//! [`crate::snapshot_stream`]); it is what `sluice console` attaches to.
+//! [`crate::snapshot::stream`]); it is what `sluice console` attaches to.
 
 use std::convert::Infallible;
 
@@ -28,9 +28,9 @@ mod faults;
 mod verify;
 
 use crate::core::control::{ClearTarget, Control, ControlError, SettingsPatch};
-use crate::core::snapshot::Snapshot;
 use crate::proxy::response::{json_bytes_response, json_response};
 use crate::proxy::server::{Limits, serve_http};
+use crate::snapshot::Snapshot;
 
 /// Admin request bodies are small JSON documents; larger ones are refused.
 const MAX_ADMIN_BODY: usize = 64 * 1024;
@@ -66,9 +66,9 @@ fn is_stream_request(req: &Request<Incoming>) -> bool {
 
 /// `200 text/event-stream` with this subscriber's snapshot events.
 fn snapshot_stream(control: &Control, stop: CancellationToken) -> Response<AdminBody> {
-    let events = crate::snapshot_stream::events(
+    let events = crate::snapshot::stream::events(
         control.subscribe(),
-        crate::snapshot_stream::Pacing::default(),
+        crate::snapshot::stream::Pacing::default(),
         stop,
     )
     .map(|b| Ok::<_, Infallible>(hyper::body::Frame::data(b)));
@@ -598,7 +598,7 @@ pub fn cooldowns(s: &Snapshot, provider: Option<&str>) -> Value {
 }
 
 /// One headroom window in the admin API's camelCase style.
-fn headroom_json(h: &crate::core::snapshot::HeadroomRowView) -> Value {
+fn headroom_json(h: &crate::snapshot::HeadroomRowView) -> Value {
     json!({
         "window": h.window,
         "model": h.model,
@@ -610,7 +610,7 @@ fn headroom_json(h: &crate::core::snapshot::HeadroomRowView) -> Value {
     })
 }
 
-fn lockout_json(l: &crate::core::snapshot::LockoutView, now: u64) -> Value {
+fn lockout_json(l: &crate::snapshot::LockoutView, now: u64) -> Value {
     json!({
         "provider": l.provider,
         "connection": l.connection,
@@ -631,7 +631,7 @@ pub fn model_cooldowns(s: &Snapshot) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::snapshot::{BreakerView, ConnectionView, LockoutView, ProviderView, Totals};
+    use crate::snapshot::{BreakerView, ConnectionView, LockoutView, ProviderView, Totals};
 
     fn snap() -> Snapshot {
         Snapshot {
@@ -647,7 +647,7 @@ mod tests {
             providers: vec![ProviderView {
                 id: "anthropic".into(),
                 breaker: BreakerView {
-                    state: crate::core::snapshot::BreakerState::Open,
+                    state: crate::snapshot::BreakerState::Open,
                     failure_count: 8,
                     degrade_at: 5,
                     open_at: 8,
@@ -658,7 +658,7 @@ mod tests {
                     id: "mine".into(),
                     attempts: 4,
                     failures: 1,
-                    status: crate::core::snapshot::ConnectionStatus::Cooling,
+                    status: crate::snapshot::ConnectionStatus::Cooling,
                     cooldown_until_unix_ms: Some(6_000),
                     backoff_level: 2,
                     ..Default::default()
@@ -669,7 +669,7 @@ mod tests {
                 provider: "anthropic".into(),
                 connection: "mine".into(),
                 model: "opus".into(),
-                scope: crate::core::snapshot::LockoutScope::QuotaGroup,
+                scope: crate::snapshot::LockoutScope::QuotaGroup,
                 reason: "rate_limit_exceeded".into(),
                 failures: 1,
                 until_unix_ms: 9_500,

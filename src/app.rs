@@ -307,7 +307,7 @@ pub fn routing_table(cfg: &Config) -> String {
 /// The newest `limit` rows of the state database's `request_log`, newest first, as the
 /// console's Requests panel shows them (the rows from before this start). They carry no
 /// attempt details; a read error logs a warning and gives none.
-pub fn request_history(store: &Store, limit: usize) -> Vec<crate::core::snapshot::RequestView> {
+pub fn request_history(store: &Store, limit: usize) -> Vec<crate::snapshot::RequestView> {
     let rows = match store.recent_requests(limit) {
         Ok(rows) => rows,
         Err(e) => {
@@ -316,7 +316,7 @@ pub fn request_history(store: &Store, limit: usize) -> Vec<crate::core::snapshot
         }
     };
     rows.into_iter()
-        .map(crate::core::snapshot::RequestView::from_log)
+        .map(crate::snapshot::RequestView::from_log)
         .collect()
 }
 

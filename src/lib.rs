@@ -2,15 +2,18 @@
 //!
 //! Module map (see `docs/ARCHITECTURE.md#layers`):
 //! - **policy**: pure decisions (no I/O, no clock reads): [`policy`].
-//! - **core**: the only writer of live state; publishes [`core::snapshot::Snapshot`]s and
-//!   exposes [`core::control::Control`], the one door for operator actions.
+//! - **core**: the only writer of live state; publishes [`snapshot::Snapshot`]s (the plain
+//!   view types, [`snapshot`]) and exposes [`core::control::Control`], the one door for
+//!   operator actions.
 //! - **proxy**: hyper server and client, request lifecycle, SSE relay, dialect errors: [`proxy`].
 //! - **admin**: the loopback admin API: [`admin`].
 //! - **store**: SQLite write-behind persistence on one thread: [`store`].
 //! - **console**: the ratatui operator console: [`console`].
 //! - **remote**: the console attached to a running sluice over the admin API, reading the
-//!   SSE snapshot stream ([`snapshot_stream`]): [`remote`].
+//!   SSE snapshot stream ([`snapshot::stream`]): [`remote`].
 //! - **translate**: pure dialect translation (requests, responses, streams, errors): [`translate`].
+//! - **wire**: the wire formats the proxy and translation share (dialect error types, SSE
+//!   framing, body helpers): [`wire`].
 //! - support: [`config`], [`clock`], [`telemetry`], [`sched`] (background threads' scheduling
 //!   class), [`app`] (wires everything together).
 
@@ -30,8 +33,9 @@ pub mod policy;
 pub mod proxy;
 pub mod remote;
 pub mod sched;
-pub mod snapshot_stream;
+pub mod snapshot;
 pub mod status;
 pub mod store;
 pub mod telemetry;
 pub mod translate;
+pub mod wire;

@@ -148,7 +148,7 @@ fn main() -> ExitCode {
     let tick = cfg.console.tick;
     // The Requests panel starts with the newest rows of the request log (bounded).
     let history = if theme.is_some() {
-        app::request_history(&store, sluice::core::snapshot::RECENT_CAP)
+        app::request_history(&store, sluice::snapshot::RECENT_CAP)
     } else {
         Vec::new()
     };

@@ -18,7 +18,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use crate::core::snapshot::{BreakerState, ConnectionStatus, Snapshot};
+use crate::snapshot::{BreakerState, ConnectionStatus, Snapshot};
 
 type Labels = Vec<(String, String)>;
 
@@ -390,7 +390,7 @@ impl Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::snapshot::{BreakerView, ConnectionView, ProviderView, Totals};
+    use crate::snapshot::{BreakerView, ConnectionView, ProviderView, Totals};
 
     #[test]
     fn cached_counters_keep_each_label_pair_apart() {
@@ -431,14 +431,14 @@ mod tests {
             providers: vec![ProviderView {
                 id: "anthropic".into(),
                 breaker: BreakerView {
-                    state: crate::core::snapshot::BreakerState::Open,
+                    state: crate::snapshot::BreakerState::Open,
                     ..Default::default()
                 },
                 ramp_percent: Some(40),
                 connections: vec![
                     ConnectionView {
                         id: "mine".into(),
-                        status: crate::core::snapshot::ConnectionStatus::Cooling,
+                        status: crate::snapshot::ConnectionStatus::Cooling,
                         ..Default::default()
                     },
                     ConnectionView {
@@ -449,7 +449,7 @@ mod tests {
                 ],
                 ..Default::default()
             }],
-            store: crate::core::snapshot::StoreView {
+            store: crate::snapshot::StoreView {
                 dropped_request_rows: 5,
                 dropped_state_writes: 3,
             },
@@ -495,7 +495,7 @@ mod tests {
 
     #[test]
     fn headroom_gauges_follow_the_snapshot_rows() {
-        use crate::core::snapshot::HeadroomRowView;
+        use crate::snapshot::HeadroomRowView;
         let m = Metrics::new();
         let mut snap = Snapshot {
             taken_at_unix_ms: 10_000,

@@ -12,7 +12,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 
 use crate::config::{Config, Lenient};
-use crate::core::snapshot::Snapshot;
+use crate::snapshot::Snapshot;
 
 /// Why the status could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -313,7 +313,7 @@ mod tests {
         assert_eq!(serde_json::to_value(&back).unwrap(), json);
         assert!(
             !back.queues.is_empty()
-                && back.providers[0].breaker.state == crate::core::snapshot::BreakerState::Closed
+                && back.providers[0].breaker.state == crate::snapshot::BreakerState::Closed
         );
     }
 }

@@ -70,7 +70,7 @@ pub enum Action {
 }
 
 /// Rows per page of the request log in the Requests panel.
-pub const HISTORY_PAGE: usize = crate::core::snapshot::RECENT_CAP;
+pub const HISTORY_PAGE: usize = crate::snapshot::RECENT_CAP;
 
 /// What came of an [`Action`].
 #[derive(Debug, Clone)]
@@ -96,7 +96,7 @@ pub enum Outcome {
         /// See [`Action::HistoryPage`].
         older: bool,
         /// The rows with their ids.
-        rows: Vec<(i64, crate::core::snapshot::RequestView)>,
+        rows: Vec<(i64, crate::snapshot::RequestView)>,
     },
     /// `Control` refused a settings change: `field` is the dotted key.
     Rejected {

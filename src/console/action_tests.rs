@@ -10,8 +10,8 @@ use crate::clock::ManualClock;
 use crate::config::{LoadEnv, from_str};
 use crate::core::Core;
 use crate::core::control::Control;
-use crate::core::snapshot::ConnectionStatus;
 use crate::policy::select::Candidate;
+use crate::snapshot::ConnectionStatus;
 
 const CONFIG: &str = r#"
 [[providers]]

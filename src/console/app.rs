@@ -21,7 +21,7 @@ pub use super::focus::Focus;
 use super::keymap::{Cmd, Keymap, Scope};
 use super::settings::{Editor, EditorEvent};
 use crate::core::control::ClearTarget;
-use crate::core::snapshot::{
+use crate::snapshot::{
     ConnectionView, LockoutView, ProviderView, RECENT_CAP, RequestView, Snapshot,
 };
 

@@ -3,7 +3,7 @@
 use crossterm::event::{KeyCode, KeyEventState, KeyModifiers};
 
 use super::*;
-use crate::core::snapshot::{BreakerView, ConnectionView, LockoutView, ProviderView, RequestView};
+use crate::snapshot::{BreakerView, ConnectionView, LockoutView, ProviderView, RequestView};
 
 fn key(code: KeyCode) -> KeyEvent {
     KeyEvent::new(code, KeyModifiers::NONE)
@@ -29,7 +29,7 @@ fn app_with(providers: usize, requests: u64) -> App {
                     },
                 ],
                 breaker: BreakerView {
-                    state: crate::core::snapshot::BreakerState::Closed,
+                    state: crate::snapshot::BreakerState::Closed,
                     ..Default::default()
                 },
                 ..Default::default()

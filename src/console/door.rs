@@ -6,9 +6,10 @@
 use super::settings::RuleLists;
 use crate::config::Resilience;
 use crate::core::control::{ClearReport, ClearTarget, Control, ControlError, SettingsPatch};
-use crate::core::faults::{FaultRequest, FaultView};
-use crate::core::snapshot::{RequestView, Snapshot};
+use crate::core::faults::FaultRequest;
 use crate::core::verify::{VerifyReport, VerifyTarget};
+use crate::snapshot::FaultView;
+use crate::snapshot::{RequestView, Snapshot};
 
 /// The state of an attached console's connection to its sluice (an in-process console is
 /// always [`Link::Live`]).

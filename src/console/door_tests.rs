@@ -9,7 +9,7 @@ use super::door::{Door, DoorError, Link, Settings};
 use super::test_support::*;
 use super::theme::Theme;
 use crate::core::control::{ClearReport, ClearTarget, ControlError, SettingsPatch};
-use crate::core::snapshot::Snapshot;
+use crate::snapshot::Snapshot;
 
 /// A door that answers every call with `answer` and records the calls.
 struct Scripted {
@@ -56,7 +56,7 @@ impl Door for Scripted {
     fn inject_fault(
         &self,
         _: &crate::core::faults::FaultRequest,
-    ) -> Result<crate::core::faults::FaultView, DoorError> {
+    ) -> Result<crate::snapshot::FaultView, DoorError> {
         self.refuse("inject_fault")
     }
     fn clear_faults(&self) -> Result<usize, DoorError> {
@@ -79,7 +79,7 @@ impl Door for Scripted {
         &self,
         _: Option<i64>,
         _: usize,
-    ) -> Result<Vec<(i64, crate::core::snapshot::RequestView)>, DoorError> {
+    ) -> Result<Vec<(i64, crate::snapshot::RequestView)>, DoorError> {
         self.refuse("request_log_page")
     }
     fn request_shutdown(&self) {

@@ -18,7 +18,8 @@ use crate::clock::ManualClock;
 use crate::config::{LoadEnv, from_str};
 use crate::core::Core;
 use crate::core::control::Control;
-use crate::core::faults::{FaultRequest, FaultView};
+use crate::core::faults::FaultRequest;
+use crate::snapshot::FaultView;
 
 fn key(c: char) -> KeyEvent {
     KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE)
@@ -168,7 +169,7 @@ fn the_actions_go_through_control() {
 
 #[test]
 fn the_header_says_which_requests_are_held_until_a_quota_reset() {
-    use crate::core::holds::HeldView;
+    use crate::snapshot::HeldView;
     let mut snap = snapshot();
     let held = |model: &str, until| HeldView {
         request_id: 7,

@@ -15,7 +15,7 @@ use super::test_support::*;
 use super::theme::Theme;
 use super::*;
 use crate::core::control::ClearTarget;
-use crate::core::snapshot::{RequestView, Snapshot};
+use crate::snapshot::{RequestView, Snapshot};
 
 fn key(code: KeyCode) -> KeyEvent {
     KeyEvent::new(code, KeyModifiers::NONE)

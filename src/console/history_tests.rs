@@ -73,7 +73,7 @@ fn requests_start_with_the_log_and_page_back_and_forth() {
     let n = (HISTORY_PAGE * 2 + 10) as u64;
     let store = store_with(dir.path(), n);
     // After a restart: the newest rows, newest first (what `main` hands the console).
-    let mut app = App::new(Arc::new(crate::core::snapshot::Snapshot::default()));
+    let mut app = App::new(Arc::new(crate::snapshot::Snapshot::default()));
     app.set_history(crate::app::request_history(&store, HISTORY_PAGE));
     let control = control(store);
     app.focus = Focus::Requests;

@@ -52,7 +52,7 @@ use self::keymap::Cmd;
 use self::theme::{Role, Theme};
 use crate::clock::{Clock, unix_ms};
 use crate::core::control::Control;
-use crate::core::snapshot::Snapshot;
+use crate::snapshot::Snapshot;
 
 /// Smallest usable terminal, columns × rows; below it only a notice is drawn.
 pub const MIN_SIZE: (u16, u16) = (60, 15);
@@ -81,7 +81,7 @@ pub struct ConsoleOptions {
     pub mouse: bool,
     /// Requests finished before this start, newest first (the newest `request_log` rows,
     /// read at startup by [`crate::app::request_history`]), shown below the live ones.
-    pub history: Vec<crate::core::snapshot::RequestView>,
+    pub history: Vec<crate::snapshot::RequestView>,
 }
 
 /// Which layout a terminal size gets.

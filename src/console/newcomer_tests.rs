@@ -10,7 +10,7 @@ use super::panels::{circuits, header, providers, requests};
 use super::test_support::*;
 use super::theme::Theme;
 use super::*;
-use crate::core::snapshot::{RECENT_CAP, RequestView, Window};
+use crate::snapshot::{RECENT_CAP, RequestView, Window};
 
 #[test]
 fn a_filter_without_matches_says_so_in_every_panel() {
@@ -71,7 +71,7 @@ fn the_requests_panel_gets_the_widest_column_at_every_size() {
 fn long_routes_are_cut_with_an_ellipsis_and_outcomes_fit_whole() {
     let mut snap = snapshot();
     snap.recent[0].client_model = "a-very-long-client-model-name".into();
-    snap.recent[0].outcome = crate::core::snapshot::RequestOutcome::UpstreamError;
+    snap.recent[0].outcome = crate::snapshot::RequestOutcome::UpstreamError;
     let a = App::new(Arc::new(snap));
     let buf = paint(44, 6, |f| {
         requests::render(f, f.area(), &a, &Theme::default(), true)
@@ -90,7 +90,7 @@ fn logged(i: u64) -> RequestView {
         client_model: format!("before-restart-{i}"),
         target: "anthropic".into(),
         status: 200,
-        outcome: crate::core::snapshot::RequestOutcome::Ok,
+        outcome: crate::snapshot::RequestOutcome::Ok,
         ..RequestView::default()
     }
 }
@@ -143,7 +143,7 @@ fn readonly_leaves_action_hints_out_of_the_status_bar() {
 fn half_open_without_a_probe_in_flight_says_probe_ready() {
     let theme = Theme::default();
     let mut snap = snapshot();
-    snap.providers[0].breaker.state = crate::core::snapshot::BreakerState::HalfOpen;
+    snap.providers[0].breaker.state = crate::snapshot::BreakerState::HalfOpen;
     snap.providers[0].breaker.multiplier = 1;
     snap.providers[0].breaker.next_probe_at_unix_ms = None;
     let a = App::new(Arc::new(snap.clone()));
@@ -176,7 +176,7 @@ fn the_requests_panel_scrolled_far_down_shows_the_selected_row_last_and_highligh
     let mut snap = snapshot();
     let template = snap.recent.first().cloned().unwrap_or_default();
     snap.recent = (0..500)
-        .map(|i| crate::core::snapshot::RequestView {
+        .map(|i| crate::snapshot::RequestView {
             client_model: format!("model-{i:03}"),
             ..template.clone()
         })

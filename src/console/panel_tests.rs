@@ -73,9 +73,9 @@ fn circuits_countdown_is_computed_at_render_time() {
 #[test]
 fn circuits_half_open_degraded_and_multiplier() {
     let mut snap = snapshot();
-    snap.providers[0].breaker.state = crate::core::snapshot::BreakerState::HalfOpen;
+    snap.providers[0].breaker.state = crate::snapshot::BreakerState::HalfOpen;
     snap.providers[0].breaker.multiplier = 4;
-    snap.providers[1].breaker.state = crate::core::snapshot::BreakerState::Degraded;
+    snap.providers[1].breaker.state = crate::snapshot::BreakerState::Degraded;
     snap.providers[1].breaker.failure_count = 7;
     let theme = Theme::default();
     let buf = circuits_buf(&App::new(Arc::new(snap)), &theme, 100, NOW);
@@ -132,13 +132,13 @@ fn cooldowns_show_a_ramping_connection_and_keep_cooling_ones_cooling() {
 #[test]
 fn cooldowns_show_a_leased_connection_with_its_countdown() {
     let mut snap = snapshot();
-    snap.providers[1].connections[0].lease = Some(crate::core::snapshot::LeaseView {
+    snap.providers[1].connections[0].lease = Some(crate::snapshot::LeaseView {
         generation: 3,
         expires_at_unix_ms: NOW + 125_000,
         owner_fingerprint: "abcd1234".into(),
     });
     // A lease that already lapsed at `now` is not shown.
-    snap.providers[0].connections[0].lease = Some(crate::core::snapshot::LeaseView {
+    snap.providers[0].connections[0].lease = Some(crate::snapshot::LeaseView {
         generation: 1,
         expires_at_unix_ms: NOW,
         owner_fingerprint: "ffff0000".into(),
@@ -224,8 +224,7 @@ fn cooldowns_show_marks_and_expired_deadlines_as_active() {
 #[test]
 fn cooldowns_credits_exhausted_is_written_in_full() {
     let mut snap = snapshot();
-    snap.providers[0].connections[1].status =
-        crate::core::snapshot::ConnectionStatus::CreditsExhausted;
+    snap.providers[0].connections[1].status = crate::snapshot::ConnectionStatus::CreditsExhausted;
     let app = App::new(Arc::new(snap));
     let buf = paint(60, 8, |f| {
         cooldowns::render(f, f.area(), &app, &Theme::default(), true, NOW);

@@ -14,7 +14,7 @@ use super::panels::{circuits, queues};
 use super::test_support::*;
 use super::theme::{Role, Theme};
 use super::*;
-use crate::core::snapshot::Snapshot;
+use crate::snapshot::Snapshot;
 
 fn queues_buf(app: &App, theme: &Theme, w: u16) -> ratatui::buffer::Buffer {
     paint(w, 6, |f| queues::render(f, f.area(), app, theme, false))

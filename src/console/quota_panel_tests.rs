@@ -7,9 +7,7 @@ use super::app::{App, Focus};
 use super::panels::quota;
 use super::test_support::*;
 use super::theme::{Role, Theme};
-use crate::core::snapshot::{
-    ConnectionView, HeadroomRowView, PreflightView, ProviderView, Snapshot,
-};
+use crate::snapshot::{ConnectionView, HeadroomRowView, PreflightView, ProviderView, Snapshot};
 
 const HOUR: u64 = 3_600_000;
 

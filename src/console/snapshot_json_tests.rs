@@ -3,7 +3,7 @@
 //! fields became enums), and parsing those bytes back must give the same typed values.
 
 use super::test_support::snapshot;
-use crate::core::snapshot::{Snapshot, WaitView};
+use crate::snapshot::{Snapshot, WaitView};
 
 fn fixture() -> Snapshot {
     let mut snap = snapshot();

@@ -10,12 +10,12 @@ use ratatui::{Frame, Terminal};
 use super::app::App;
 use super::render;
 use super::theme::Theme;
-use crate::core::admission::GateView;
-use crate::core::snapshot::{
+use crate::policy::admission::{Enforcement, GateKind};
+use crate::snapshot::GateView;
+use crate::snapshot::{
     AttemptView, BreakerView, ComboView, ConnectionView, LockoutView, ProviderView, RequestView,
     SkippedView, Snapshot, Totals, TransitionView, Window,
 };
-use crate::policy::admission::{Enforcement, GateKind};
 
 /// 2023-11-14 22:13:20 UTC.
 pub(super) const NOW: u64 = 1_700_000_000_000;
@@ -57,13 +57,13 @@ pub(super) fn snapshot() -> Snapshot {
                 attempts: 2,
                 bytes: 321,
                 stream: true,
-                outcome: crate::core::snapshot::RequestOutcome::UpstreamError,
+                outcome: crate::snapshot::RequestOutcome::UpstreamError,
                 error: "upstream closed the stream".into(),
                 attempt_log: vec![
                     AttemptView {
                         target: "openrouter:key-c/anthropic/claude-sonnet-4".into(),
                         status: 429,
-                        class: crate::core::snapshot::AttemptClass::RateLimited,
+                        class: crate::snapshot::AttemptClass::RateLimited,
                         reason: "rate_limit_exceeded".into(),
                         latency_ms: 95,
                         translated: "anthropic→openai".into(),
@@ -72,7 +72,7 @@ pub(super) fn snapshot() -> Snapshot {
                     AttemptView {
                         target: "openrouter:main/anthropic/claude-sonnet-4".into(),
                         status: 502,
-                        class: crate::core::snapshot::AttemptClass::Transient,
+                        class: crate::snapshot::AttemptClass::Transient,
                         reason: "stream_closed".into(),
                         latency_ms: 700,
                         translated: "anthropic→openai".into(),
@@ -103,12 +103,12 @@ pub(super) fn snapshot() -> Snapshot {
                 attempts: 1,
                 bytes: 2048,
                 stream: false,
-                outcome: crate::core::snapshot::RequestOutcome::Ok,
+                outcome: crate::snapshot::RequestOutcome::Ok,
                 error: String::new(),
                 attempt_log: vec![AttemptView {
                     target: "local:direct/llama3".into(),
                     status: 200,
-                    class: crate::core::snapshot::AttemptClass::Success,
+                    class: crate::snapshot::AttemptClass::Success,
                     reason: String::new(),
                     latency_ms: 240,
                     translated: String::new(),
@@ -135,7 +135,7 @@ pub(super) fn snapshot() -> Snapshot {
                 last_status: 502,
                 last_latency_ms: 812,
                 breaker: BreakerView {
-                    state: crate::core::snapshot::BreakerState::Open,
+                    state: crate::snapshot::BreakerState::Open,
                     failure_count: 12,
                     degrade_at: 7,
                     open_at: 12,
@@ -144,14 +144,14 @@ pub(super) fn snapshot() -> Snapshot {
                     transitions: vec![
                         TransitionView {
                             at_unix_ms: NOW - 40_000,
-                            from: crate::core::snapshot::BreakerState::Closed,
-                            to: crate::core::snapshot::BreakerState::Degraded,
+                            from: crate::snapshot::BreakerState::Closed,
+                            to: crate::snapshot::BreakerState::Degraded,
                             reason: "failure_threshold".into(),
                         },
                         TransitionView {
                             at_unix_ms: NOW - 12_000,
-                            from: crate::core::snapshot::BreakerState::Degraded,
-                            to: crate::core::snapshot::BreakerState::Open,
+                            from: crate::snapshot::BreakerState::Degraded,
+                            to: crate::snapshot::BreakerState::Open,
                             reason: "failure_threshold".into(),
                         },
                     ],
@@ -163,7 +163,7 @@ pub(super) fn snapshot() -> Snapshot {
                         attempts: 12,
                         failures: 2,
                         in_flight: 1,
-                        status: crate::core::snapshot::ConnectionStatus::Cooling,
+                        status: crate::snapshot::ConnectionStatus::Cooling,
                         cooldown_until_unix_ms: Some(NOW + 12_000),
                         backoff_level: 2,
                         last_error_kind: "rate_limited".into(),
@@ -174,14 +174,14 @@ pub(super) fn snapshot() -> Snapshot {
                     ConnectionView {
                         id: "key-b".into(),
                         auth: "env:OR_KEY_B".into(),
-                        status: crate::core::snapshot::ConnectionStatus::Banned,
+                        status: crate::snapshot::ConnectionStatus::Banned,
                         last_error_kind: "banned".into(),
                         ..Default::default()
                     },
                     ConnectionView {
                         id: "key-c".into(),
                         auth: "env:OR_KEY_C".into(),
-                        status: crate::core::snapshot::ConnectionStatus::QuotaWait,
+                        status: crate::snapshot::ConnectionStatus::QuotaWait,
                         cooldown_until_unix_ms: Some(NOW + 65_000),
                         backoff_level: 1,
                         last_error_kind: "quota_exhausted".into(),
@@ -196,7 +196,7 @@ pub(super) fn snapshot() -> Snapshot {
                 base_url: "https://api.anthropic.com".into(),
                 profile: "oauth".into(),
                 breaker: BreakerView {
-                    state: crate::core::snapshot::BreakerState::Closed,
+                    state: crate::snapshot::BreakerState::Closed,
                     failure_count: 3,
                     degrade_at: 7,
                     open_at: 12,
@@ -206,7 +206,7 @@ pub(super) fn snapshot() -> Snapshot {
                 connections: vec![ConnectionView {
                     id: "pass".into(),
                     auth: "passthrough".into(),
-                    status: crate::core::snapshot::ConnectionStatus::Active,
+                    status: crate::snapshot::ConnectionStatus::Active,
                     ..Default::default()
                 }],
                 ..Default::default()
@@ -222,7 +222,7 @@ pub(super) fn snapshot() -> Snapshot {
                 provider: "anthropic".into(),
                 connection: "pass".into(),
                 model: "claude-opus-4".into(),
-                scope: crate::core::snapshot::LockoutScope::Model,
+                scope: crate::snapshot::LockoutScope::Model,
                 reason: "not_found".into(),
                 failures: 1,
                 until_unix_ms: NOW + 12_000,
@@ -231,7 +231,7 @@ pub(super) fn snapshot() -> Snapshot {
                 provider: "openrouter".into(),
                 connection: "main".into(),
                 model: "z-ai/glm-5".into(),
-                scope: crate::core::snapshot::LockoutScope::QuotaGroup,
+                scope: crate::snapshot::LockoutScope::QuotaGroup,
                 reason: "rate_limit_exceeded".into(),
                 failures: 2,
                 until_unix_ms: NOW + 65_000,

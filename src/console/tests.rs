@@ -9,7 +9,7 @@ use super::app::{App, Focus};
 use super::test_support::*;
 use super::theme::{Role, Theme};
 use super::*;
-use crate::core::snapshot::Snapshot;
+use crate::snapshot::Snapshot;
 
 #[test]
 fn grid_shows_header_providers_and_requests() {

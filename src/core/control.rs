@@ -214,7 +214,7 @@ impl Control {
 
     /// A receiver of the published snapshots (the same coalesced channel the in-process
     /// console reads); the admin API's snapshot stream subscribes here.
-    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<Arc<super::snapshot::Snapshot>> {
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<Arc<crate::snapshot::Snapshot>> {
         self.core.subscribe()
     }
 
@@ -239,7 +239,7 @@ impl Control {
     }
 
     /// Every admission gate with its live counters (`/api/queues`).
-    pub fn gate_views(&self) -> Vec<super::admission::GateView> {
+    pub fn gate_views(&self) -> Vec<crate::snapshot::GateView> {
         self.core.gates().views()
     }
 
@@ -254,7 +254,7 @@ impl Control {
     pub fn inject_fault(
         &self,
         req: &super::faults::FaultRequest,
-    ) -> Result<super::faults::FaultView, ControlError> {
+    ) -> Result<crate::snapshot::FaultView, ControlError> {
         let v = {
             let _config = self.no_reload();
             self.core.inject_fault(req)?
@@ -264,7 +264,7 @@ impl Control {
     }
 
     /// The faults on now, with their time left.
-    pub fn faults(&self) -> Vec<super::faults::FaultView> {
+    pub fn faults(&self) -> Vec<crate::snapshot::FaultView> {
         self.core.fault_views()
     }
 
@@ -272,7 +272,7 @@ impl Control {
     pub fn clear_faults(
         &self,
         sel: &crate::policy::fault::FaultSelector,
-    ) -> Vec<super::faults::FaultView> {
+    ) -> Vec<crate::snapshot::FaultView> {
         let gone = self.core.clear_faults(sel);
         tracing::info!(cleared = gone.len(), "operator cleared injected faults");
         gone
@@ -534,7 +534,7 @@ impl Control {
         &self,
         before_id: Option<i64>,
         limit: usize,
-    ) -> Vec<(i64, super::snapshot::RequestView)> {
+    ) -> Vec<(i64, crate::snapshot::RequestView)> {
         let Some(store) = self.core.store() else {
             return Vec::new();
         };
@@ -546,7 +546,7 @@ impl Control {
         match store.query_requests(&q) {
             Ok(rows) => rows
                 .into_iter()
-                .map(|r| (r.id, super::snapshot::RequestView::from_log(r.row)))
+                .map(|r| (r.id, crate::snapshot::RequestView::from_log(r.row)))
                 .collect(),
             Err(e) => {
                 tracing::warn!(error = %e, "cannot read the request log for the console");
@@ -556,7 +556,7 @@ impl Control {
     }
 
     /// A snapshot of the current state at the clock's `now`.
-    pub fn snapshot(&self) -> super::snapshot::Snapshot {
+    pub fn snapshot(&self) -> crate::snapshot::Snapshot {
         self.core.snapshot()
     }
 

@@ -6,14 +6,13 @@
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
-
 use super::Core;
 use super::control::ControlError;
 use crate::clock::unix_ms;
 use crate::policy::fault::{
     Fault, FaultKind, FaultParams, FaultSelector, FaultSet, FaultTarget, check_duration, parse_kind,
 };
+use crate::snapshot::FaultView;
 
 /// The faults of one sluice (a field of the core).
 #[derive(Debug, Default)]
@@ -36,24 +35,6 @@ pub struct FaultRequest {
     pub params: FaultParams,
     /// How long it lasts; `None` is 60 s. At least 1 s, at most 10 min.
     pub duration: Option<Duration>,
-}
-
-/// One active fault as the admin API and the console show it.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct FaultView {
-    /// Id since start (for `DELETE /api/faults?id=`).
-    pub id: u64,
-    /// `provider` or `provider/connection`.
-    pub target: String,
-    /// Kind word: `latency`, `429`, `500`, `503`, `529`, `reset`, `stall`, `zombie`.
-    pub kind: String,
-    /// Short description, e.g. `503`, `429 retry-after 30s`, `stall after 2 frames`.
-    pub description: String,
-    /// Time left, ms.
-    pub remaining_ms: u64,
-    /// When it ends, Unix ms.
-    pub expires_at_unix_ms: u64,
 }
 
 fn view(f: &Fault, now: crate::clock::Instant, wall_ms: u64) -> FaultView {

@@ -6,11 +6,11 @@
 
 use super::Core;
 use super::resilience::ResState;
-use super::snapshot::{HeadroomRowView, PreflightView};
 use crate::clock::unix_ms;
 use crate::config::{Config, QuotaPreflightSettings};
 use crate::policy::headroom::preflight::{self, PreflightSettings, Verdict};
 use crate::policy::headroom::{Headroom, parse};
+use crate::snapshot::{HeadroomRowView, PreflightView};
 use crate::store::{SettingRow, StateWrite};
 
 /// Prefix of the `settings` keys holding saved headroom (`headroom/<provider>/<connection>`).

@@ -5,25 +5,8 @@
 
 use std::sync::Mutex;
 
-use serde::{Deserialize, Serialize};
-
 use super::Core;
-
-/// One request waiting for a quota reset.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct HeldView {
-    /// The request's id (as in the Requests panel).
-    pub request_id: u64,
-    /// The model the client asked for (the combo).
-    pub model: String,
-    /// The target whose quota resets first (`provider:connection/model`).
-    pub target: String,
-    /// When the hold began, Unix ms.
-    pub since_unix_ms: u64,
-    /// When it dispatches again (the reset), Unix ms.
-    pub until_unix_ms: u64,
-}
+use crate::snapshot::HeldView;
 
 /// The holds in progress, in the order they began.
 #[derive(Debug, Default)]

@@ -11,12 +11,12 @@ use std::time::Duration;
 
 use super::Core;
 use super::resilience::ResState;
-use super::snapshot::LaneView;
 use crate::clock::{Clock, unix_ms};
 use crate::config::Config;
 use crate::policy::headroom::parse;
 use crate::policy::lane::{LaneSlot, Signals, Verdict};
 use crate::policy::select::Candidate;
+use crate::snapshot::LaneView;
 use crate::store::{SettingRow, StateWrite};
 
 /// Prefix of the `settings` keys holding a saved lane (`lane/<provider>/<connection>`).

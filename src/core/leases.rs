@@ -8,13 +8,13 @@ use std::time::Duration;
 
 use super::Core;
 use super::persist::TimeMap;
-use super::snapshot::{LeaseView, ProviderView};
 use crate::clock::Instant;
 use crate::config::Config;
 use crate::policy::cooldown::Eligibility;
 use crate::policy::lease::{ConnKey, Lease, LeaseRecord, Leases, OwnerHash, Refusal, mint_owner};
 use crate::policy::lockout::LockTarget;
 use crate::policy::select::{Candidate, Exclusion, ExclusionReason};
+use crate::snapshot::{LeaseView, ProviderView};
 use crate::store::{LeaseRow, StateWrite};
 
 /// A lease just acquired. `token` is the owner token, shown to the client once.

@@ -7,12 +7,12 @@
 
 use super::Core;
 use super::resilience::ResState;
-use super::snapshot::LimitResetView;
 use crate::clock::unix_ms;
 use crate::config::Config;
 use crate::policy::headroom::{Headroom, Window, WindowStatus};
 use crate::policy::limit_reset::{LimitResetSlot, Tried};
 use crate::policy::select::Candidate;
+use crate::snapshot::LimitResetView;
 use crate::store::{SettingRow, StateWrite};
 
 /// Prefix of the `settings` keys holding a saved reset record

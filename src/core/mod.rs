@@ -20,7 +20,6 @@ mod report;
 pub mod resilience;
 pub mod routing;
 pub mod settings;
-pub mod snapshot;
 pub mod stats;
 pub mod verify;
 
@@ -34,8 +33,8 @@ use tokio_util::sync::CancellationToken;
 use crate::clock::{Clock, Instant, unix_ms};
 use crate::config::Config;
 use crate::config::keys::ConnKey;
+use crate::snapshot::{ComboView, ConnectionView, ProviderView, RequestView, Snapshot, Totals};
 use crate::store::{RequestLogRow, Store};
-use snapshot::{ComboView, ConnectionView, ProviderView, RequestView, Snapshot, Totals};
 use stats::{ProviderStats, Stats};
 
 /// Per-connection counters, by connection key.

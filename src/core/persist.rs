@@ -313,9 +313,9 @@ impl Core {
     }
 
     /// The store's dropped-write counters for the snapshot (zeros without a store).
-    pub(crate) fn store_view(&self) -> super::snapshot::StoreView {
+    pub(crate) fn store_view(&self) -> crate::snapshot::StoreView {
         self.store()
-            .map(|st| super::snapshot::StoreView {
+            .map(|st| crate::snapshot::StoreView {
                 dropped_request_rows: st.dropped(),
                 dropped_state_writes: st.dropped_state(),
             })

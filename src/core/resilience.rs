@@ -13,7 +13,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::routing::Routing;
-use super::snapshot::{BreakerView, ConnectionView, LockoutView, TransitionView};
 use crate::clock::Instant;
 use crate::config::keys::{ConnKey, ConnSlot, Keyed, ProviderKey};
 use crate::config::{Config, Profile, Resilience, Restatement, builtin_restatements};
@@ -25,6 +24,7 @@ use crate::policy::lockout::{LockTarget, Lockouts};
 use crate::policy::select::{Candidate, Exclusion, ExclusionCause, ExclusionReason};
 use crate::policy::slow_start::{self, SlowStart};
 use crate::policy::{Classified, OutcomeClass, Scope};
+use crate::snapshot::{BreakerView, ConnectionView, LockoutView, TransitionView};
 
 /// Per-provider live state, kept under the provider's key; per-connection tables are keyed
 /// by the connection's slot.

@@ -11,9 +11,9 @@ use std::sync::Arc;
 
 use hdrhistogram::Histogram;
 
-use super::snapshot::{RECENT_CAP, RequestOutcome, RequestView, Totals, Window};
 use crate::clock::Instant;
 use crate::config::keys::{ConnSlot, KeyDiff, Keyed, ProviderKey};
+use crate::snapshot::{RECENT_CAP, RequestOutcome, RequestView, Totals, Window};
 
 /// Seconds the rolling window covers (one slot each).
 pub const WINDOW_SECS: usize = 60;

@@ -1,7 +1,7 @@
-use super::snapshot::{RECENT_CAP, RequestOutcome};
 use super::*;
 use crate::clock::ManualClock;
 use crate::config::{LoadEnv, from_str};
+use crate::snapshot::{RECENT_CAP, RequestOutcome};
 use std::path::Path;
 
 fn core() -> (Core, ManualClock) {
@@ -49,7 +49,7 @@ fn counts_requests_and_in_flight() {
     core.finish_request(
         &g,
         RequestView {
-            outcome: crate::core::snapshot::RequestOutcome::Ok,
+            outcome: crate::snapshot::RequestOutcome::Ok,
             bytes: 10,
             ..Default::default()
         },

@@ -140,12 +140,6 @@ pub fn splice_model(body: &[u8], at: std::ops::Range<usize>, model: &str) -> Opt
     Some(Bytes::from(out))
 }
 
-/// Rough local token estimate for `count_tokens` when no upstream can count (A23): about
-/// four bytes of JSON text per token.
-pub fn estimate_tokens(body: &[u8]) -> u64 {
-    (body.len() as u64).div_ceil(4).max(1)
-}
-
 /// Returns `body` with the top-level `model` set to `model`. Every other top-level value is
 /// kept byte-for-byte and in order (only whitespace between top-level members may change).
 pub fn rewrite_model(body: &[u8], model: &str) -> Result<Bytes, ProxyError> {
@@ -298,11 +292,5 @@ mod tests {
         let out = rewrite_model(br#"{}"#, "m").unwrap();
         assert_eq!(&out[..], br#"{"model":"m"}"#);
         assert!(rewrite_model(b"{\"a\":1} trailing", "m").is_err());
-    }
-
-    #[test]
-    fn estimate_is_positive() {
-        assert_eq!(estimate_tokens(b""), 1);
-        assert_eq!(estimate_tokens(&[b'a'; 400]), 100);
     }
 }

@@ -17,12 +17,13 @@ use http_body_util::Full;
 use tokio::time::Sleep;
 
 use super::Shared;
-use super::dialect::{ProxyError, sse_error_event};
+use super::dialect::ProxyError;
 use super::outcome::{Outcome, Pending};
 use super::relay::{BoxError, RelayBody};
 use super::routes::Route;
 use super::sse::heartbeat;
-use crate::core::snapshot::RequestOutcome;
+use crate::snapshot::RequestOutcome;
+use crate::wire::dialect::sse_error_event;
 
 /// A dispatch still running, with the request's bookkeeping.
 pub type Serving = Pin<Box<dyn Future<Output = (Result<Outcome, ProxyError>, Pending)> + Send>>;

@@ -20,7 +20,7 @@ use bytes::{Bytes, BytesMut};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use super::sse::{Event, SseFramer};
+use crate::wire::sse::{Event, SseFramer};
 
 /// What the client stream showed so far, for the continuation rule.
 #[derive(Debug, Clone, Default)]

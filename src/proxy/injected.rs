@@ -17,11 +17,11 @@ use http_body_util::{BodyExt, Full, StreamBody, combinators::BoxBody};
 use hyper::body::{Frame, Incoming};
 use hyper_util::rt::TokioIo;
 
-use super::dialect::SseKind;
 use super::upstream::UpstreamClient;
 use crate::config::Dialect;
-use crate::core::snapshot::RequestView;
 use crate::policy::fault::FaultKind;
+use crate::snapshot::RequestView;
+use crate::wire::dialect::SseKind;
 
 /// Bytes of the in-memory pipe between the synthesized server and its client.
 const PIPE_BYTES: usize = 64 * 1024;

@@ -23,10 +23,10 @@ use super::response::{ProxyBody, complete, error_response, json_response};
 use super::routes::dialect_for_path;
 use crate::config::{Config, Secret};
 use crate::core::leases::{AcquireRefused, LeaseGate};
-use crate::core::snapshot::RequestView;
-use crate::core::snapshot::SkippedView;
 use crate::policy::lease::{ConnKey, Lease, OwnerHash, Refusal};
 use crate::policy::select::{self, Candidate};
+use crate::snapshot::RequestView;
+use crate::snapshot::SkippedView;
 
 /// The route's path.
 pub const PATH: &str = "/api/v1/session-leases";

@@ -17,8 +17,8 @@ use super::translated::UpstreamBody;
 use crate::clock::Instant;
 use crate::core::admission::Admitted;
 use crate::core::resilience::Ticket;
-use crate::core::snapshot::{RequestOutcome, RequestView};
 use crate::core::{AttemptGuard, RequestGuard};
+use crate::snapshot::{RequestOutcome, RequestView};
 
 /// A 2xx SSE attempt past its pre-commit hold, ready to relay.
 pub struct Streamed {

@@ -16,12 +16,12 @@ use serde_json::json;
 
 use super::Shared;
 use super::attempt::{describe, read_error_body};
-use super::dialect::SseKind;
 use super::headers::upstream_request;
 use super::injected::{self, SendError};
 use crate::config::{Connection, Dialect, Provider};
 use crate::core::verify::{Probe, ProbeResult};
 use crate::policy::select::Candidate;
+use crate::wire::dialect::SseKind;
 
 /// The longest a probe waits for its answer (head and body), unless the provider's own
 /// `timeout` is shorter.

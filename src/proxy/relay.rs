@@ -34,15 +34,16 @@ use tokio_util::sync::WaitForCancellationFutureOwned;
 
 use super::continuation::{Splice, TextTurn, eligible, prefill};
 use super::continuer::{Continued, Continuer};
-use super::dialect::{SseKind, sse_error_event};
 use super::sse::guard::{Guards, Inspect, throughput_tick};
 use super::sse::hold::{EMPTY_STREAM, Held};
-use super::sse::{SseFramer, StreamEnd, heartbeat};
+use super::sse::{StreamEnd, heartbeat};
 use crate::clock::{Clock, Instant};
 use crate::core::resilience::{AttemptEnd, EndKind, Ticket, success};
-use crate::core::snapshot::{AttemptView, RequestOutcome, RequestView};
 use crate::core::{AttemptGuard, Core, RequestGuard};
 use crate::policy::Classified;
+use crate::snapshot::{AttemptView, RequestOutcome, RequestView};
+use crate::wire::dialect::{SseKind, sse_error_event};
+use crate::wire::sse::SseFramer;
 
 /// Error type of response bodies.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;

@@ -12,13 +12,14 @@ use serde_json::{Value, json};
 
 use super::Shared;
 use super::body::Probe;
-use super::dialect::{ProxyError, SseKind};
+use super::dialect::ProxyError;
 use super::outcome::Outcome;
 use super::request::ClientRequest;
 use super::{dispatch, forward, headers};
 use crate::config::Dialect;
-use crate::core::snapshot::RequestView;
 use crate::policy::select::Candidate;
+use crate::snapshot::RequestView;
+use crate::wire::dialect::SseKind;
 
 pub use super::response::{ProxyBody, json_response};
 

@@ -17,7 +17,7 @@ use crate::clock::SystemClock;
 use crate::config::{Config, Secret};
 use crate::console::door::Link;
 use crate::console::{self, ConsoleOptions};
-use crate::core::snapshot::Snapshot;
+use crate::snapshot::Snapshot;
 
 /// Where to attach and how to look.
 pub struct Attach {

@@ -32,10 +32,11 @@ use crate::config::Resilience;
 use crate::console::door::{Door, DoorError, Settings};
 use crate::console::settings::RuleLists;
 use crate::core::control::{ClearReport, ClearTarget, SettingsPatch, apply_patch};
-use crate::core::faults::{FaultRequest, FaultView};
-use crate::core::snapshot::{RequestView, Snapshot};
+use crate::core::faults::FaultRequest;
 use crate::core::verify::{VerifyReport, VerifyTarget};
 use crate::proxy::probe::PROBE_TIMEOUT;
+use crate::snapshot::FaultView;
+use crate::snapshot::{RequestView, Snapshot};
 
 /// `POST` here clears cooldowns (with `verify`: after a probe).
 const COOLDOWNS: &str = "/api/resilience/cooldowns";

@@ -13,8 +13,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::client::AdminClient;
 use crate::console::door::Link;
-use crate::core::snapshot::Snapshot;
-use crate::snapshot_stream::{Decoder, KEEP_ALIVE};
+use crate::snapshot::Snapshot;
+use crate::snapshot::stream::{Decoder, KEEP_ALIVE};
 
 /// First reconnect delay.
 pub const BACKOFF_START: Duration = Duration::from_millis(500);

@@ -3,10 +3,10 @@
 
 use bytes::Bytes;
 
-/// Estimated input tokens of a client request body: [`crate::proxy::body::estimate_tokens`]
+/// Estimated input tokens of a client request body: [`crate::wire::body::estimate_tokens`]
 /// (about four bytes of JSON per token, at least 1).
 pub fn estimate_input_tokens(body: &[u8]) -> u64 {
-    crate::proxy::body::estimate_tokens(body)
+    crate::wire::body::estimate_tokens(body)
 }
 
 /// The Anthropic `count_tokens` answer for `body`: `{"input_tokens": N}`.

@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 
 use super::ClientFormat;
 use crate::config::Dialect;
-use crate::proxy::dialect::{anthropic_type, openai_type};
+use crate::wire::dialect::{anthropic_type, openai_type};
 
 /// Renders an upstream error body of dialect `upstream` (answered with `status`) as the
 /// client's error JSON. The message is kept verbatim (clients and the classifier match on its

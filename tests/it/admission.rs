@@ -153,7 +153,7 @@ fn assert_no_penalty(s: &Sluice) {
     let c = &p.connections[0];
     assert_eq!(
         c.status,
-        sluice::core::snapshot::ConnectionStatus::Active,
+        sluice::snapshot::ConnectionStatus::Active,
         "{c:#?}"
     );
     assert_eq!(

@@ -470,11 +470,7 @@ async fn edits_through_sluice(case: Case) {
 
     let snap = s.wait_requests(1).await;
     let r = &snap.recent[0];
-    assert_eq!(
-        r.outcome,
-        sluice::core::snapshot::RequestOutcome::Ok,
-        "{r:#?}"
-    );
+    assert_eq!(r.outcome, sluice::snapshot::RequestOutcome::Ok, "{r:#?}");
     assert_eq!(r.stream, case.stream, "{r:#?}");
     assert_eq!(r.client_model, upstream_model, "{r:#?}");
     assert_eq!(

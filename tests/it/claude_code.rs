@@ -247,7 +247,7 @@ async fn completes_a_prompt(cli: Cli) {
     assert!(
         snap.recent.iter().any(|r| r.route == "/v1/messages"
             && r.status == 200
-            && r.outcome == sluice::core::snapshot::RequestOutcome::Ok),
+            && r.outcome == sluice::snapshot::RequestOutcome::Ok),
         "snapshot counted the request: {:#?}",
         snap.recent
     );

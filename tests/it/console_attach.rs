@@ -126,7 +126,7 @@ async fn the_snapshot_stream_needs_the_token_and_serves_several_subscribers() {
         let last = snaps.last().unwrap();
         assert_eq!(last["providers"][0]["connections"][0]["status"], "cooling");
         // The typed snapshot parses every event (what `sluice console` does).
-        let typed: sluice::core::snapshot::Snapshot = serde_json::from_value(last.clone()).unwrap();
+        let typed: sluice::snapshot::Snapshot = serde_json::from_value(last.clone()).unwrap();
         assert_eq!(typed.recent[0].status, 503);
     }
     s.stop().await;

@@ -165,7 +165,7 @@ async fn assert_cancelled(s: &Sluice, mock: &MockUpstream, gone_at: Instant, cas
     let snap = s.wait_requests(1).await;
     assert_eq!(
         snap.recent[0].outcome,
-        sluice::core::snapshot::RequestOutcome::Cancelled,
+        sluice::snapshot::RequestOutcome::Cancelled,
         "{case}: {:#?}",
         snap.recent[0]
     );
@@ -503,7 +503,7 @@ async fn a17_heartbeat_never_splits_an_event() {
     assert!(text.contains(&format!("event: content_block_delta\n{SPLIT_DATA}")));
     assert_eq!(
         s.wait_requests(1).await.recent[0].outcome,
-        sluice::core::snapshot::RequestOutcome::Ok
+        sluice::snapshot::RequestOutcome::Ok
     );
 }
 
@@ -608,7 +608,7 @@ async fn split_stream_is_relayed_byte_exact(fixture_name: &str, anthropic: bool)
         let req = snap.recent.iter().max_by_key(|r| r.id).unwrap();
         assert_eq!(
             req.outcome,
-            sluice::core::snapshot::RequestOutcome::Ok,
+            sluice::snapshot::RequestOutcome::Ok,
             "{fixture_name} {name}: {req:#?}"
         );
     }

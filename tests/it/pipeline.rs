@@ -98,10 +98,7 @@ async fn zombie_first_target_falls_back_when_heartbeat_is_shorter_than_readiness
     assert_eq!(count(&got, "event: message_start"), 1);
     let snap = s.wait_requests(1).await;
     assert_eq!(snap.recent[0].attempts, 2);
-    assert_eq!(
-        snap.recent[0].outcome,
-        sluice::core::snapshot::RequestOutcome::Ok
-    );
+    assert_eq!(snap.recent[0].outcome, sluice::snapshot::RequestOutcome::Ok);
     assert_eq!(snap.recent[0].attempt_log[0].reason, "zombie_stream");
 }
 
@@ -145,7 +142,7 @@ async fn cooldown_wait_is_recorded_and_a_waiting_stream_gets_heartbeats() {
     assert!(text.contains("event: message_stop"), "{text}");
     let snap = s.wait_requests(2).await;
     let r = &snap.recent[0];
-    assert_eq!(r.outcome, sluice::core::snapshot::RequestOutcome::Ok);
+    assert_eq!(r.outcome, sluice::snapshot::RequestOutcome::Ok);
     assert_eq!(r.waits.len(), 1, "{r:?}");
     assert!(
         r.waits[0].target.starts_with("a:key-a/"),
@@ -480,7 +477,7 @@ async fn early_head_with_no_target_left_ends_with_one_error_event() {
     let snap = s.wait_requests(1).await;
     assert_eq!(
         snap.recent[0].outcome,
-        sluice::core::snapshot::RequestOutcome::UpstreamError
+        sluice::snapshot::RequestOutcome::UpstreamError
     );
     assert_eq!(snap.recent[0].status, 200);
 }
@@ -527,7 +524,7 @@ async fn execution_budget_with_paused_time_cuts_a_stream_at_execution_max_wait()
     let c = &snap.providers[0].connections[0];
     assert_eq!(
         c.status,
-        sluice::core::snapshot::ConnectionStatus::Active,
+        sluice::snapshot::ConnectionStatus::Active,
         "sluice's own budget cools nothing: {c:?}"
     );
 }

@@ -509,7 +509,7 @@ async fn stream_ending_without_its_terminal_event_gets_an_error_event_and_cools_
     let snap = s.wait_requests(1).await;
     assert_eq!(
         snap.recent[0].outcome,
-        sluice::core::snapshot::RequestOutcome::Truncated
+        sluice::snapshot::RequestOutcome::Truncated
     );
     let conn = &snap.providers[0].connections[0];
     assert_eq!(
@@ -550,12 +550,12 @@ async fn error_event_after_content_is_relayed_and_classified_like_its_status() {
     let snap = s.wait_requests(1).await;
     assert_eq!(
         snap.recent[0].outcome,
-        sluice::core::snapshot::RequestOutcome::UpstreamError
+        sluice::snapshot::RequestOutcome::UpstreamError
     );
     let conn = &snap.providers[0].connections[0];
     assert_eq!(
         conn.status,
-        sluice::core::snapshot::ConnectionStatus::Active,
+        sluice::snapshot::ConnectionStatus::Active,
         "529-class errors never cool a connection"
     );
     assert_eq!(conn.last_error_kind, "overloaded");
@@ -1348,7 +1348,7 @@ async fn a_clients_bad_key_never_expires_the_shared_passthrough_connection() {
     );
     assert_eq!(
         s.snapshot().providers[0].connections[0].status,
-        sluice::core::snapshot::ConnectionStatus::Active
+        sluice::snapshot::ConnectionStatus::Active
     );
 }
 
@@ -1374,7 +1374,7 @@ async fn terminal_reset_endpoint_brings_back_an_injected_key() {
     assert_eq!(r.status, 402);
     assert_eq!(
         s.snapshot().providers[0].connections[0].status,
-        sluice::core::snapshot::ConnectionStatus::CreditsExhausted
+        sluice::snapshot::ConnectionStatus::CreditsExhausted
     );
 
     let reset = client::post_json(
@@ -1387,7 +1387,7 @@ async fn terminal_reset_endpoint_brings_back_an_injected_key() {
     assert_eq!(reset.json()["reset"], json!(["mine"]));
     assert_eq!(
         s.snapshot().providers[0].connections[0].status,
-        sluice::core::snapshot::ConnectionStatus::Active
+        sluice::snapshot::ConnectionStatus::Active
     );
     let again = client::post_json(
         &s.url("/v1/messages"),

@@ -171,7 +171,7 @@ async fn lifecycle_frames_are_held_and_heartbeats_keep_the_client_alive() {
     );
     assert_eq!(
         s.wait_requests(1).await.recent[0].outcome,
-        sluice::core::snapshot::RequestOutcome::Ok
+        sluice::snapshot::RequestOutcome::Ok
     );
 }
 
@@ -198,7 +198,7 @@ async fn thinking_stream_that_only_pings_within_the_stall_timeout_completes() {
     );
     assert_eq!(
         s.wait_requests(1).await.recent[0].outcome,
-        sluice::core::snapshot::RequestOutcome::Ok
+        sluice::snapshot::RequestOutcome::Ok
     );
 }
 
@@ -238,7 +238,7 @@ async fn stream_that_pings_past_the_stall_timeout_without_output_is_abandoned() 
     let snap = s.wait_requests(1).await;
     assert_eq!(
         snap.recent[0].outcome,
-        sluice::core::snapshot::RequestOutcome::Truncated
+        sluice::snapshot::RequestOutcome::Truncated
     );
     assert_eq!(
         snap.providers[0].connections[0].last_error_kind,
@@ -276,7 +276,7 @@ async fn stalled_stream_after_content_is_abandoned_with_an_error_event() {
     let snap = s.wait_requests(1).await;
     assert_eq!(
         snap.recent[0].outcome,
-        sluice::core::snapshot::RequestOutcome::Truncated
+        sluice::snapshot::RequestOutcome::Truncated
     );
     let c = &snap.providers[0].connections[0];
     assert_eq!(
@@ -358,7 +358,7 @@ async fn opt_in_throughput_watchdog_abandons_a_trickling_stream() {
     let snap = s.wait_requests(1).await;
     assert_eq!(
         snap.recent[0].outcome,
-        sluice::core::snapshot::RequestOutcome::Truncated
+        sluice::snapshot::RequestOutcome::Truncated
     );
     assert_eq!(
         snap.providers[0].connections[0].last_error_kind,
@@ -517,7 +517,7 @@ async fn a_text_turn_that_breaks_after_text_is_continued_into_one_message() {
     let snap = s.wait_requests(1).await;
     let r = &snap.recent[0];
     assert!(r.continued);
-    assert_eq!(r.outcome, sluice::core::snapshot::RequestOutcome::Ok);
+    assert_eq!(r.outcome, sluice::snapshot::RequestOutcome::Ok);
     assert_eq!(r.attempts, 2);
     let reasons: Vec<&str> = r.attempt_log.iter().map(|a| a.reason.as_str()).collect();
     assert_eq!(reasons.len(), 2, "{reasons:?}");
@@ -549,7 +549,7 @@ async fn with_continuation_off_a_break_after_text_ends_with_one_error_event() {
     assert!(!snap.recent[0].continued);
     assert_eq!(
         snap.recent[0].outcome,
-        sluice::core::snapshot::RequestOutcome::Truncated
+        sluice::snapshot::RequestOutcome::Truncated
     );
 }
 
@@ -663,7 +663,7 @@ async fn a_continuation_that_fails_ends_the_stream_with_one_error_event() {
     let snap = s.wait_requests(1).await;
     let r = &snap.recent[0];
     assert!(r.continued);
-    assert_eq!(r.outcome, sluice::core::snapshot::RequestOutcome::Truncated);
+    assert_eq!(r.outcome, sluice::snapshot::RequestOutcome::Truncated);
     assert_eq!(r.attempt_log.len(), 2, "{:?}", r.attempt_log);
     assert_eq!(r.attempt_log[1].status, 529);
 }

@@ -434,7 +434,7 @@ async fn a_chat_stream_cut_mid_tool_call_ends_with_one_anthropic_error_event() {
     let snap = t.s.wait_requests(1).await;
     assert_eq!(
         snap.recent[0].outcome,
-        sluice::core::snapshot::RequestOutcome::Truncated
+        sluice::snapshot::RequestOutcome::Truncated
     );
 }
 

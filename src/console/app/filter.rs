@@ -11,7 +11,7 @@
 use std::sync::Arc;
 
 use super::{App, Focus, connection_rows};
-use crate::core::snapshot::{ProviderView, RequestView, Snapshot};
+use crate::snapshot::{ProviderView, RequestView, Snapshot};
 
 /// True when `text` contains `needle_lower` (already lower-cased), ignoring case.
 fn has(text: &str, needle_lower: &str) -> bool {

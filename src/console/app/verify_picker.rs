@@ -5,8 +5,8 @@
 //! `Control::verify`, `n` cancels.
 
 use super::{Action, App, Confirm};
-use crate::core::snapshot::Snapshot;
 use crate::core::verify::VerifyTarget;
+use crate::snapshot::Snapshot;
 
 /// The model of a target label `provider[:connection]/model` when it is `provider`'s.
 fn model_of<'a>(label: &'a str, provider: &str) -> Option<&'a str> {

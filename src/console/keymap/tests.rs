@@ -249,7 +249,7 @@ fn an_override_drives_the_app_and_its_focus_hints() {
 
     use crate::console::app::{Action, App};
     use crate::core::control::ClearTarget;
-    use crate::core::snapshot::{ConnectionView, ProviderView, Snapshot};
+    use crate::snapshot::{ConnectionView, ProviderView, Snapshot};
 
     let snap = Snapshot {
         providers: vec![ProviderView {

@@ -14,7 +14,7 @@ use super::selectable_table;
 use super::{Col, fit, fmt_ago, fmt_countdown, frame, name_width, pick};
 use crate::console::app::{App, Focus};
 use crate::console::theme::{Role, Theme};
-use crate::core::snapshot::{BreakerState, BreakerView, ProviderView};
+use crate::snapshot::{BreakerState, BreakerView, ProviderView};
 
 /// Rows this panel would like (borders, header, one per provider).
 pub fn wanted_height(app: &App) -> u16 {

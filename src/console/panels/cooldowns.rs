@@ -15,7 +15,7 @@ use super::selectable_table;
 use super::{Col, fit, fmt_countdown, frame, name_width, pick};
 use crate::console::app::{App, Focus, connection_rows};
 use crate::console::theme::{Role, Theme};
-use crate::core::snapshot::{ConnectionView, ProviderView};
+use crate::snapshot::{ConnectionView, ProviderView};
 
 /// Rows this panel would like (borders, header, one per connection).
 pub fn wanted_height(app: &App) -> u16 {
@@ -222,7 +222,7 @@ fn cells<'a>(
 #[cfg(test)]
 mod lane_tests {
     use super::*;
-    use crate::core::snapshot::LaneView;
+    use crate::snapshot::LaneView;
 
     #[test]
     fn the_last_error_cell_shows_the_lane() {
@@ -256,7 +256,7 @@ mod lane_tests {
 
     #[test]
     fn the_last_error_cell_shows_the_limit_reset() {
-        use crate::core::snapshot::LimitResetView;
+        use crate::snapshot::LimitResetView;
         let now = 1_700_000_000_000;
         let mut c = ConnectionView {
             last_error_kind: "rate_limited".into(),

@@ -8,7 +8,7 @@ use ratatui::widgets::{Paragraph, Sparkline};
 
 use super::{fmt_ms, fmt_uptime};
 use crate::console::theme::{Role, Theme};
-use crate::core::snapshot::Snapshot;
+use crate::snapshot::Snapshot;
 
 /// Rows the header needs.
 pub const HEIGHT: u16 = 2;
@@ -216,7 +216,7 @@ pub fn render_with(
 #[cfg(test)]
 mod token_tests {
     use super::*;
-    use crate::core::snapshot::RequestView;
+    use crate::snapshot::RequestView;
 
     #[test]
     fn tokens_per_minute_counts_only_the_last_minute() {

@@ -10,7 +10,7 @@ use super::selectable_table;
 use super::{Col, fit, fmt_countdown, frame, name_width, pick};
 use crate::console::app::{App, Focus};
 use crate::console::theme::{Role, Theme};
-use crate::core::snapshot::LockoutView;
+use crate::snapshot::LockoutView;
 
 /// Rows this panel would like (borders, header, one per lockout).
 pub fn wanted_height(app: &App) -> u16 {

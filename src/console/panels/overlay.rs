@@ -12,7 +12,7 @@ use crate::console::app::{App, Confirm};
 use crate::console::keymap::{Keymap, Scope};
 use crate::console::panels::requests::route_label;
 use crate::console::theme::{Role, Theme};
-use crate::core::snapshot::{AttemptClass, RequestOutcome, RequestView};
+use crate::snapshot::{AttemptClass, RequestOutcome, RequestView};
 
 /// The help's lines: a heading per scope, then one line per command: its keys, its
 /// `[console.keys]` action name and what it does. Generated from the effective key map.

@@ -9,7 +9,7 @@ use ratatui::widgets::{Cell, Paragraph, Table, TableState};
 use super::{Col, block, fit, fmt_ms, fmt_status, pick, status_style, table_frame};
 use crate::console::app::{App, Focus};
 use crate::console::theme::{Role, Theme};
-use crate::core::snapshot::{ProviderView, Snapshot};
+use crate::snapshot::{ProviderView, Snapshot};
 
 /// Columns after the first (provider/connection, sized to the names): dialect/auth, profile,
 /// attempts, errors (`err`: attempts answered with a 5xx or not at all — transport error or

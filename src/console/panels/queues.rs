@@ -16,8 +16,8 @@ use super::selectable_table;
 use super::{Col, fit, fmt_ms, frame, name_width, pick};
 use crate::console::app::{App, Focus};
 use crate::console::theme::{Role, Theme};
-use crate::core::admission::GateView;
 use crate::policy::admission::{CapSource, GateKind};
+use crate::snapshot::GateView;
 
 /// Rows this panel would like (borders, header, one per gate; 3 when there are none).
 pub fn wanted_height(app: &App) -> u16 {

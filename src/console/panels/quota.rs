@@ -13,7 +13,7 @@ use ratatui::widgets::Paragraph;
 use super::{fmt_clock_utc, fmt_countdown, frame};
 use crate::console::app::{App, Focus, connection_rows};
 use crate::console::theme::{Role, Theme};
-use crate::core::snapshot::{ConnectionView, HeadroomRowView, ProviderView};
+use crate::snapshot::{ConnectionView, HeadroomRowView, ProviderView};
 
 /// Cells of one bar.
 pub const BAR_W: usize = 10;

@@ -11,7 +11,7 @@ use super::{
 };
 use crate::console::app::{App, Focus};
 use crate::console::theme::{Role, Theme};
-use crate::core::snapshot::{RequestOutcome, RequestView};
+use crate::snapshot::{RequestOutcome, RequestView};
 
 /// Columns: time, model → target, status, latency, attempts, outcome. Narrow panels drop the
 /// highest `drop` ranks first.

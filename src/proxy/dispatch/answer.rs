@@ -11,9 +11,9 @@ use super::super::dialect::{self, Excluded, ProxyError};
 use super::super::headers;
 use super::super::outcome::Outcome;
 use crate::clock::unix_ms;
-use crate::core::snapshot::RequestOutcome;
 use crate::policy::Classified;
 use crate::policy::select::{Exclusion, none_eligible};
+use crate::snapshot::RequestOutcome;
 
 /// The answer from the last failure, or from the exclusions when nothing was attempted.
 /// `mismatched` are the exclusions for targets of the other dialect.

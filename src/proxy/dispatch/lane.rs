@@ -7,11 +7,11 @@
 use std::time::Duration;
 
 use super::{Dispatch, log_attempt, wait};
-use crate::core::snapshot::WaitView;
 use crate::policy::lane::{self, Verdict};
 use crate::proxy::attempt::{Attempted, Target, send_attempt};
 use crate::proxy::dialect::ProxyError;
 use crate::proxy::translated::Prepared;
+use crate::snapshot::WaitView;
 
 use crate::clock::Instant;
 

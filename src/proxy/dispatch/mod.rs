@@ -26,7 +26,6 @@ pub use wait::{CooldownWait, Wait};
 
 use super::Shared;
 use super::attempt::{AttemptResult, Attempted, LastFailure, Target, send_attempt};
-use super::body::estimate_tokens;
 use super::dialect::ProxyError;
 use super::outcome::{Outcome, Streamed};
 use super::request::ClientRequest;
@@ -36,11 +35,12 @@ use super::translated::{self, Prepared, Seam};
 use crate::clock::Instant;
 use crate::core::admission::Admitted;
 use crate::core::resilience::{Ticket, success};
-use crate::core::snapshot::{AttemptView, RequestOutcome, RequestView, SkippedView, WaitView};
 use crate::policy::select::{
     self, Candidate, Exclusion, ExclusionCause, ExclusionReason, target_label,
 };
 use crate::policy::{Classified, OutcomeClass, affinity};
+use crate::snapshot::{AttemptView, RequestOutcome, RequestView, SkippedView, WaitView};
+use crate::wire::body::estimate_tokens;
 use http::Response;
 use http_body_util::Full;
 
@@ -650,7 +650,7 @@ impl Dispatch<'_> {
         let now_ms = crate::clock::unix_ms(core.clock().wall());
         let delay_ms = u64::try_from(w.delay.as_millis()).unwrap_or(u64::MAX);
         tracing::info!(model = %self.view.client_model, target = %w.target, wait_ms = delay_ms, "every target is out of quota; holding the request until the earliest reset");
-        core.begin_hold(crate::core::holds::HeldView {
+        core.begin_hold(crate::snapshot::HeldView {
             request_id: self.view.id,
             model: self.view.client_model.clone(),
             target: w.target.clone(),

@@ -290,7 +290,7 @@ mod tests {
 
     #[test]
     fn a_wait_reads_as_the_log_line_says() {
-        use crate::core::snapshot::WaitView;
+        use crate::snapshot::WaitView;
         let w = |reason: &str, waited_ms| WaitView {
             target: "a:key-a/glm-5".into(),
             reason: reason.into(),

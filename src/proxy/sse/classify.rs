@@ -26,9 +26,9 @@
 
 use serde_json::Value;
 
-use crate::proxy::dialect::SseKind;
+use crate::wire::dialect::SseKind;
 
-use super::Event;
+use crate::wire::sse::Event;
 
 /// Which SSE wire format a stream uses (the dialect module's [`SseKind`], reused).
 pub type StreamKind = SseKind;

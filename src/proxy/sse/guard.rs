@@ -4,9 +4,10 @@
 
 use std::time::Duration;
 
-use super::{Readiness, SseFramer, StreamEnd, StreamError, StreamKind, StreamTracker};
+use super::{Readiness, StreamEnd, StreamError, StreamKind, StreamTracker};
 use crate::clock::Instant;
 use crate::config::StreamSettings;
+use crate::wire::sse::SseFramer;
 
 /// Stream-guard durations, from `[resilience.stream]` (with operator overrides).
 #[derive(Debug, Clone, Copy)]

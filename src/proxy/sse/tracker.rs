@@ -12,9 +12,9 @@ use bytes::Bytes;
 use super::classify::{
     Activity, BlockEdge, EventClass, StreamError, StreamKind, Terminal, classify_event, heartbeat,
 };
-use super::{Event, Trailing};
 use crate::clock::Instant;
-use crate::proxy::dialect::sse_error_event;
+use crate::wire::dialect::sse_error_event;
+use crate::wire::sse::{Event, Trailing};
 
 /// Readiness of an attempt (§6 "Readiness").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -131,7 +131,7 @@ impl StreamTracker {
         self.throughput.observe(now, c);
     }
 
-    /// Records the events [`SseFramer::finish`](super::SseFramer::finish) returned, at `now`.
+    /// Records the events [`SseFramer::finish`](crate::wire::sse::SseFramer::finish) returned, at `now`.
     pub fn observe_trailing(&mut self, now: Instant, trailing: &Trailing) {
         for ev in &trailing.events {
             self.observe(now, ev);

@@ -5,7 +5,8 @@ use serde_json::{Value, json};
 
 use super::reply_is_empty;
 use crate::clock::{Clock, ManualClock};
-use crate::proxy::sse::{SseFramer, StreamKind, StreamTracker};
+use crate::proxy::sse::{StreamKind, StreamTracker};
+use crate::wire::sse::SseFramer;
 
 /// What the rule makes of a stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -21,7 +21,7 @@ use serde_json::Value;
 use super::response::stop::Usage;
 use super::{ClientFormat, ResponseContext, TranslateError, wire_names};
 use crate::config::Dialect;
-use crate::proxy::sse::SseFramer;
+use crate::wire::sse::SseFramer;
 
 /// Largest upstream event accepted (a whole tool call's arguments may come in one chunk).
 pub const MAX_EVENT_SIZE: usize = 16 << 20;

@@ -54,7 +54,7 @@ async fn reset_closes_an_open_breaker() {
     assert_eq!(mock.count(), 3);
     assert_eq!(
         s.snapshot().providers[0].breaker.state,
-        sluice::core::snapshot::BreakerState::Closed
+        sluice::snapshot::BreakerState::Closed
     );
 
     let all = admin(&s, Method::POST, "/api/resilience/reset", json!({})).await;
@@ -111,7 +111,7 @@ async fn clearing_cooldowns_reports_cleared_unchanged_and_skipped_terminal() {
     );
     assert_eq!(
         s.snapshot().providers[0].connections[1].status,
-        sluice::core::snapshot::ConnectionStatus::CreditsExhausted
+        sluice::snapshot::ConnectionStatus::CreditsExhausted
     );
 
     expect_status(&d.send(&s, "claude-x", &[]).await, 200, "K1 serves again");

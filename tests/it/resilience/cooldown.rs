@@ -71,7 +71,7 @@ async fn a01_second_429_in_flight_extends_the_cooldown_to_the_max() {
     );
     assert_eq!(
         s.snapshot().providers[0].breaker.state,
-        sluice::core::snapshot::BreakerState::Closed
+        sluice::snapshot::BreakerState::Closed
     );
 
     // Past the max deadline K1 serves again, and its success clears the whole record.
@@ -98,7 +98,7 @@ async fn a01_second_429_in_flight_extends_the_cooldown_to_the_max() {
 async fn wait_k1_excluded(s: &Sluice) {
     let waited = tokio::time::timeout(Duration::from_secs(5), async {
         while s.snapshot().providers[0].connections[0].status
-            == sluice::core::snapshot::ConnectionStatus::Active
+            == sluice::snapshot::ConnectionStatus::Active
         {
             tokio::time::sleep(Duration::from_millis(2)).await;
         }
@@ -166,7 +166,7 @@ async fn a_hinted_429_and_a_racing_bare_429_cool_until_the_hinted_deadline_in_ei
         let k1 = s.snapshot().providers[0].connections[0].clone();
         assert_eq!(
             k1.status,
-            sluice::core::snapshot::ConnectionStatus::Cooling,
+            sluice::snapshot::ConnectionStatus::Cooling,
             "{case}: {k1:#?}"
         );
         let until = k1
@@ -415,7 +415,7 @@ async fn credits_exhausted_is_terminal_and_never_cleared_by_the_cooldown_manager
     );
     assert_eq!(
         s.snapshot().providers[0].connections[0].status,
-        sluice::core::snapshot::ConnectionStatus::CreditsExhausted
+        sluice::snapshot::ConnectionStatus::CreditsExhausted
     );
 }
 

@@ -129,7 +129,7 @@ async fn cooldowns_lockouts_and_breakers_survive_a_restart() {
     let snap = s.snapshot();
     assert_eq!(
         snap.providers[0].connections[0].status,
-        sluice::core::snapshot::ConnectionStatus::Cooling
+        sluice::snapshot::ConnectionStatus::Cooling
     );
     assert_eq!(snap.lockouts.len(), 1);
 

@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use serde_json::{Value, json};
-use sluice::core::snapshot::{AttemptClass, RequestOutcome, Snapshot};
 use sluice::policy::breaker::BreakerState;
+use sluice::snapshot::{AttemptClass, RequestOutcome, Snapshot};
 
 use crate::support::mock_upstream::Gate;
 use crate::support::wire::anthropic_message;

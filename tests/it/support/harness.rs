@@ -13,7 +13,7 @@ use sluice::app::Running;
 use sluice::clock::{Clock, ManualClock, SystemClock};
 use sluice::config::LoadEnv;
 use sluice::core::Core;
-use sluice::core::snapshot::Snapshot;
+use sluice::snapshot::Snapshot;
 use tempfile::TempDir;
 
 use super::mock_upstream::MockUpstream;

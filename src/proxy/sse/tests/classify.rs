@@ -1,10 +1,11 @@
 //! Classification per fixture and per dialect edge case.
 
 use super::super::{
-    Activity, BlockEdge, EventClass, EventKind, SseFramer, StreamKind, Terminal, classify_event,
+    Activity, BlockEdge, EventClass, EventKind, StreamKind, Terminal, classify_event,
 };
 use super::{feed, fixture};
-use crate::proxy::dialect::sse_error_event;
+use crate::wire::dialect::sse_error_event;
+use crate::wire::sse::SseFramer;
 
 use EventKind::{Content as C, Keepalive as K, Lifecycle as L, Metadata as M, Reasoning as R};
 

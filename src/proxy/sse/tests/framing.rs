@@ -1,10 +1,8 @@
 //! Framing: the SSE framing vectors 1–10 (one test each, below) over every fixture.
 
-use super::super::{
-    ANTHROPIC_HEARTBEAT, DEFAULT_MAX_EVENT_SIZE, Event, EventKind, FEED_SLICE, FrameError,
-    OPENAI_HEARTBEAT, SseFramer, classify_event, heartbeat,
-};
+use super::super::{ANTHROPIC_HEARTBEAT, EventKind, OPENAI_HEARTBEAT, classify_event, heartbeat};
 use super::{FIXTURES, XorShift, feed, feed_cuts, fixture, with_endings, with_mixed_endings};
+use crate::wire::sse::{DEFAULT_MAX_EVENT_SIZE, Event, FEED_SLICE, FrameError, SseFramer};
 
 /// The parsed view of an event, independent of line endings.
 fn parsed(events: &[Event]) -> Vec<(Option<String>, String, bool, bool, bool)> {
@@ -301,7 +299,7 @@ fn oversized_event_is_an_error_with_bounded_buffer() {
     );
     got.extend(f.by_ref());
     assert_eq!(got.len(), 1);
-    assert!(f.pending().is_empty() && f.buf.capacity() <= limit + 1);
+    assert!(f.pending().is_empty() && f.buffer_capacity() <= limit + 1);
     assert!(f.push(small).is_err(), "the error is sticky");
     assert_eq!(f.finish().error.map(|_| ()), Some(()));
 
@@ -336,7 +334,7 @@ fn oversized_event_is_an_error_with_bounded_buffer() {
     let huge = vec![b'a'; 8 * DEFAULT_MAX_EVENT_SIZE];
     assert!(f.push(&huge).is_err());
     assert!(f.pending().is_empty());
-    assert!(f.buf.capacity() <= DEFAULT_MAX_EVENT_SIZE + FEED_SLICE);
+    assert!(f.buffer_capacity() <= DEFAULT_MAX_EVENT_SIZE + FEED_SLICE);
 }
 
 /// Vector 8 (framing half): a stream cut mid-event leaves a truncated trailing event.

@@ -5,7 +5,8 @@ mod framing;
 mod prop;
 mod tracker;
 
-use super::{Event, SseFramer, StreamKind, Trailing};
+use super::StreamKind;
+use crate::wire::sse::{DEFAULT_MAX_EVENT_SIZE, Event, SseFramer, Trailing};
 
 /// The fixtures (copies of the shared reference fixtures) with their stream kinds.
 pub(super) const FIXTURES: [(&str, StreamKind, &[u8]); 7] = [
@@ -72,7 +73,7 @@ pub(super) fn feed_cuts(input: &[u8], cuts: &[usize], max: usize) -> (Vec<Event>
 
 /// Feeds `input` whole.
 pub(super) fn feed(input: &[u8]) -> (Vec<Event>, Trailing) {
-    feed_cuts(input, &[], super::DEFAULT_MAX_EVENT_SIZE)
+    feed_cuts(input, &[], DEFAULT_MAX_EVENT_SIZE)
 }
 
 /// Tiny deterministic xorshift64 generator.

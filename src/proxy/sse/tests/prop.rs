@@ -4,7 +4,8 @@
 
 use proptest::prelude::*;
 
-use super::super::{Event, SseFramer, StreamKind, Trailing, classify_event};
+use super::super::{StreamKind, classify_event};
+use crate::wire::sse::{Event, SseFramer, Trailing};
 
 /// Cases per property: 64 (the debug build frames slowly), or 4096 with
 /// `SLUICE_RELIABILITY=long`.

@@ -3,11 +3,12 @@
 use std::time::Duration;
 
 use super::super::{
-    ANTHROPIC_HEARTBEAT, Event, OPENAI_HEARTBEAT, Readiness, SseFramer, StreamEnd, StreamKind,
-    StreamTracker, Terminal,
+    ANTHROPIC_HEARTBEAT, OPENAI_HEARTBEAT, Readiness, StreamEnd, StreamKind, StreamTracker,
+    Terminal,
 };
 use super::{FIXTURES, feed, fixture};
 use crate::clock::{Clock, Instant, ManualClock};
+use crate::wire::sse::{Event, SseFramer};
 
 fn t0() -> Instant {
     ManualClock::new().now()

@@ -18,7 +18,7 @@ use futures_util::Stream;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use crate::core::snapshot::Snapshot;
+use crate::snapshot::Snapshot;
 
 /// Least time between two snapshot events of one subscriber (at most 5 per second).
 pub const MIN_EVENT_SPACING: Duration = Duration::from_millis(200);
@@ -246,5 +246,5 @@ impl Decoder {
 }
 
 #[cfg(test)]
-#[path = "snapshot_stream_tests.rs"]
+#[path = "stream_tests.rs"]
 mod tests;

@@ -6,7 +6,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::*;
-use crate::core::snapshot::{ConnectionStatus, ConnectionView, ProviderView, RequestView};
+use crate::snapshot::{ConnectionStatus, ConnectionView, ProviderView, RequestView};
 
 fn snap(version: u64) -> Snapshot {
     Snapshot {
