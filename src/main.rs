@@ -70,7 +70,13 @@ fn main() -> ExitCode {
     {
         return run_command(command, &path);
     }
-    let cfg = match config::load(&path) {
+    serve(&cli, &path)
+}
+
+/// `sluice` (or `sluice serve`): loads the config, sets up logging, the state database and
+/// the async runtime, then runs the proxy (with the console on a terminal) until it stops.
+fn serve(cli: &Cli, path: &std::path::Path) -> ExitCode {
+    let cfg = match config::load(path) {
         Ok(c) => c,
         Err(e) => return fail(&e.to_string(), 2),
     };
@@ -90,48 +96,15 @@ fn main() -> ExitCode {
     };
     return_freed_memory();
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    if cli.reset_state {
-        // Never move a database another sluice is using: its listeners would be busy.
-        for (addr, key) in [
-            (cfg.server.listen, "server.listen"),
-            (cfg.admin.listen, "admin.listen"),
-        ] {
-            if addr.port() != 0 && std::net::TcpListener::bind(addr).is_err() {
-                return fail(
-                    &format!(
-                        "--reset-state: {addr} ({key}) is in use; stop the sluice that is running with this config first (its database stays where it is)"
-                    ),
-                    1,
-                );
-            }
-        }
-        match store::reset_state(&cfg.store.path, unix_ms(clock.wall())) {
-            Ok(Some(moved)) => eprintln!(
-                "sluice: moved the state database aside to {}",
-                moved.display()
-            ),
-            Ok(None) => eprintln!(
-                "sluice: no state database at {}; starting fresh",
-                cfg.store.path.display()
-            ),
-            Err(e) => return fail(&e.to_string(), 1),
-        }
+    if cli.reset_state
+        && let Err(code) = reset_state(&cfg, clock.as_ref())
+    {
+        return code;
     }
-    // An explicit `--theme` is checked even headless: a typo is an error, never ignored.
-    let theme = if use_console || cli.theme.is_some() {
-        let name = cli
-            .theme
-            .clone()
-            .unwrap_or_else(|| cfg.console.theme.clone());
-        match console::theme::load(&name, &theme_dirs(&path)) {
-            Ok(t) => Some(t),
-            Err(e) if cli.theme.is_some() => return fail(&e.for_flag("--theme").to_string(), 2),
-            Err(e) => return fail(&e.to_string(), 2),
-        }
-    } else {
-        None
-    }
-    .filter(|_| use_console);
+    let theme = match console_theme(cli, &cfg, path, use_console) {
+        Ok(t) => t,
+        Err(code) => return code,
+    };
     let store = match Store::open(&cfg.store) {
         Ok(s) => Arc::new(s),
         Err(e) => return fail(&e.to_string(), 1),
@@ -145,72 +118,135 @@ fn main() -> ExitCode {
         Ok(r) => r,
         Err(e) => return fail(&format!("cannot start the async runtime: {e}"), 1),
     };
-    let tick = cfg.console.tick;
-    // The Requests panel starts with the newest rows of the request log (bounded).
-    let history = if theme.is_some() {
-        app::request_history(&store, sluice::snapshot::RECENT_CAP)
-    } else {
-        Vec::new()
-    };
-    let readonly = cli.readonly;
-    let mouse = !cli.no_mouse;
-    let code = runtime.block_on(async move {
-        let running = match app::start(cfg, clock.clone(), Some(store.clone())).await {
-            Ok(r) => r,
-            Err(e) => return fail(&e.to_string(), 1),
-        };
-        // Read-only covers the admin API too, so an attached console cannot change state.
-        running.control.set_readonly(readonly);
-        let shutdown = running.shutdown_token();
-        // Signal handlers are registered here, before "listening" is printed: a signal that
-        // arrives before its handler exists takes the default action and ends the process.
-        tokio::spawn(signals(StopSignals::register(), shutdown.clone()));
-        #[cfg(unix)]
-        tokio::spawn(reload_on_hangup(hangup_signal(), running.control.clone()));
-        let console_thread = theme.map(|theme| {
-            let snapshots = running.core.subscribe();
-            let control = running.control.clone();
-            let clock = clock.clone();
-            let shutdown = shutdown.clone();
-            std::thread::Builder::new()
-                .name("sluice-console".into())
-                .spawn(move || {
-                    // Rendering must never delay a request; a frame a millisecond late is not seen.
-                    sluice::sched::background_thread();
-                    let opts = console::ConsoleOptions {
-                        theme,
-                        tick,
-                        readonly,
-                        keymap,
-                        mouse,
-                        history,
-                    };
-                    let r = console::run(snapshots, control.clone(), clock, opts, shutdown);
-                    // However the console ended, sluice stops with it.
-                    control.request_shutdown();
-                    r
-                })
-        });
-        if console_thread.is_none() {
-            eprintln!(
-                "sluice: listening on http://{} (admin http://{}); Ctrl-C to stop",
-                running.listen, running.admin_listen
-            );
-        }
-        running.wait().await;
-        store.close();
-        match console_thread {
-            Some(Ok(handle)) => match handle.join() {
-                Ok(Ok(())) => ExitCode::SUCCESS,
-                Ok(Err(e)) => fail(&format!("console error: {e}"), 1),
-                Err(_) => fail("the console thread panicked; the terminal was restored", 1),
-            },
-            Some(Err(e)) => fail(&format!("cannot start the console thread: {e}"), 1),
-            None => ExitCode::SUCCESS,
-        }
+    let console = theme.map(|theme| console::ConsoleOptions {
+        theme,
+        tick: cfg.console.tick,
+        readonly: cli.readonly,
+        keymap,
+        mouse: !cli.no_mouse,
+        // The Requests panel starts with the newest rows of the request log (bounded).
+        history: app::request_history(&store, sluice::snapshot::RECENT_CAP),
     });
+    let code = runtime.block_on(run(cfg, clock, store, console, cli.readonly));
     runtime.shutdown_timeout(std::time::Duration::from_secs(1));
     code
+}
+
+/// `--reset-state`: moves the state database aside, unless a sluice with this config is
+/// running (its listeners are busy); the exit code to end with when that fails.
+fn reset_state(cfg: &config::Config, clock: &dyn Clock) -> Result<(), ExitCode> {
+    // Never move a database another sluice is using: its listeners would be busy.
+    for (addr, key) in [
+        (cfg.server.listen, "server.listen"),
+        (cfg.admin.listen, "admin.listen"),
+    ] {
+        if addr.port() != 0 && std::net::TcpListener::bind(addr).is_err() {
+            return Err(fail(
+                &format!(
+                    "--reset-state: {addr} ({key}) is in use; stop the sluice that is running with this config first (its database stays where it is)"
+                ),
+                1,
+            ));
+        }
+    }
+    match store::reset_state(&cfg.store.path, unix_ms(clock.wall())) {
+        Ok(Some(moved)) => eprintln!(
+            "sluice: moved the state database aside to {}",
+            moved.display()
+        ),
+        Ok(None) => eprintln!(
+            "sluice: no state database at {}; starting fresh",
+            cfg.store.path.display()
+        ),
+        Err(e) => return Err(fail(&e.to_string(), 1)),
+    }
+    Ok(())
+}
+
+/// The console's theme (`--theme`, else `console.theme`) when the console runs, else `None`;
+/// the exit code to end with when it cannot be loaded. An explicit `--theme` is checked even
+/// headless: a typo is an error, never ignored.
+fn console_theme(
+    cli: &Cli,
+    cfg: &config::Config,
+    path: &std::path::Path,
+    use_console: bool,
+) -> Result<Option<console::theme::Theme>, ExitCode> {
+    if !use_console && cli.theme.is_none() {
+        return Ok(None);
+    }
+    let name = cli
+        .theme
+        .clone()
+        .unwrap_or_else(|| cfg.console.theme.clone());
+    match console::theme::load(&name, &theme_dirs(path)) {
+        Ok(t) => Ok(Some(t).filter(|_| use_console)),
+        Err(e) if cli.theme.is_some() => Err(fail(&e.for_flag("--theme").to_string(), 2)),
+        Err(e) => Err(fail(&e.to_string(), 2)),
+    }
+}
+
+/// Runs sluice on the async runtime until it stops, with the console on its own thread when
+/// `console` is set; returns the exit code.
+async fn run(
+    cfg: config::Config,
+    clock: Arc<dyn Clock>,
+    store: Arc<Store>,
+    console: Option<console::ConsoleOptions>,
+    readonly: bool,
+) -> ExitCode {
+    let running = match app::start(cfg, clock.clone(), Some(store.clone())).await {
+        Ok(r) => r,
+        Err(e) => return fail(&e.to_string(), 1),
+    };
+    // Read-only covers the admin API too, so an attached console cannot change state.
+    running.control.set_readonly(readonly);
+    let shutdown = running.shutdown_token();
+    // Signal handlers are registered here, before "listening" is printed: a signal that
+    // arrives before its handler exists takes the default action and ends the process.
+    tokio::spawn(signals(StopSignals::register(), shutdown.clone()));
+    #[cfg(unix)]
+    tokio::spawn(reload_on_hangup(hangup_signal(), running.control.clone()));
+    let console_thread = console.map(|opts| spawn_console(&running, clock.clone(), opts));
+    if console_thread.is_none() {
+        eprintln!(
+            "sluice: listening on http://{} (admin http://{}); Ctrl-C to stop",
+            running.listen, running.admin_listen
+        );
+    }
+    running.wait().await;
+    store.close();
+    match console_thread {
+        Some(Ok(handle)) => match handle.join() {
+            Ok(Ok(())) => ExitCode::SUCCESS,
+            Ok(Err(e)) => fail(&format!("console error: {e}"), 1),
+            Err(_) => fail("the console thread panicked; the terminal was restored", 1),
+        },
+        Some(Err(e)) => fail(&format!("cannot start the console thread: {e}"), 1),
+        None => ExitCode::SUCCESS,
+    }
+}
+
+/// Starts the console on its own thread, in the background scheduling class; sluice stops
+/// when the console ends, however it ends.
+fn spawn_console(
+    running: &app::Running,
+    clock: Arc<dyn Clock>,
+    opts: console::ConsoleOptions,
+) -> std::io::Result<std::thread::JoinHandle<std::io::Result<()>>> {
+    let snapshots = running.core.subscribe();
+    let control = running.control.clone();
+    let shutdown = running.shutdown_token();
+    std::thread::Builder::new()
+        .name("sluice-console".into())
+        .spawn(move || {
+            // Rendering must never delay a request; a frame a millisecond late is not seen.
+            sluice::sched::background_thread();
+            let r = console::run(snapshots, control.clone(), clock, opts, shutdown);
+            // However the console ended, sluice stops with it.
+            control.request_shutdown();
+            r
+        })
 }
 
 /// `check`, `status` and `env`: none of them sends a request upstream, so the config is

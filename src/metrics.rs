@@ -74,6 +74,7 @@ fn labels(pairs: &[(&str, &str)]) -> Labels {
 
 impl Metrics {
     /// Registers every family under the `sluice_` prefix.
+    // long-table: one registration (name, help, family) per metric family, in exposition order
     pub fn new() -> Self {
         let mut registry = Registry::with_prefix("sluice");
         let requests = Family::<Labels, Counter>::default();

@@ -433,6 +433,8 @@ impl App {
         self.command(binding.spec.cmd)
     }
 
+    /// Carries out one command: changes the view, or returns the action to perform (behind a
+    /// confirm dialog where the command asks for one).
     fn command(&mut self, cmd: Cmd) -> Option<Action> {
         match cmd {
             Cmd::Quit => return Some(Action::Quit),
@@ -440,17 +442,7 @@ impl App {
                 self.help = !self.help;
                 self.help_scroll = 0;
             }
-            Cmd::Back => {
-                if self.details {
-                    self.details = false;
-                } else if !self.marked.is_empty() {
-                    self.marked.clear();
-                    self.flash("unmarked all");
-                } else if !self.filter.is_empty() {
-                    self.set_filter("");
-                    self.flash("filter cleared");
-                }
-            }
+            Cmd::Back => self.back(),
             Cmd::FocusNext => self.focus = self.focus.step(true),
             Cmd::FocusPrev => self.focus = self.focus.step(false),
             Cmd::Focus(f) => self.focus = f,
@@ -460,13 +452,7 @@ impl App {
             Cmd::Up => self.move_by(-1),
             Cmd::First => self.move_by(isize::MIN),
             Cmd::Last => self.move_by(isize::MAX),
-            Cmd::Details => {
-                if self.selected_request().is_some() {
-                    self.details = !self.details;
-                } else {
-                    self.flash("no request selected");
-                }
-            }
+            Cmd::Details => self.toggle_details(),
             Cmd::Confirm => {
                 let c = self.confirm.take()?;
                 return self.gate(c.action, None);
@@ -482,60 +468,15 @@ impl App {
             Cmd::ClearFaults => return self.gate(Action::ClearFaults, None),
             Cmd::FaultKindNext => self.cycle_fault(fault_picker::Cycle::Kind),
             Cmd::FaultDurationNext => self.cycle_fault(fault_picker::Cycle::Duration),
-            Cmd::ResetBreaker => {
-                let Some(p) = self.snapshot.providers.get(self.circuit_selected) else {
-                    self.flash("no provider selected");
-                    return None;
-                };
-                let prompt = format!("Reset breaker '{}'?", p.id);
-                return self.gate(Action::ResetBreaker(Some(p.id.clone())), Some(prompt));
-            }
+            Cmd::ResetBreaker => return self.reset_selected_breaker(),
             Cmd::ReloadConfig => return self.gate(Action::ReloadConfig, None),
             Cmd::HistoryOlder => return Some(self.history_older()),
             Cmd::HistoryNewer => return self.history_newer(),
-            Cmd::ResetAllBreakers => {
-                // Resets every breaker, hidden by the filter or not.
-                let n = self.unfiltered().providers.len();
-                if n == 0 {
-                    self.flash("no providers");
-                    return None;
-                }
-                let prompt = format!("Reset all {n} breakers?");
-                return self.gate(Action::ResetBreaker(None), Some(prompt));
-            }
-            Cmd::Mark => {
-                let Some(id) = self.selected_connection().map(|(_, c)| c.id.clone()) else {
-                    self.flash("no connection selected");
-                    return None;
-                };
-                if !self.marked.remove(&id) {
-                    self.marked.insert(id);
-                }
-            }
-            Cmd::MarkAll => {
-                let all: BTreeSet<String> = connection_rows(&self.snapshot)
-                    .map(|(_, c)| c.id.clone())
-                    .collect();
-                if !all.is_empty() && self.marked == all {
-                    self.marked.clear();
-                    self.flash("unmarked all");
-                } else {
-                    self.flash(format!("marked {}", all.len()));
-                    self.marked = all;
-                }
-            }
+            Cmd::ResetAllBreakers => return self.reset_all_breakers(),
+            Cmd::Mark => self.toggle_mark(),
+            Cmd::MarkAll => self.toggle_mark_all(),
             Cmd::Clear => return self.clear_marked_or_current(),
-            Cmd::ClearProvider => {
-                let Some(pid) = self.selected_connection().map(|(p, _)| p.id.clone()) else {
-                    self.flash("no connection selected");
-                    return None;
-                };
-                let prompt = format!("Clear all cooldowns of provider '{pid}'?");
-                let target = ClearTarget::All {
-                    provider: Some(pid),
-                };
-                return self.gate(Action::ClearCooldowns(target), Some(prompt));
-            }
+            Cmd::ClearProvider => return self.clear_selected_provider(),
             Cmd::FieldNext
             | Cmd::FieldPrev
             | Cmd::EditField
@@ -545,24 +486,109 @@ impl App {
             | Cmd::CloseSettings
             | Cmd::AcceptInput
             | Cmd::CancelInput => {}
-            Cmd::Reenable => {
-                let Some(l) = self.selected_lockout() else {
-                    self.flash("no lockout selected");
-                    return None;
-                };
-                let prompt = format!(
-                    "Re-enable '{}' on {}:{}?",
-                    l.model, l.provider, l.connection
-                );
-                let action = Action::ReenableModel {
-                    provider: l.provider.clone(),
-                    connection: l.connection.clone(),
-                    model: l.model.clone(),
-                };
-                return self.gate(action, Some(prompt));
-            }
+            Cmd::Reenable => return self.reenable_selected(),
         }
         None
+    }
+
+    /// `Esc`: closes the details, else unmarks all, else clears the filter.
+    fn back(&mut self) {
+        if self.details {
+            self.details = false;
+        } else if !self.marked.is_empty() {
+            self.marked.clear();
+            self.flash("unmarked all");
+        } else if !self.filter.is_empty() {
+            self.set_filter("");
+            self.flash("filter cleared");
+        }
+    }
+
+    /// Opens or closes the details of the selected request.
+    fn toggle_details(&mut self) {
+        if self.selected_request().is_some() {
+            self.details = !self.details;
+        } else {
+            self.flash("no request selected");
+        }
+    }
+
+    /// Asks to reset the breaker of the selected provider.
+    fn reset_selected_breaker(&mut self) -> Option<Action> {
+        let Some(p) = self.snapshot.providers.get(self.circuit_selected) else {
+            self.flash("no provider selected");
+            return None;
+        };
+        let prompt = format!("Reset breaker '{}'?", p.id);
+        self.gate(Action::ResetBreaker(Some(p.id.clone())), Some(prompt))
+    }
+
+    /// Asks to reset every breaker, hidden by the filter or not.
+    fn reset_all_breakers(&mut self) -> Option<Action> {
+        // Resets every breaker, hidden by the filter or not.
+        let n = self.unfiltered().providers.len();
+        if n == 0 {
+            self.flash("no providers");
+            return None;
+        }
+        let prompt = format!("Reset all {n} breakers?");
+        self.gate(Action::ResetBreaker(None), Some(prompt))
+    }
+
+    /// Marks or unmarks the selected connection.
+    fn toggle_mark(&mut self) {
+        let Some(id) = self.selected_connection().map(|(_, c)| c.id.clone()) else {
+            self.flash("no connection selected");
+            return;
+        };
+        if !self.marked.remove(&id) {
+            self.marked.insert(id);
+        }
+    }
+
+    /// Marks every connection, or unmarks all when all are marked.
+    fn toggle_mark_all(&mut self) {
+        let all: BTreeSet<String> = connection_rows(&self.snapshot)
+            .map(|(_, c)| c.id.clone())
+            .collect();
+        if !all.is_empty() && self.marked == all {
+            self.marked.clear();
+            self.flash("unmarked all");
+        } else {
+            self.flash(format!("marked {}", all.len()));
+            self.marked = all;
+        }
+    }
+
+    /// Asks to clear every cooldown of the selected connection's provider.
+    fn clear_selected_provider(&mut self) -> Option<Action> {
+        let Some(pid) = self.selected_connection().map(|(p, _)| p.id.clone()) else {
+            self.flash("no connection selected");
+            return None;
+        };
+        let prompt = format!("Clear all cooldowns of provider '{pid}'?");
+        let target = ClearTarget::All {
+            provider: Some(pid),
+        };
+        self.gate(Action::ClearCooldowns(target), Some(prompt))
+    }
+
+    /// Asks to re-enable the selected locked-out model on its connection.
+    fn reenable_selected(&mut self) -> Option<Action> {
+        let Some(l) = self.selected_lockout() else {
+            self.flash("no lockout selected");
+            return None;
+        };
+        let prompt = format!(
+            "Re-enable '{}' on {}:{}?",
+            l.model, l.provider, l.connection
+        );
+        let action = Action::ReenableModel {
+            provider: l.provider.clone(),
+            connection: l.connection.clone(),
+            model: l.model.clone(),
+        };
+        self.gate(action, Some(prompt))
     }
 
     /// `c`: the marked connections in row order, else the selected one; no confirm dialog.

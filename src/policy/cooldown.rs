@@ -149,6 +149,16 @@ enum Action {
     },
 }
 
+/// The reason a failure records: `quota_exhausted` for a quota failure, else the classifier's
+/// reason (the class name when it gave none).
+fn failure_reason(c: &Classified) -> String {
+    match c.class {
+        OutcomeClass::QuotaExhausted => "quota_exhausted".to_owned(),
+        _ if c.reason.is_empty() => c.class.as_str().to_owned(),
+        _ => c.reason.clone(),
+    }
+}
+
 impl Cooldown {
     /// Records one failed attempt (§0 table, §2).
     ///
@@ -202,11 +212,29 @@ impl Cooldown {
         if self.status.is_terminal() {
             return CooldownEffect::AlreadyTerminal(self.status);
         }
-        let settings = rules.settings;
         let stale = self.cooldown_started_at.is_some_and(|s| dispatched_at < s);
         let hint = c.retry_hint.filter(|h| !h.is_zero());
+        let action = match self.action(c, stale, hint, rules) {
+            Ok(a) => a,
+            Err(effect) => return effect,
+        };
+        let cause = (failure_reason(c), c.class);
+        self.take(action, cause, stale, hint, rules, now)
+    }
+
+    /// What the failure `c` does, by its class (the 401 and rejection counters rise here);
+    /// `Err` with the effect when a stale 401 or rejection ends it early.
+    fn action(
+        &mut self,
+        c: &Classified,
+        stale: bool,
+        hint: Option<Duration>,
+        rules: &CooldownRules<'_>,
+    ) -> Result<Action, CooldownEffect> {
+        use OutcomeClass as O;
+        let settings = rules.settings;
         let long_hint = hint.filter(|h| *h > settings.quota_wait_threshold);
-        let action = match c.class {
+        Ok(match c.class {
             O::Success
             | O::ClientFault
             | O::ClientGone
@@ -222,7 +250,7 @@ impl Cooldown {
             O::CreditsExhausted => Action::Terminal(ConnectionStatus::CreditsExhausted),
             O::Auth => {
                 if stale {
-                    return CooldownEffect::Stale;
+                    return Err(CooldownEffect::Stale);
                 }
                 self.consecutive_auth_failures = self.consecutive_auth_failures.saturating_add(1);
                 if self.consecutive_auth_failures >= settings.expired_retry_max.max(1) {
@@ -236,7 +264,7 @@ impl Cooldown {
             }
             O::RequestRejected => {
                 if stale {
-                    return CooldownEffect::Stale;
+                    return Err(CooldownEffect::Stale);
                 }
                 self.consecutive_rejections = self.consecutive_rejections.saturating_add(1);
                 Action::Record
@@ -257,12 +285,23 @@ impl Cooldown {
                 fixed: None,
                 floor: hint,
             },
-        };
-        let reason = match c.class {
-            O::QuotaExhausted => "quota_exhausted".to_owned(),
-            _ if c.reason.is_empty() => c.class.as_str().to_owned(),
-            _ => c.reason.clone(),
-        };
+        })
+    }
+
+    /// Takes `action` for a failure with `cause` (its reason and class): records, enters a
+    /// terminal state, or sets a cooling / quota deadline (anti-herd and `disable_cooling`
+    /// permitting).
+    fn take(
+        &mut self,
+        action: Action,
+        cause: (String, OutcomeClass),
+        stale: bool,
+        hint: Option<Duration>,
+        rules: &CooldownRules<'_>,
+        now: Instant,
+    ) -> CooldownEffect {
+        let settings = rules.settings;
+        let (reason, class) = cause;
         match action {
             Action::Record => CooldownEffect::Recorded,
             Action::Terminal(status) => {
@@ -280,17 +319,17 @@ impl Cooldown {
             Action::Hinted(_) if stale && hint.is_none() => CooldownEffect::Stale,
             Action::Hinted(h) => {
                 let until = deadline_after(now, h.min(settings.max_cooldown));
-                self.exclude(ConnectionStatus::Cooling, until, (reason, c.class), now)
+                self.exclude(ConnectionStatus::Cooling, until, (reason, class), now)
             }
             Action::Override(d) => {
                 self.backoff_level = 0;
                 self.cooldown_started_at = Some(now);
                 let until = deadline_after(now, d);
-                self.exclude(ConnectionStatus::Cooling, until, (reason, c.class), now)
+                self.exclude(ConnectionStatus::Cooling, until, (reason, class), now)
             }
             Action::QuotaWait(h) => {
                 let until = deadline_after(now, h.min(settings.max_quota_wait));
-                self.exclude(ConnectionStatus::QuotaWait, until, (reason, c.class), now)
+                self.exclude(ConnectionStatus::QuotaWait, until, (reason, class), now)
             }
             Action::Ladder { .. } if stale => CooldownEffect::Stale,
             Action::Ladder { fixed, floor } => {
@@ -303,7 +342,7 @@ impl Cooldown {
                 self.backoff_level = level.saturating_add(1).min(max_level);
                 self.cooldown_started_at = Some(now);
                 let until = deadline_after(now, computed);
-                self.exclude(ConnectionStatus::Cooling, until, (reason, c.class), now)
+                self.exclude(ConnectionStatus::Cooling, until, (reason, class), now)
             }
         }
     }

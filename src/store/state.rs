@@ -235,78 +235,9 @@ fn u32_of(v: i64) -> u32 {
 /// Applies one write inside the writer's batch transaction.
 pub(crate) fn apply(tx: &Transaction<'_>, w: &StateWrite) -> rusqlite::Result<()> {
     match w {
-        StateWrite::Breaker(r) => {
-            tx.prepare_cached(
-                "INSERT INTO circuit_breakers (provider, state, failure_count, open_until_unix_ms, multiplier, cycles, transitions_json, updated_at_unix_ms)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
-                 ON CONFLICT (provider) DO UPDATE SET
-                    state = excluded.state, failure_count = excluded.failure_count,
-                    open_until_unix_ms = excluded.open_until_unix_ms, multiplier = excluded.multiplier,
-                    cycles = excluded.cycles, transitions_json = excluded.transitions_json,
-                    updated_at_unix_ms = excluded.updated_at_unix_ms",
-            )?
-            .execute(params![
-                r.provider,
-                r.state,
-                r.failure_count,
-                opt_sql(r.open_until_unix_ms),
-                r.multiplier,
-                r.cycles,
-                r.transitions_json,
-                to_sql_int(r.updated_at_unix_ms),
-            ])?;
-        }
-        StateWrite::Connection(r) => {
-            tx.prepare_cached(
-                "INSERT INTO connections (provider, connection, status, cooldown_until_unix_ms, cooldown_started_at_unix_ms, backoff_level, last_error, last_error_kind, last_status, last_failure_at_unix_ms, consecutive_auth_failures, consecutive_rejections, updated_at_unix_ms, reason)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)
-                 ON CONFLICT (provider, connection) DO UPDATE SET
-                    status = excluded.status, cooldown_until_unix_ms = excluded.cooldown_until_unix_ms,
-                    cooldown_started_at_unix_ms = excluded.cooldown_started_at_unix_ms,
-                    backoff_level = excluded.backoff_level, last_error = excluded.last_error,
-                    last_error_kind = excluded.last_error_kind, last_status = excluded.last_status,
-                    last_failure_at_unix_ms = excluded.last_failure_at_unix_ms,
-                    consecutive_auth_failures = excluded.consecutive_auth_failures,
-                    consecutive_rejections = excluded.consecutive_rejections,
-                    updated_at_unix_ms = excluded.updated_at_unix_ms, reason = excluded.reason",
-            )?
-            .execute(params![
-                r.provider,
-                r.connection,
-                r.status,
-                opt_sql(r.cooldown_until_unix_ms),
-                opt_sql(r.cooldown_started_at_unix_ms),
-                r.backoff_level,
-                r.last_error,
-                r.last_error_kind,
-                r.last_status,
-                opt_sql(r.last_failure_at_unix_ms),
-                r.consecutive_auth_failures,
-                r.consecutive_rejections,
-                to_sql_int(r.updated_at_unix_ms),
-                r.reason,
-            ])?;
-        }
-        StateWrite::Lockout(r) => {
-            tx.prepare_cached(
-                "INSERT INTO model_lockouts (provider, connection, model, scope, reason, failures, until_unix_ms, updated_at_unix_ms)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
-                 ON CONFLICT (provider, connection, model) DO UPDATE SET
-                    scope = excluded.scope, reason = excluded.reason, failures = excluded.failures,
-                    until_unix_ms = excluded.until_unix_ms,
-                    updated_at_unix_ms = excluded.updated_at_unix_ms",
-            )?
-            .execute(params![
-                r.provider,
-                r.connection,
-                r.model,
-                r.scope,
-                r.reason,
-                r.failures,
-                to_sql_int(r.until_unix_ms),
-                to_sql_int(r.updated_at_unix_ms),
-            ])?;
-        }
+        StateWrite::Breaker(r) => upsert_breaker(tx, r)?,
+        StateWrite::Connection(r) => upsert_connection(tx, r)?,
+        StateWrite::Lockout(r) => upsert_lockout(tx, r)?,
         StateWrite::DeleteLockout {
             provider,
             connection,
@@ -347,56 +278,153 @@ pub(crate) fn apply(tx: &Transaction<'_>, w: &StateWrite) -> rusqlite::Result<()
             tx.prepare_cached("DELETE FROM circuit_breakers WHERE provider = ?1")?
                 .execute(params![provider])?;
         }
-        StateWrite::Affinity(r) => {
-            tx.prepare_cached(
-                "INSERT INTO session_affinity (session_key, provider, connection, expires_at_unix_ms)
-                 VALUES (?1, ?2, ?3, ?4)
-                 ON CONFLICT (session_key) DO UPDATE SET
-                    provider = excluded.provider, connection = excluded.connection,
-                    expires_at_unix_ms = excluded.expires_at_unix_ms",
-            )?
-            .execute(params![
-                r.session_key,
-                r.provider,
-                r.connection,
-                to_sql_int(r.expires_at_unix_ms),
-            ])?;
-        }
+        StateWrite::Affinity(r) => upsert_affinity(tx, r)?,
         StateWrite::DeleteAffinity { session_key } => {
             tx.prepare_cached("DELETE FROM session_affinity WHERE session_key = ?1")?
                 .execute(params![session_key])?;
         }
-        StateWrite::Lease(r) => {
-            tx.prepare_cached(
-                "INSERT INTO session_leases (provider, connection, generation, owner_sha256, expires_at_unix_ms, updated_at_unix_ms)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-                 ON CONFLICT (provider, connection) DO UPDATE SET
-                    generation = excluded.generation, owner_sha256 = excluded.owner_sha256,
-                    expires_at_unix_ms = excluded.expires_at_unix_ms,
-                    updated_at_unix_ms = excluded.updated_at_unix_ms",
-            )?
-            .execute(params![
-                r.provider,
-                r.connection,
-                to_sql_int(r.generation),
-                r.owner_sha256,
-                to_sql_int(r.expires_at_unix_ms),
-                to_sql_int(r.updated_at_unix_ms),
-            ])?;
-        }
-        StateWrite::Setting(r) => {
-            tx.prepare_cached(
-                "INSERT INTO settings (key, value_json, updated_at_unix_ms) VALUES (?1, ?2, ?3)
-                 ON CONFLICT (key) DO UPDATE SET
-                    value_json = excluded.value_json, updated_at_unix_ms = excluded.updated_at_unix_ms",
-            )?
-            .execute(params![r.key, r.value_json, to_sql_int(r.updated_at_unix_ms)])?;
-        }
+        StateWrite::Lease(r) => upsert_lease(tx, r)?,
+        StateWrite::Setting(r) => upsert_setting(tx, r)?,
         StateWrite::DeleteSetting { key } => {
             tx.prepare_cached("DELETE FROM settings WHERE key = ?1")?
                 .execute(params![key])?;
         }
     }
+    Ok(())
+}
+
+/// Inserts or replaces a breaker row.
+fn upsert_breaker(tx: &Transaction<'_>, r: &BreakerRow) -> rusqlite::Result<()> {
+    tx.prepare_cached(
+        "INSERT INTO circuit_breakers (provider, state, failure_count, open_until_unix_ms, multiplier, cycles, transitions_json, updated_at_unix_ms)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+         ON CONFLICT (provider) DO UPDATE SET
+            state = excluded.state, failure_count = excluded.failure_count,
+            open_until_unix_ms = excluded.open_until_unix_ms, multiplier = excluded.multiplier,
+            cycles = excluded.cycles, transitions_json = excluded.transitions_json,
+            updated_at_unix_ms = excluded.updated_at_unix_ms",
+    )?
+    .execute(params![
+        r.provider,
+        r.state,
+        r.failure_count,
+        opt_sql(r.open_until_unix_ms),
+        r.multiplier,
+        r.cycles,
+        r.transitions_json,
+        to_sql_int(r.updated_at_unix_ms),
+    ])?;
+    Ok(())
+}
+
+/// Inserts or replaces a connection's state row.
+fn upsert_connection(tx: &Transaction<'_>, r: &ConnectionRow) -> rusqlite::Result<()> {
+    tx.prepare_cached(
+        "INSERT INTO connections (provider, connection, status, cooldown_until_unix_ms, cooldown_started_at_unix_ms, backoff_level, last_error, last_error_kind, last_status, last_failure_at_unix_ms, consecutive_auth_failures, consecutive_rejections, updated_at_unix_ms, reason)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)
+         ON CONFLICT (provider, connection) DO UPDATE SET
+            status = excluded.status, cooldown_until_unix_ms = excluded.cooldown_until_unix_ms,
+            cooldown_started_at_unix_ms = excluded.cooldown_started_at_unix_ms,
+            backoff_level = excluded.backoff_level, last_error = excluded.last_error,
+            last_error_kind = excluded.last_error_kind, last_status = excluded.last_status,
+            last_failure_at_unix_ms = excluded.last_failure_at_unix_ms,
+            consecutive_auth_failures = excluded.consecutive_auth_failures,
+            consecutive_rejections = excluded.consecutive_rejections,
+            updated_at_unix_ms = excluded.updated_at_unix_ms, reason = excluded.reason",
+    )?
+    .execute(params![
+        r.provider,
+        r.connection,
+        r.status,
+        opt_sql(r.cooldown_until_unix_ms),
+        opt_sql(r.cooldown_started_at_unix_ms),
+        r.backoff_level,
+        r.last_error,
+        r.last_error_kind,
+        r.last_status,
+        opt_sql(r.last_failure_at_unix_ms),
+        r.consecutive_auth_failures,
+        r.consecutive_rejections,
+        to_sql_int(r.updated_at_unix_ms),
+        r.reason,
+    ])?;
+    Ok(())
+}
+
+/// Inserts or replaces a lockout row.
+fn upsert_lockout(tx: &Transaction<'_>, r: &LockoutRow) -> rusqlite::Result<()> {
+    tx.prepare_cached(
+        "INSERT INTO model_lockouts (provider, connection, model, scope, reason, failures, until_unix_ms, updated_at_unix_ms)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+         ON CONFLICT (provider, connection, model) DO UPDATE SET
+            scope = excluded.scope, reason = excluded.reason, failures = excluded.failures,
+            until_unix_ms = excluded.until_unix_ms,
+            updated_at_unix_ms = excluded.updated_at_unix_ms",
+    )?
+    .execute(params![
+        r.provider,
+        r.connection,
+        r.model,
+        r.scope,
+        r.reason,
+        r.failures,
+        to_sql_int(r.until_unix_ms),
+        to_sql_int(r.updated_at_unix_ms),
+    ])?;
+    Ok(())
+}
+
+/// Inserts or replaces a session pin.
+fn upsert_affinity(tx: &Transaction<'_>, r: &AffinityRow) -> rusqlite::Result<()> {
+    tx.prepare_cached(
+        "INSERT INTO session_affinity (session_key, provider, connection, expires_at_unix_ms)
+         VALUES (?1, ?2, ?3, ?4)
+         ON CONFLICT (session_key) DO UPDATE SET
+            provider = excluded.provider, connection = excluded.connection,
+            expires_at_unix_ms = excluded.expires_at_unix_ms",
+    )?
+    .execute(params![
+        r.session_key,
+        r.provider,
+        r.connection,
+        to_sql_int(r.expires_at_unix_ms),
+    ])?;
+    Ok(())
+}
+
+/// Inserts or replaces a session lease.
+fn upsert_lease(tx: &Transaction<'_>, r: &LeaseRow) -> rusqlite::Result<()> {
+    tx.prepare_cached(
+        "INSERT INTO session_leases (provider, connection, generation, owner_sha256, expires_at_unix_ms, updated_at_unix_ms)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+         ON CONFLICT (provider, connection) DO UPDATE SET
+            generation = excluded.generation, owner_sha256 = excluded.owner_sha256,
+            expires_at_unix_ms = excluded.expires_at_unix_ms,
+            updated_at_unix_ms = excluded.updated_at_unix_ms",
+    )?
+    .execute(params![
+        r.provider,
+        r.connection,
+        to_sql_int(r.generation),
+        r.owner_sha256,
+        to_sql_int(r.expires_at_unix_ms),
+        to_sql_int(r.updated_at_unix_ms),
+    ])?;
+    Ok(())
+}
+
+/// Inserts or replaces a runtime setting.
+fn upsert_setting(tx: &Transaction<'_>, r: &SettingRow) -> rusqlite::Result<()> {
+    tx.prepare_cached(
+        "INSERT INTO settings (key, value_json, updated_at_unix_ms) VALUES (?1, ?2, ?3)
+         ON CONFLICT (key) DO UPDATE SET
+            value_json = excluded.value_json, updated_at_unix_ms = excluded.updated_at_unix_ms",
+    )?
+    .execute(params![
+        r.key,
+        r.value_json,
+        to_sql_int(r.updated_at_unix_ms)
+    ])?;
     Ok(())
 }
 
@@ -428,8 +456,27 @@ fn query<T>(
 /// Reads every state table in one read transaction (a consistent snapshot).
 pub(crate) fn load(conn: &Connection) -> rusqlite::Result<PersistedState> {
     let tx = conn.unchecked_transaction()?;
-    let breakers = query(
-        &tx,
+    let breakers = read_breakers(&tx)?;
+    let connections = read_connections(&tx)?;
+    let lockouts = read_lockouts(&tx)?;
+    let affinity = read_affinity(&tx)?;
+    let settings = read_settings(&tx)?;
+    let leases = read_leases(&tx)?;
+    tx.finish()?;
+    Ok(PersistedState {
+        leases,
+        breakers,
+        connections,
+        lockouts,
+        affinity,
+        settings,
+    })
+}
+
+/// Every row of the circuit breakers table.
+fn read_breakers(conn: &Connection) -> rusqlite::Result<Vec<BreakerRow>> {
+    query(
+        conn,
         "SELECT provider, state, failure_count, open_until_unix_ms, multiplier, cycles, transitions_json, updated_at_unix_ms
          FROM circuit_breakers ORDER BY provider",
         |r| {
@@ -444,9 +491,13 @@ pub(crate) fn load(conn: &Connection) -> rusqlite::Result<PersistedState> {
                 updated_at_unix_ms: u64_of(r.get(7)?),
             })
         },
-    )?;
-    let connections = query(
-        &tx,
+    )
+}
+
+/// Every row of the connection states table.
+fn read_connections(conn: &Connection) -> rusqlite::Result<Vec<ConnectionRow>> {
+    query(
+        conn,
         "SELECT provider, connection, status, cooldown_until_unix_ms, cooldown_started_at_unix_ms, backoff_level, last_error, last_error_kind, last_status, last_failure_at_unix_ms, consecutive_auth_failures, consecutive_rejections, updated_at_unix_ms, reason
          FROM connections ORDER BY provider, connection",
         |r| {
@@ -469,9 +520,13 @@ pub(crate) fn load(conn: &Connection) -> rusqlite::Result<PersistedState> {
                 reason: r.get(13)?,
             })
         },
-    )?;
-    let lockouts = query(
-        &tx,
+    )
+}
+
+/// Every row of the model lockouts table.
+fn read_lockouts(conn: &Connection) -> rusqlite::Result<Vec<LockoutRow>> {
+    query(
+        conn,
         "SELECT provider, connection, model, scope, reason, failures, until_unix_ms, updated_at_unix_ms
          FROM model_lockouts ORDER BY provider, connection, model",
         |r| {
@@ -486,9 +541,13 @@ pub(crate) fn load(conn: &Connection) -> rusqlite::Result<PersistedState> {
                 updated_at_unix_ms: u64_of(r.get(7)?),
             })
         },
-    )?;
-    let affinity = query(
-        &tx,
+    )
+}
+
+/// Every row of the session pins table.
+fn read_affinity(conn: &Connection) -> rusqlite::Result<Vec<AffinityRow>> {
+    query(
+        conn,
         "SELECT session_key, provider, connection, expires_at_unix_ms
          FROM session_affinity ORDER BY session_key",
         |r| {
@@ -499,9 +558,13 @@ pub(crate) fn load(conn: &Connection) -> rusqlite::Result<PersistedState> {
                 expires_at_unix_ms: u64_of(r.get(3)?),
             })
         },
-    )?;
-    let settings = query(
-        &tx,
+    )
+}
+
+/// Every row of the runtime settings table.
+fn read_settings(conn: &Connection) -> rusqlite::Result<Vec<SettingRow>> {
+    query(
+        conn,
         "SELECT key, value_json, updated_at_unix_ms FROM settings ORDER BY key",
         |r| {
             Ok(SettingRow {
@@ -510,9 +573,13 @@ pub(crate) fn load(conn: &Connection) -> rusqlite::Result<PersistedState> {
                 updated_at_unix_ms: u64_of(r.get(2)?),
             })
         },
-    )?;
-    let leases = query(
-        &tx,
+    )
+}
+
+/// Every row of the session leases table.
+fn read_leases(conn: &Connection) -> rusqlite::Result<Vec<LeaseRow>> {
+    query(
+        conn,
         "SELECT provider, connection, generation, owner_sha256, expires_at_unix_ms, updated_at_unix_ms
          FROM session_leases ORDER BY provider, connection",
         |r| {
@@ -525,14 +592,5 @@ pub(crate) fn load(conn: &Connection) -> rusqlite::Result<PersistedState> {
                 updated_at_unix_ms: u64_of(r.get(5)?),
             })
         },
-    )?;
-    tx.finish()?;
-    Ok(PersistedState {
-        leases,
-        breakers,
-        connections,
-        lockouts,
-        affinity,
-        settings,
-    })
+    )
 }

@@ -89,6 +89,32 @@ pub fn render_with(
     now_unix_ms: u64,
     notice: Option<&str>,
 ) {
+    let first = top_line(snap, theme, now_unix_ms, notice);
+    let second = traffic_line(snap, theme, now_unix_ms);
+    let text_w = u16::try_from(first.width().max(second.width())).unwrap_or(u16::MAX);
+    let spark_w = area.width.saturating_sub(text_w.saturating_add(2)).min(60);
+    let [text_area, _, spark_area] = if spark_w >= MIN_SPARK {
+        Layout::horizontal([
+            Constraint::Fill(1),
+            Constraint::Length(2),
+            Constraint::Length(spark_w),
+        ])
+        .areas(area)
+    } else {
+        [area, Rect::default(), Rect::default()]
+    };
+    f.render_widget(Paragraph::new(vec![first, second]), text_area);
+    render_sparkline(f, spark_area, snap, theme);
+}
+
+/// The top row: the badges (`notice`, `DRAINING`, injected faults, held requests), then
+/// name, listen and admin addresses and uptime.
+fn top_line(
+    snap: &Snapshot,
+    theme: &Theme,
+    now_unix_ms: u64,
+    notice: Option<&str>,
+) -> Line<'static> {
     let muted = theme.style(Role::Muted);
     let mut first = Vec::new();
     if let Some(n) = notice {
@@ -137,6 +163,13 @@ pub fn render_with(
         Span::styled("  up ", muted),
         Span::raw(uptime),
     ]);
+    Line::from(first)
+}
+
+/// The second row: the last minute's traffic (req/s, in-flight, success ratio, p50 / p99),
+/// and tokens per minute once an upstream reported them.
+fn traffic_line(snap: &Snapshot, theme: &Theme, now_unix_ms: u64) -> Line<'static> {
+    let muted = theme.style(Role::Muted);
     let w = &snap.last_minute;
     // Nothing finished in the window: no ratio or latency to show, so `—`, not `ok 100.0%`.
     let idle = w.req_per_s <= 0.0 && w.sparkline.iter().all(|&n| n == 0);
@@ -180,24 +213,18 @@ pub fn render_with(
         second.push(Span::styled("  tok/min ", muted));
         second.push(Span::raw(tpm.to_string()));
     }
-    let (first, second) = (Line::from(first), Line::from(second));
-    let text_w = u16::try_from(first.width().max(second.width())).unwrap_or(u16::MAX);
-    let spark_w = area.width.saturating_sub(text_w.saturating_add(2)).min(60);
-    let [text_area, _, spark_area] = if spark_w >= MIN_SPARK {
-        Layout::horizontal([
-            Constraint::Fill(1),
-            Constraint::Length(2),
-            Constraint::Length(spark_w),
-        ])
-        .areas(area)
-    } else {
-        [area, Rect::default(), Rect::default()]
-    };
-    f.render_widget(Paragraph::new(vec![first, second]), text_area);
-    if !spark_area.is_empty() {
+    Line::from(second)
+}
+
+/// The sparkline of requests finished per second over the last minute, under its label, in
+/// `area` (nothing when the header had no room for it).
+fn render_sparkline(f: &mut Frame, area: Rect, snap: &Snapshot, theme: &Theme) {
+    let muted = theme.style(Role::Muted);
+    let w = &snap.last_minute;
+    if !area.is_empty() {
         // Row one labels the bars on row two (requests finished per second, last minute).
         let [label_area, spark_area] =
-            Layout::vertical([Constraint::Length(1), Constraint::Min(0)]).areas(spark_area);
+            Layout::vertical([Constraint::Length(1), Constraint::Min(0)]).areas(area);
         f.render_widget(
             Paragraph::new(Span::styled(SPARK_LABEL, muted)).right_aligned(),
             label_area,

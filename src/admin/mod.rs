@@ -25,9 +25,10 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 mod faults;
+mod resilience;
 mod verify;
 
-use crate::core::control::{ClearTarget, Control, ControlError, SettingsPatch};
+use crate::core::control::{Control, ControlError};
 use crate::proxy::response::{json_bytes_response, json_response};
 use crate::proxy::server::{Limits, serve_http};
 use crate::snapshot::Snapshot;
@@ -98,57 +99,76 @@ async fn snapshot_json(control: &Control) -> Response<Full<Bytes>> {
     error(StatusCode::INTERNAL_SERVER_ERROR, &failed)
 }
 
+/// Answers one admin request: the health probes first, then the token and read-only gates,
+/// then the route for the method and path.
 async fn handle(control: &Control, req: Request<Incoming>) -> Response<Full<Bytes>> {
     let path = req.uri().path().trim_end_matches('/').to_string();
     let method = req.method().clone();
     let get = method == Method::GET || method == Method::HEAD;
-    match path.as_str() {
-        "/livez" | "/healthz" if get => {
-            return json_response(StatusCode::OK, json!({"status": "ok"}));
-        }
-        "/readyz" if get => {
-            return if control.is_draining() {
-                json_response(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    json!({"status": "draining"}),
-                )
-            } else {
-                json_response(StatusCode::OK, json!({"status": "ready"}))
-            };
-        }
-        _ => {}
-    }
-    if !authorized(control, &req) {
-        let mut r = error(
-            StatusCode::UNAUTHORIZED,
-            "missing or wrong admin token; send Authorization: Bearer <token from admin.token_env>",
-        );
-        r.headers_mut()
-            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    if get && let Some(r) = probe(control, &path) {
         return r;
     }
-    if control.is_readonly() && !get {
-        return error(
-            StatusCode::FORBIDDEN,
-            "sluice runs read-only (--readonly): operator actions are refused",
-        );
+    if let Some(r) = refusal(control, &req, get) {
+        return r;
     }
     let query = req.uri().query().unwrap_or("").to_string();
     let body = match read_body(req).await {
         Ok(b) => b,
         Err(r) => return r,
     };
-    match (method.as_str(), path.as_str()) {
+    route(control, &method, &path, &query, &body).await
+}
+
+/// The answer of a health probe (`/livez`, `/healthz`, `/readyz`), open without a token;
+/// `None` for any other path.
+fn probe(control: &Control, path: &str) -> Option<Response<Full<Bytes>>> {
+    match path {
+        "/livez" | "/healthz" => Some(json_response(StatusCode::OK, json!({"status": "ok"}))),
+        "/readyz" => Some(if control.is_draining() {
+            json_response(
+                StatusCode::SERVICE_UNAVAILABLE,
+                json!({"status": "draining"}),
+            )
+        } else {
+            json_response(StatusCode::OK, json!({"status": "ready"}))
+        }),
+        _ => None,
+    }
+}
+
+/// 401 without the admin token, 403 for an action (not GET/HEAD) on a read-only sluice;
+/// `None` when the request may go on.
+fn refusal(control: &Control, req: &Request<Incoming>, get: bool) -> Option<Response<Full<Bytes>>> {
+    if !authorized(control, req) {
+        let mut r = error(
+            StatusCode::UNAUTHORIZED,
+            "missing or wrong admin token; send Authorization: Bearer <token from admin.token_env>",
+        );
+        r.headers_mut()
+            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        return Some(r);
+    }
+    if control.is_readonly() && !get {
+        return Some(error(
+            StatusCode::FORBIDDEN,
+            "sluice runs read-only (--readonly): operator actions are refused",
+        ));
+    }
+    None
+}
+
+/// The route table: the answer of `method path` (with its query string and body) for an
+/// authorized request; 405 for another method on a known path, 404 for an unknown one.
+async fn route(
+    control: &Control,
+    method: &Method,
+    path: &str,
+    query: &str,
+    body: &[u8],
+) -> Response<Full<Bytes>> {
+    match (method.as_str(), path) {
         ("GET" | "HEAD", "/api/snapshot") => snapshot_json(control).await,
-        ("GET" | "HEAD", "/metrics") => {
-            let text = control.metrics_text();
-            let mut r = Response::new(Full::new(Bytes::from(text)));
-            r.headers_mut().insert(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("text/plain; version=0.0.4"),
-            );
-            r
-        }
+        ("GET" | "HEAD", "/metrics") => metrics(control),
         ("GET" | "HEAD", "/api/queues") => {
             json_response(StatusCode::OK, json!({"queues": control.gate_views()}))
         }
@@ -156,177 +176,22 @@ async fn handle(control: &Control, req: Request<Incoming>) -> Response<Full<Byte
             json_response(StatusCode::OK, health(&control.snapshot()))
         }
         ("POST", "/api/config/reload") => reload(control),
-        ("GET" | "HEAD", "/api/requests") => request_log_page(control, &query),
-        ("POST", "/api/resilience/reset") => {
-            #[derive(Deserialize, Default)]
-            #[serde(deny_unknown_fields)]
-            struct ResetBody {
-                provider: Option<String>,
-                connection: Option<String>,
-                verify: Option<String>,
-            }
-            let b: ResetBody = match parse_json(&body) {
-                Ok(b) => b,
-                Err(r) => return *r,
-            };
-            if let Some(model) = &b.verify {
-                let (p, c) = (b.provider.as_deref(), b.connection.as_deref());
-                return verify::reset(control, p, c, model).await;
-            }
-            if b.connection.is_some() {
-                return error(
-                    StatusCode::BAD_REQUEST,
-                    "connection: only used with verify (the breaker is the provider's)",
-                );
-            }
-            answer(
-                control
-                    .reset_breakers(b.provider.as_deref())
-                    .map(|ids| json!({"reset": ids})),
-            )
-        }
+        ("GET" | "HEAD", "/api/requests") => request_log_page(control, query),
+        ("POST", "/api/resilience/reset") => resilience::reset(control, body).await,
         ("GET" | "HEAD", "/api/faults") => faults::list(control),
-        ("POST", "/api/faults") => faults::inject(control, &body),
-        ("DELETE", "/api/faults") => faults::clear(control, &query),
-        ("GET" | "HEAD", "/api/resilience/cooldowns") => {
-            let provider = query_param(&query, "provider");
-            if let Some(p) = &provider
-                && control.config().provider(p).is_none()
-            {
-                return error(StatusCode::NOT_FOUND, &format!("unknown provider '{p}'"));
-            }
-            json_response(
-                StatusCode::OK,
-                cooldowns(&control.snapshot(), provider.as_deref()),
-            )
-        }
-        ("POST", "/api/resilience/cooldowns") => {
-            #[derive(Deserialize)]
-            #[serde(deny_unknown_fields, rename_all = "camelCase")]
-            struct ClearBody {
-                connection_ids: Option<Vec<String>>,
-                all: Option<bool>,
-                provider: Option<String>,
-                verify: Option<String>,
-            }
-            let b: ClearBody = match parse_json(&body) {
-                Ok(b) => b,
-                Err(r) => return *r,
-            };
-            if let Some(model) = &b.verify {
-                return match (&b.connection_ids, b.all, &b.provider) {
-                    (Some(ids), None | Some(false), None) => {
-                        verify::clear(control, ids, model).await
-                    }
-                    _ => error(
-                        StatusCode::BAD_REQUEST,
-                        "verify probes named connections: send {\"connectionIds\": [..], \"verify\": \"<model>\"}",
-                    ),
-                };
-            }
-            let target = match (b.connection_ids, b.all) {
-                (Some(ids), None | Some(false)) if b.provider.is_none() => {
-                    ClearTarget::Connections(ids)
-                }
-                (None, Some(true)) => ClearTarget::All {
-                    provider: b.provider,
-                },
-                _ => {
-                    return error(
-                        StatusCode::BAD_REQUEST,
-                        "send {\"connectionIds\": [..]} or {\"all\": true, \"provider\"?: \"..\"}",
-                    );
-                }
-            };
-            answer(control.clear_cooldowns(&target).and_then(|r| {
-                serde_json::to_value(r).map_err(|e| ControlError::Invalid {
-                    field: "report".into(),
-                    message: e.to_string(),
-                })
-            }))
-        }
-        ("POST", "/api/resilience/terminal-reset") => {
-            #[derive(Deserialize)]
-            #[serde(deny_unknown_fields, rename_all = "camelCase")]
-            struct ResetTerminal {
-                connection_ids: Vec<String>,
-            }
-            let b: ResetTerminal = match parse_json(&body) {
-                Ok(b) => b,
-                Err(r) => return *r,
-            };
-            let mut reset = Vec::new();
-            let mut unchanged = Vec::new();
-            for id in b.connection_ids {
-                match control.reset_terminal(&id) {
-                    Ok(true) => reset.push(id),
-                    Ok(false) => unchanged.push(id),
-                    Err(e) => return answer(Err(e)),
-                }
-            }
-            json_response(
-                StatusCode::OK,
-                json!({"reset": reset, "unchanged": unchanged}),
-            )
-        }
+        ("POST", "/api/faults") => faults::inject(control, body),
+        ("DELETE", "/api/faults") => faults::clear(control, query),
+        ("GET" | "HEAD", "/api/resilience/cooldowns") => resilience::cooldowns(control, query),
+        ("POST", "/api/resilience/cooldowns") => resilience::clear_cooldowns(control, body).await,
+        ("POST", "/api/resilience/terminal-reset") => resilience::terminal_reset(control, body),
         ("GET" | "HEAD", "/api/resilience/model-cooldowns") => {
             json_response(StatusCode::OK, model_cooldowns(&control.snapshot()))
         }
-        ("DELETE", "/api/resilience/model-cooldowns") => {
-            #[derive(Deserialize)]
-            #[serde(deny_unknown_fields)]
-            struct Reenable {
-                provider: String,
-                connection: String,
-                model: String,
-            }
-            let b: Reenable = match parse_json(&body) {
-                Ok(b) => b,
-                Err(r) => return *r,
-            };
-            answer(
-                control
-                    .reenable_model(&b.provider, &b.connection, &b.model)
-                    .map(|removed| json!({"removed": removed})),
-            )
-        }
-        ("GET" | "HEAD", "/api/resilience") => {
-            let (settings, overrides) = control.settings();
-            json_response(
-                StatusCode::OK,
-                json!({"settings": settings, "overrides": overrides, "file": control.file_settings(), "rules": control.rules(), "file_rules": control.file_rules()}),
-            )
-        }
-        ("PUT", "/api/resilience") => {
-            let overrides: SettingsPatch = match parse_json(&body) {
-                Ok(p) => p,
-                Err(r) => return *r,
-            };
-            answer(
-                control
-                    .replace_settings(&overrides)
-                    .map(|s| json!({"settings": s, "overrides": control.settings().1})),
-            )
-        }
-        ("PATCH", "/api/resilience") => {
-            let patch: SettingsPatch = match parse_json(&body) {
-                Ok(p) => p,
-                Err(r) => return *r,
-            };
-            answer(
-                control
-                    .patch_settings(&patch)
-                    .map(|s| json!({"settings": s, "overrides": control.settings().1})),
-            )
-        }
-        ("DELETE", "/api/resilience") => {
-            control.revert_settings();
-            let (settings, _) = control.settings();
-            json_response(
-                StatusCode::OK,
-                json!({"settings": settings, "overrides": {}}),
-            )
-        }
+        ("DELETE", "/api/resilience/model-cooldowns") => resilience::reenable_model(control, body),
+        ("GET" | "HEAD", "/api/resilience") => resilience::settings(control),
+        ("PUT", "/api/resilience") => resilience::replace_settings(control, body),
+        ("PATCH", "/api/resilience") => resilience::patch_settings(control, body),
+        ("DELETE", "/api/resilience") => resilience::revert_settings(control),
         (
             _,
             "/api/snapshot"
@@ -348,6 +213,17 @@ async fn handle(control: &Control, req: Request<Incoming>) -> Response<Full<Byte
             &format!("no admin route {method} {path}"),
         ),
     }
+}
+
+/// `GET /metrics`: the Prometheus text exposition.
+fn metrics(control: &Control) -> Response<Full<Bytes>> {
+    let text = control.metrics_text();
+    let mut r = Response::new(Full::new(Bytes::from(text)));
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; version=0.0.4"),
+    );
+    r
 }
 
 async fn read_body(req: Request<Incoming>) -> Result<Bytes, Response<Full<Bytes>>> {
