@@ -283,32 +283,7 @@ impl Control {
     pub fn clear_cooldowns(&self, target: &ClearTarget) -> Result<ClearReport, ControlError> {
         let _config = self.no_reload();
         let cfg = self.core.config().clone();
-        let mut wanted: Vec<(usize, usize)> = Vec::new();
-        match target {
-            ClearTarget::Connections(ids) => {
-                for id in ids {
-                    let found = cfg.providers.iter().enumerate().find_map(|(i, p)| {
-                        p.connections
-                            .iter()
-                            .position(|c| &c.id == id)
-                            .map(|j| (i, j))
-                    });
-                    wanted.push(found.ok_or_else(|| ControlError::UnknownConnection(id.clone()))?);
-                }
-            }
-            ClearTarget::All { provider } => {
-                if let Some(pid) = provider
-                    && cfg.provider(pid).is_none()
-                {
-                    return Err(ControlError::UnknownProvider(pid.clone()));
-                }
-                for (i, p) in cfg.providers.iter().enumerate() {
-                    if provider.as_ref().is_none_or(|x| x == &p.id) {
-                        wanted.extend((0..p.connections.len()).map(|j| (i, j)));
-                    }
-                }
-            }
-        }
+        let wanted = clear_targets(&cfg, target)?;
         let now = self.core.clock().now();
         let tm = self.core.time_map();
         let mut report = ClearReport::default();
@@ -325,37 +300,14 @@ impl Control {
                 else {
                     continue;
                 };
-                match cd.clear(now) {
-                    ClearResult::Cleared => {
-                        report.cleared.push(c.id.clone());
-                        writes.push(StateWrite::Connection(connection_row(
-                            &p.id,
-                            &c.id,
-                            &cd.persist(),
-                            &tm,
-                        )));
-                        let n = r.lockouts.clear_connection(&p.id, &c.id, now);
-                        report.lockouts_cleared += u32::try_from(n).unwrap_or(u32::MAX);
-                        writes.push(StateWrite::DeleteLockoutsOf {
-                            provider: p.id.clone(),
-                            connection: c.id.clone(),
-                        });
-                    }
-                    ClearResult::Unchanged => {
-                        let n = r.lockouts.clear_connection(&p.id, &c.id, now);
-                        if n > 0 {
-                            report.lockouts_cleared += u32::try_from(n).unwrap_or(u32::MAX);
-                            report.cleared.push(c.id.clone());
-                            writes.push(StateWrite::DeleteLockoutsOf {
-                                provider: p.id.clone(),
-                                connection: c.id.clone(),
-                            });
-                        } else {
-                            report.unchanged.push(c.id.clone());
-                        }
-                    }
-                    ClearResult::SkippedTerminal => report.skipped_terminal.push(c.id.clone()),
-                }
+                let result = cd.clear(now);
+                let row = (result == ClearResult::Cleared)
+                    .then(|| connection_row(&p.id, &c.id, &cd.persist(), &tm));
+                let n = match result {
+                    ClearResult::SkippedTerminal => 0,
+                    _ => r.lockouts.clear_connection(&p.id, &c.id, now),
+                };
+                tally(&mut report, &mut writes, (&p.id, &c.id), result, row, n);
             }
         }
         self.write(writes);
@@ -599,6 +551,70 @@ impl Control {
             }
         }
         self.core.mark_dirty();
+    }
+}
+
+/// The positions of the connections `target` names in `cfg`; an unknown connection or
+/// provider is an error (nothing is cleared then).
+fn clear_targets(cfg: &Config, target: &ClearTarget) -> Result<Vec<(usize, usize)>, ControlError> {
+    let mut wanted: Vec<(usize, usize)> = Vec::new();
+    match target {
+        ClearTarget::Connections(ids) => {
+            for id in ids {
+                let found = cfg.providers.iter().enumerate().find_map(|(i, p)| {
+                    p.connections
+                        .iter()
+                        .position(|c| &c.id == id)
+                        .map(|j| (i, j))
+                });
+                wanted.push(found.ok_or_else(|| ControlError::UnknownConnection(id.clone()))?);
+            }
+        }
+        ClearTarget::All { provider } => {
+            if let Some(pid) = provider
+                && cfg.provider(pid).is_none()
+            {
+                return Err(ControlError::UnknownProvider(pid.clone()));
+            }
+            for (i, p) in cfg.providers.iter().enumerate() {
+                if provider.as_ref().is_none_or(|x| x == &p.id) {
+                    wanted.extend((0..p.connections.len()).map(|j| (i, j)));
+                }
+            }
+        }
+    }
+    Ok(wanted)
+}
+
+/// Counts one connection's clear in `report` and queues its writes: `result` of clearing
+/// its cooldown (`row` its new state when cleared) and `lockouts` model lockouts dropped.
+/// A connection with only lockouts counts as cleared.
+fn tally(
+    report: &mut ClearReport,
+    writes: &mut Vec<StateWrite>,
+    (provider, connection): (&str, &str),
+    result: ClearResult,
+    row: Option<crate::store::ConnectionRow>,
+    lockouts: usize,
+) {
+    let drop_locks = || StateWrite::DeleteLockoutsOf {
+        provider: provider.to_string(),
+        connection: connection.to_string(),
+    };
+    match result {
+        ClearResult::Cleared => {
+            report.cleared.push(connection.to_string());
+            writes.extend(row.map(StateWrite::Connection));
+            report.lockouts_cleared += u32::try_from(lockouts).unwrap_or(u32::MAX);
+            writes.push(drop_locks());
+        }
+        ClearResult::Unchanged if lockouts > 0 => {
+            report.lockouts_cleared += u32::try_from(lockouts).unwrap_or(u32::MAX);
+            report.cleared.push(connection.to_string());
+            writes.push(drop_locks());
+        }
+        ClearResult::Unchanged => report.unchanged.push(connection.to_string()),
+        ClearResult::SkippedTerminal => report.skipped_terminal.push(connection.to_string()),
     }
 }
 

@@ -413,47 +413,7 @@ impl Core {
             }
         };
         let recent: Vec<RequestView> = recent_shared.iter().map(|v| (**v).clone()).collect();
-        let mut providers: Vec<ProviderView> = cfg
-            .providers
-            .iter()
-            .enumerate()
-            .zip(live.providers)
-            .map(|((i, p), live)| {
-                let fresh = ProviderStats::default();
-                let ps = provider_stats.get(cfg.keys.provider(i)).unwrap_or(&fresh);
-                ProviderView {
-                    ramp_percent: live.ramp_percent,
-                    id: p.id.clone(),
-                    dialect: p.dialect.as_str().into(),
-                    base_url: p.base_url.to_string().trim_end_matches('/').to_string(),
-                    profile: p.profile.as_str().into(),
-                    attempts: ps.attempts,
-                    failures: ps.failures,
-                    in_flight: ps.in_flight,
-                    last_status: ps.last_status,
-                    last_latency_ms: ps.last_latency_ms,
-                    breaker: live.breaker,
-                    provider_cooldown_until_unix_ms: live.window_until,
-                    connections: p
-                        .connections
-                        .iter()
-                        .zip(cfg.keys.connections_of(i))
-                        .zip(live.connections)
-                        .map(|((c, key), cv)| {
-                            let cs = ps.connections.get(key.slot).cloned().unwrap_or_default();
-                            ConnectionView {
-                                id: c.id.clone(),
-                                auth: c.auth.describe(),
-                                attempts: cs.attempts,
-                                failures: cs.failures,
-                                in_flight: cs.in_flight,
-                                ..cv
-                            }
-                        })
-                        .collect(),
-                }
-            })
-            .collect();
+        let mut providers = provider_views(&cfg, &provider_stats, live.providers);
         self.fill_lease_views(&mut providers, now, &self.time_map());
         Snapshot {
             version: self.inner.version.fetch_add(1, Ordering::Relaxed) + 1,
@@ -538,6 +498,55 @@ impl Core {
     pub fn store(&self) -> Option<&Arc<Store>> {
         self.inner.store.as_ref()
     }
+}
+
+/// The provider views of `cfg`: its config, the counters `stats` (by key) and the
+/// resilience views `live` (in config order).
+fn provider_views(
+    cfg: &Config,
+    stats: &crate::config::keys::Keyed<crate::config::keys::ProviderKey, ProviderStats>,
+    live: Vec<resilience::ProviderLive>,
+) -> Vec<ProviderView> {
+    cfg.providers
+        .iter()
+        .enumerate()
+        .zip(live)
+        .map(|((i, p), live)| {
+            let fresh = ProviderStats::default();
+            let ps = stats.get(cfg.keys.provider(i)).unwrap_or(&fresh);
+            ProviderView {
+                ramp_percent: live.ramp_percent,
+                id: p.id.clone(),
+                dialect: p.dialect.as_str().into(),
+                base_url: p.base_url.to_string().trim_end_matches('/').to_string(),
+                profile: p.profile.as_str().into(),
+                attempts: ps.attempts,
+                failures: ps.failures,
+                in_flight: ps.in_flight,
+                last_status: ps.last_status,
+                last_latency_ms: ps.last_latency_ms,
+                breaker: live.breaker,
+                provider_cooldown_until_unix_ms: live.window_until,
+                connections: p
+                    .connections
+                    .iter()
+                    .zip(cfg.keys.connections_of(i))
+                    .zip(live.connections)
+                    .map(|((c, key), cv)| {
+                        let cs = ps.connections.get(key.slot).cloned().unwrap_or_default();
+                        ConnectionView {
+                            id: c.id.clone(),
+                            auth: c.auth.describe(),
+                            attempts: cs.attempts,
+                            failures: cs.failures,
+                            in_flight: cs.in_flight,
+                            ..cv
+                        }
+                    })
+                    .collect(),
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -63,92 +63,110 @@ impl Core {
             return ReportEffect::default();
         };
         ticket.positions = (pi, ci);
-        let Some(p) = cfg.providers.get(pi) else {
+        let Some(p) = cfg
+            .providers
+            .get(pi)
+            .filter(|p| p.connections.get(ci).is_some())
+        else {
             return ReportEffect::default();
         };
-        if p.connections.get(ci).is_none() {
-            return ReportEffect::default();
-        }
-        let slots = cfg.keys.connections_of(pi);
-        let facts: Vec<ConnectionFacts<'_>> = p
-            .connections
-            .iter()
-            .map(|x| ConnectionFacts {
-                egress: &x.egress,
-                disable_cooling: x.disable_cooling,
-            })
-            .collect();
-        let mut effect = ReportEffect::default();
-        let mut writes = Writes::default();
-        {
-            let r: &mut ResState = &mut guard;
-            let trip_statuses = r
-                .providers
-                .get(ticket.key.provider)
-                .map_or_else(StatusSet::default, |res| {
-                    res.breaker.settings().trip_statuses
-                });
-            let step = plan::plan(&ReportInput {
-                outcome: c,
-                lockout: &r.settings.model_lockout,
-                passthrough: matches!(p.connections[ci].auth, crate::config::Auth::Passthrough),
-                per_model_quota: p.per_model_quota,
-                egress_bucketed: p.egress_bucketed,
-                connection: ci,
-                connections: &facts,
-                rule_base_cooldown: c.error_rule.and_then(|rule| rule.base_cooldown()),
-                trip_statuses: &trip_statuses,
-            });
-            apply_lockouts(r, p, &ticket, c, &step, now, &mut effect, &mut writes);
-            apply_breaker(
-                r,
-                p,
-                ticket.key.provider,
-                probe,
-                step.breaker,
-                now,
-                &mut effect,
-                &mut writes,
-            );
-            let at = At {
-                ticket: &ticket,
-                slots,
-            };
-            apply_connections(r, p, &at, c, &step, now, &mut effect, &mut writes);
-        }
-        // A success may raise a learned protection cap, unless the connection's requests
-        // window is nearly empty.
+        let at = At {
+            ticket: &ticket,
+            slots: cfg.keys.connections_of(pi),
+        };
+        let (effect, writes) = apply_plan(&mut guard, p, &at, c, probe, now);
         let headroom_low = c.class == OutcomeClass::Success
-            && guard
-                .providers
-                .get(ticket.key.provider)
-                .and_then(|res| res.headroom.get(ticket.key.slot))
-                .is_some_and(|h| {
-                    requests_headroom_low(&h.state, crate::clock::unix_ms(self.clock().wall()))
-                });
+            && requests_low(&guard, ticket.key, self.clock().wall());
         drop(guard);
         // The protection cap of a protected connection without `max_concurrent` learns from
         // concurrency-limit 429s (the attempt's permit is still held, so it is counted).
         self.gates()
             .observe_outcome(ticket.key, c.class, headroom_low);
-        self.persist_provider(
-            &cfg,
-            pi,
-            writes.breaker,
-            writes.connections.iter().find(|(j, _)| *j == ci).cloned(),
-            None,
-        );
-        for (j, rec) in writes.connections {
-            if j != ci {
-                self.persist_provider(&cfg, pi, None, Some((j, rec)), None);
-            }
-        }
-        for (j, locks) in writes.lockouts {
-            self.persist_provider(&cfg, pi, None, None, Some((j, locks)));
-        }
+        self.write_behind(&cfg, (pi, ci), writes);
         self.mark_dirty();
         effect
     }
+
+    /// Writes the rows a report changed behind to the store: the breaker and the attempt's
+    /// connection in one call, then the fanned-out connections and the lockout lists.
+    fn write_behind(&self, cfg: &crate::config::Config, (pi, ci): (usize, usize), writes: Writes) {
+        let own = writes.connections.iter().find(|(j, _)| *j == ci).cloned();
+        self.persist_provider(cfg, pi, writes.breaker, own, None);
+        for (j, rec) in writes.connections {
+            if j != ci {
+                self.persist_provider(cfg, pi, None, Some((j, rec)), None);
+            }
+        }
+        for (j, locks) in writes.lockouts {
+            self.persist_provider(cfg, pi, None, None, Some((j, locks)));
+        }
+    }
+}
+
+/// Asks `policy::report::plan` what the outcome `c` of the attempt `at` on provider `p`
+/// changes and applies it (lockouts, breaker and window, connection cooldowns) under the
+/// held lock; returns what changed and the rows to write behind.
+fn apply_plan(
+    r: &mut ResState,
+    p: &Provider,
+    at: &At<'_>,
+    c: &Classified,
+    probe: Option<crate::policy::breaker::ProbeTicket>,
+    now: Instant,
+) -> (ReportEffect, Writes) {
+    let (ticket, ci) = (at.ticket, at.ticket.positions.1);
+    let facts: Vec<ConnectionFacts<'_>> = p
+        .connections
+        .iter()
+        .map(|x| ConnectionFacts {
+            egress: &x.egress,
+            disable_cooling: x.disable_cooling,
+        })
+        .collect();
+    let trip_statuses = r
+        .providers
+        .get(ticket.key.provider)
+        .map_or_else(StatusSet::default, |res| {
+            res.breaker.settings().trip_statuses
+        });
+    let step = plan::plan(&ReportInput {
+        outcome: c,
+        lockout: &r.settings.model_lockout,
+        passthrough: p
+            .connections
+            .get(ci)
+            .is_some_and(|x| matches!(x.auth, crate::config::Auth::Passthrough)),
+        per_model_quota: p.per_model_quota,
+        egress_bucketed: p.egress_bucketed,
+        connection: ci,
+        connections: &facts,
+        rule_base_cooldown: c.error_rule.and_then(|rule| rule.base_cooldown()),
+        trip_statuses: &trip_statuses,
+    });
+    let mut effect = ReportEffect::default();
+    let mut writes = Writes::default();
+    apply_lockouts(r, p, ticket, c, &step, now, &mut effect, &mut writes);
+    apply_breaker(
+        r,
+        p,
+        ticket.key.provider,
+        probe,
+        step.breaker,
+        now,
+        &mut effect,
+        &mut writes,
+    );
+    apply_connections(r, p, at, c, &step, now, &mut effect, &mut writes);
+    (effect, writes)
+}
+
+/// Whether connection `key`'s requests window is nearly empty at `wall` (a success then does
+/// not raise a learned protection cap).
+fn requests_low(r: &ResState, key: ConnKey, wall: std::time::SystemTime) -> bool {
+    r.providers
+        .get(key.provider)
+        .and_then(|res| res.headroom.get(key.slot))
+        .is_some_and(|h| requests_headroom_low(&h.state, crate::clock::unix_ms(wall)))
 }
 
 /// Decay or lock (§3), per the plan.

@@ -450,34 +450,12 @@ impl super::Core {
         };
         // Named only when an exclusion or a log line needs it: most admissions need neither.
         let target = || crate::policy::select::target_label(&p.id, &c.id, &cand.model);
-        let excl = |reason, until: Option<Instant>| Exclusion {
-            target: target(),
-            reason,
-            retry_after: until.map(|u| u.saturating_duration_since(now)),
-            cause: ExclusionCause::Transient,
+        let excl = Excluder {
+            target: &target,
+            now,
         };
         let key = cand.key;
-        let Some(res) = r.providers.get(key.provider) else {
-            return Err(excl(ExclusionReason::Unavailable, None));
-        };
-        let cd = res.connections.get(key.slot);
-        match cd.map(|cd| cd.eligibility(now)) {
-            Some(Eligibility::Terminal(_)) => return Err(excl(ExclusionReason::Terminal, None)),
-            Some(Eligibility::QuotaWait { until }) => {
-                return Err(excl(ExclusionReason::QuotaWait, Some(until)));
-            }
-            Some(Eligibility::Cooling { until }) => {
-                // A connection cooled after a 401 or 403 is out for auth, not rate limiting.
-                let cause = cd
-                    .and_then(|cd| cd.cooling_cause(now))
-                    .map_or(ExclusionCause::Transient, ExclusionCause::of_class);
-                return Err(Exclusion {
-                    cause,
-                    ..excl(ExclusionReason::ConnectionCooldown, Some(until))
-                });
-            }
-            _ => {}
-        }
+        connection_gate(&r, key, &excl)?;
         // An active low-priority lane serves past the usage wall: preflight does not skip it.
         let on_lane = c.low_priority_mode && super::lane::active_in(&r, key, self.clock().as_ref());
         if !on_lane && let Some(e) = self.preflight_cut_off(&mut r, key, &cand.model, &target) {
@@ -492,43 +470,18 @@ impl super::Core {
         if let Some(l) = r.lockouts.locked(at, now) {
             return Err(Exclusion {
                 cause: ExclusionCause::of_reason(&l.reason),
-                ..excl(ExclusionReason::ModelLockout, Some(l.until))
+                ..excl.out(ExclusionReason::ModelLockout, Some(l.until))
             });
         }
-        let Some(res) = r.providers.get_mut(key.provider) else {
-            return Err(excl(ExclusionReason::Unavailable, None));
-        };
-        if let Some(until) = res.window.is_cooling(now) {
-            return Err(excl(ExclusionReason::ProviderCooldown, Some(until)));
-        }
-        let admit = res.breaker.admit(now);
-        if ramp
-            && matches!(admit, Admit::Allowed)
-            && let Some(share) = res.ramp_share(key.slot, p.slow_start, now)
-        {
-            let draw = slow_start::unit_draw(crate::policy::strategy::RngLike::next_u64(
-                &mut r.routing.rng,
-            ));
-            if !slow_start::admit(share, draw) {
-                return Err(excl(ExclusionReason::SlowStart, None));
-            }
-        }
-        match admit {
-            Admit::Rejected { retry_after } => Err(Exclusion {
-                target: target(),
-                reason: ExclusionReason::CircuitOpen,
-                retry_after: Some(retry_after),
-                cause: ExclusionCause::Transient,
-            }),
-            admit => Ok(Ticket {
-                key,
-                positions: (pi, ci),
-                model: cand.model.clone(),
-                probe: admit.probe(),
-                dispatched_at: now,
-                core: Some(self.clone()),
-            }),
-        }
+        let probe = provider_gate(&mut r, key, p.slow_start, ramp, &excl)?;
+        Ok(Ticket {
+            key,
+            positions: (pi, ci),
+            model: cand.model.clone(),
+            probe,
+            dispatched_at: now,
+            core: Some(self.clone()),
+        })
     }
 
     /// The quota preflight exclusion of `cand` (reason `quota_preflight`, retry after the
@@ -621,6 +574,92 @@ impl super::Core {
     }
 }
 
+/// Builds the exclusions of one admission: its target named lazily, `retry_after` counted
+/// from `now`.
+struct Excluder<'a> {
+    target: &'a dyn Fn() -> String,
+    now: Instant,
+}
+
+impl Excluder<'_> {
+    /// A transient exclusion for `reason`, retrying at `until` when known.
+    fn out(&self, reason: ExclusionReason, until: Option<Instant>) -> Exclusion {
+        Exclusion {
+            target: (self.target)(),
+            reason,
+            retry_after: until.map(|u| u.saturating_duration_since(self.now)),
+            cause: ExclusionCause::Transient,
+        }
+    }
+}
+
+/// The connection's own state: terminal, waiting for quota, or cooling (an auth cooldown
+/// says so in its cause) keeps it out.
+fn connection_gate(r: &ResState, key: ConnKey, excl: &Excluder<'_>) -> Result<(), Exclusion> {
+    let Some(res) = r.providers.get(key.provider) else {
+        return Err(excl.out(ExclusionReason::Unavailable, None));
+    };
+    let cd = res.connections.get(key.slot);
+    match cd.map(|cd| cd.eligibility(excl.now)) {
+        Some(Eligibility::Terminal(_)) => Err(excl.out(ExclusionReason::Terminal, None)),
+        Some(Eligibility::QuotaWait { until }) => {
+            Err(excl.out(ExclusionReason::QuotaWait, Some(until)))
+        }
+        Some(Eligibility::Cooling { until }) => {
+            // A connection cooled after a 401 or 403 is out for auth, not rate limiting.
+            let cause = cd
+                .and_then(|cd| cd.cooling_cause(excl.now))
+                .map_or(ExclusionCause::Transient, ExclusionCause::of_class);
+            Err(Exclusion {
+                cause,
+                ..excl.out(ExclusionReason::ConnectionCooldown, Some(until))
+            })
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The provider's side, last: its cooldown window, its breaker (taking the probe permit when
+/// half-open) and, when `ramp` is set, the slow-start draw of a provider or connection
+/// ramping up after recovery (`window` = the provider's `slow_start`). Returns the probe
+/// permit, if this attempt is the probe.
+fn provider_gate(
+    r: &mut ResState,
+    key: ConnKey,
+    window: Duration,
+    ramp: bool,
+    excl: &Excluder<'_>,
+) -> Result<Option<ProbeTicket>, Exclusion> {
+    let now = excl.now;
+    let Some(res) = r.providers.get_mut(key.provider) else {
+        return Err(excl.out(ExclusionReason::Unavailable, None));
+    };
+    if let Some(until) = res.window.is_cooling(now) {
+        return Err(excl.out(ExclusionReason::ProviderCooldown, Some(until)));
+    }
+    let admit = res.breaker.admit(now);
+    if ramp
+        && matches!(admit, Admit::Allowed)
+        && let Some(share) = res.ramp_share(key.slot, window, now)
+    {
+        let draw = slow_start::unit_draw(crate::policy::strategy::RngLike::next_u64(
+            &mut r.routing.rng,
+        ));
+        if !slow_start::admit(share, draw) {
+            return Err(excl.out(ExclusionReason::SlowStart, None));
+        }
+    }
+    match admit {
+        Admit::Rejected { retry_after } => Err(Exclusion {
+            target: (excl.target)(),
+            reason: ExclusionReason::CircuitOpen,
+            retry_after: Some(retry_after),
+            cause: ExclusionCause::Transient,
+        }),
+        admit => Ok(admit.probe()),
+    }
+}
+
 /// One provider's resilience state rendered for one snapshot.
 pub(crate) struct ProviderLive {
     pub(crate) breaker: BreakerView,
@@ -666,80 +705,16 @@ impl super::Core {
             .providers
             .iter()
             .enumerate()
-            .map(|(i, p)| {
-                let Some(res) = r.providers.get_mut(cfg.keys.provider(i)) else {
-                    return ProviderLive::empty(p.connections.len());
-                };
-                let slots: Vec<ConnSlot> =
-                    cfg.keys.connections_of(i).iter().map(|k| k.slot).collect();
-                let b = res.breaker.view(now);
-                let breaker = BreakerView {
-                    state: b.state,
-                    failure_count: b.failure_count,
-                    degrade_at: b.degrade_at,
-                    open_at: b.open_at,
-                    next_probe_at_unix_ms: b.next_probe_at.map(|t| tm.wall(t)),
-                    multiplier: b.multiplier,
-                    transitions: b
-                        .transitions
-                        .iter()
-                        .map(|t| TransitionView {
-                            at_unix_ms: tm.wall(t.at),
-                            from: t.from,
-                            to: t.to,
-                            reason: t.reason.as_str().into(),
-                        })
-                        .collect(),
-                };
-                let window = res.window.is_cooling(now).map(|t| tm.wall(t));
-                let ramps: Vec<Option<u8>> = slots
-                    .iter()
-                    .map(|j| ramp_percent(res.ramp_share(*j, p.slow_start, now)))
-                    .collect();
-                let provider_ramp = ramp_percent(res.provider_share(p.slow_start, now));
-                let res = &*res;
-                let conns = slots
-                    .iter()
-                    .zip(ramps)
-                    .map(|(j, ramp_percent)| {
-                        let (Some(cd), Some(h), Some(lane), Some(reset)) = (
-                            res.connections.get(*j),
-                            res.headroom.get(*j),
-                            res.lanes.get(*j),
-                            res.limit_resets.get(*j),
-                        ) else {
-                            return ConnectionView::default();
-                        };
-                        let v = cd.view(now);
-                        ConnectionView {
-                            lane: super::lane::view(lane, tm.wall_ms()),
-                            limit_reset: super::limit_reset::view(reset, tm.wall_ms()),
-                            ramp_percent,
-                            status: v.status,
-                            cooldown_until_unix_ms: v.until.map(|t| tm.wall(t)),
-                            backoff_level: v.backoff_level,
-                            last_error_kind: v.last_error_kind,
-                            last_error: v.last_error,
-                            last_status: v.last_status,
-                            headroom: super::headroom::rows_view(&h.state, tm.wall_ms()),
-                            preflight: super::headroom::preflight_view(
-                                &crate::policy::headroom::preflight::decide(
-                                    &h.state,
-                                    None,
-                                    &preflight,
-                                    tm.wall_ms(),
-                                ),
-                            ),
-                            ..Default::default()
-                        }
-                    })
-                    .collect();
-                ProviderLive {
-                    breaker,
-                    window_until: window,
-                    connections: conns,
-                    ramp_percent: provider_ramp,
+            .map(|(i, p)| match r.providers.get_mut(cfg.keys.provider(i)) {
+                Some(res) => {
+                    let at = ViewAt {
+                        now,
+                        tm: &tm,
+                        preflight: &preflight,
+                    };
+                    provider_live(res, p, cfg.keys.connections_of(i), &at)
                 }
+                None => ProviderLive::empty(p.connections.len()),
             })
             .collect();
         drop(r);
@@ -762,6 +737,105 @@ impl super::Core {
             providers,
             lockouts,
         })
+    }
+}
+
+/// What one snapshot's views are rendered at: the instant, its wall-clock map and the
+/// preflight settings.
+struct ViewAt<'a> {
+    now: Instant,
+    tm: &'a super::persist::TimeMap,
+    preflight: &'a crate::policy::headroom::preflight::PreflightSettings,
+}
+
+/// Provider `p`'s resilience views from its state `res` (its connections keyed `keys`, in
+/// config order); evaluates the slow-start ramps as routing would.
+fn provider_live(
+    res: &mut ProviderRes,
+    p: &crate::config::Provider,
+    keys: &[ConnKey],
+    at: &ViewAt<'_>,
+) -> ProviderLive {
+    let now = at.now;
+    let breaker = breaker_view(&mut res.breaker, at);
+    let window_until = res.window.is_cooling(now).map(|t| at.tm.wall(t));
+    let ramps: Vec<Option<u8>> = keys
+        .iter()
+        .map(|k| ramp_percent(res.ramp_share(k.slot, p.slow_start, now)))
+        .collect();
+    let provider_ramp = ramp_percent(res.provider_share(p.slow_start, now));
+    let res = &*res;
+    ProviderLive {
+        breaker,
+        window_until,
+        connections: keys
+            .iter()
+            .zip(ramps)
+            .map(|(k, ramp)| connection_view(res, k.slot, ramp, at))
+            .collect(),
+        ramp_percent: provider_ramp,
+    }
+}
+
+/// The breaker's view at `at` (instants as wall-clock ms).
+fn breaker_view(breaker: &mut Breaker, at: &ViewAt<'_>) -> BreakerView {
+    let b = breaker.view(at.now);
+    BreakerView {
+        state: b.state,
+        failure_count: b.failure_count,
+        degrade_at: b.degrade_at,
+        open_at: b.open_at,
+        next_probe_at_unix_ms: b.next_probe_at.map(|t| at.tm.wall(t)),
+        multiplier: b.multiplier,
+        transitions: b
+            .transitions
+            .iter()
+            .map(|t| TransitionView {
+                at_unix_ms: at.tm.wall(t.at),
+                from: t.from,
+                to: t.to,
+                reason: t.reason.as_str().into(),
+            })
+            .collect(),
+    }
+}
+
+/// Connection `j`'s resilience fields (cooldown, lane, reset record, headroom, preflight,
+/// `ramp_percent`); a fresh view when it has no state.
+fn connection_view(
+    res: &ProviderRes,
+    j: ConnSlot,
+    ramp_percent: Option<u8>,
+    at: &ViewAt<'_>,
+) -> ConnectionView {
+    let (Some(cd), Some(h), Some(lane), Some(reset)) = (
+        res.connections.get(j),
+        res.headroom.get(j),
+        res.lanes.get(j),
+        res.limit_resets.get(j),
+    ) else {
+        return ConnectionView::default();
+    };
+    let v = cd.view(at.now);
+    let wall_ms = at.tm.wall_ms();
+    ConnectionView {
+        lane: super::lane::view(lane, wall_ms),
+        limit_reset: super::limit_reset::view(reset, wall_ms),
+        ramp_percent,
+        status: v.status,
+        cooldown_until_unix_ms: v.until.map(|t| at.tm.wall(t)),
+        backoff_level: v.backoff_level,
+        last_error_kind: v.last_error_kind,
+        last_error: v.last_error,
+        last_status: v.last_status,
+        headroom: super::headroom::rows_view(&h.state, wall_ms),
+        preflight: super::headroom::preflight_view(&crate::policy::headroom::preflight::decide(
+            &h.state,
+            None,
+            at.preflight,
+            wall_ms,
+        )),
+        ..Default::default()
     }
 }
 

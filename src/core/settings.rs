@@ -297,119 +297,23 @@ fn fmt(d: std::time::Duration) -> String {
 /// `base` with `patch` applied, validated with the config file's rules
 /// (`config::validate::resilience_from_raw`). Errors name the field as `section.key`.
 pub fn apply_patch(base: &Resilience, patch: &SettingsPatch) -> Result<Resilience, ControlError> {
-    for k in patch.connection_cooldown.keys() {
-        if crate::config::validate::parse_profile(k).is_none() {
-            return Err(ControlError::Invalid {
-                field: format!("connection_cooldown.{k}"),
-                message: format!("'{k}' is not a profile; use oauth, api_key or local"),
-            });
-        }
-    }
-    let ml = &base.model_lockout;
-    let lp = patch.model_lockout.clone().unwrap_or_default();
-    let mut raw = RawResilience {
-        model_lockout: RawModelLockout {
-            enabled: Some(lp.enabled.unwrap_or(ml.enabled)),
-            error_codes: Some(
-                lp.error_codes
-                    .unwrap_or_else(|| ml.error_codes.iter().map(|c| i64::from(*c)).collect()),
-            ),
-            base_cooldown: Some(lp.base_cooldown.unwrap_or_else(|| fmt(ml.base_cooldown))),
-            max_cooldown: Some(lp.max_cooldown.unwrap_or_else(|| fmt(ml.max_cooldown))),
-            max_backoff_steps: Some(
-                lp.max_backoff_steps
-                    .unwrap_or(i64::from(ml.max_backoff_steps)),
-            ),
-            exponential: Some(lp.exponential.unwrap_or(ml.exponential)),
-        },
-        connection_cooldown: RawConnectionCooldown {
-            rate_limit_cooldown: patch
-                .rate_limit_cooldown
-                .clone()
-                .filter(|v| !unsets_rate_limit_cooldown(v)),
-            ..RawConnectionCooldown::default()
-        },
-        queue: {
-            let q = &base.queue;
-            let qp = patch.queue.clone().unwrap_or_default();
-            RawQueue {
-                max_wait: Some(qp.max_wait.unwrap_or_else(|| fmt(q.max_wait))),
-                execution_max_wait: Some(
-                    qp.execution_max_wait
-                        .unwrap_or_else(|| fmt(q.execution_max_wait)),
-                ),
-                max_queue_depth: Some(qp.max_queue_depth.unwrap_or(i64::from(q.max_queue_depth))),
-                auto_enable_api_key_connections: Some(q.auto_enable_api_key_connections),
-                protection_default_cap: Some(i64::from(q.protection_default_cap)),
-            }
-        },
-        quota_preflight: {
-            let q = &base.quota_preflight;
-            let qp = patch.quota_preflight.unwrap_or_default();
-            RawQuotaPreflight {
-                enabled: Some(qp.enabled.unwrap_or(q.enabled)),
-                cutoff: Some(qp.cutoff.unwrap_or(q.cutoff)),
-                warn: Some(qp.warn.unwrap_or(q.warn)),
-            }
-        },
-        ..RawResilience::default()
-    };
-    for p in Profile::ALL {
-        let cur = base
-            .cooldown
-            .get(&p)
-            .copied()
-            .unwrap_or_else(|| crate::config::validate::default_cooldown(p));
-        let cp = patch
-            .connection_cooldown
-            .get(p.as_str())
-            .cloned()
-            .unwrap_or_default();
-        let prof = Some(RawCooldownProfile {
-            base: Some(cp.base.unwrap_or_else(|| fmt(cur.base))),
-            max_backoff_level: Some(
-                cp.max_backoff_level
-                    .unwrap_or(i64::from(cur.max_backoff_level)),
-            ),
-        });
-        match p {
-            Profile::Oauth => raw.connection_cooldown.oauth = prof,
-            Profile::ApiKey => raw.connection_cooldown.api_key = prof,
-            Profile::Local => raw.connection_cooldown.local = prof,
-        }
-    }
-    if let Some(q) = &patch.queue {
-        for (name, v) in [
-            ("max_wait", &q.max_wait),
-            ("execution_max_wait", &q.execution_max_wait),
-        ] {
-            if let Some(v) = v
-                && humantime::parse_duration(v.trim()).is_ok_and(|d| {
-                    d < std::time::Duration::from_millis(1)
-                        || d > std::time::Duration::from_secs(86_400)
-                })
-            {
-                return Err(ControlError::Invalid {
-                    field: format!("queue.{name}"),
-                    message: format!("'{v}' is outside 1ms–24h; use a duration in that range"),
+    check_profiles(patch)?;
+    check_queue_ranges(patch)?;
+    let checked = crate::config::validate::resilience_from_raw(&raw_settings(base, patch))
+        .map_err(|problems| {
+            let p = problems
+                .into_iter()
+                .next()
+                .unwrap_or(crate::config::Problem {
+                    key: "settings".into(),
+                    message: "invalid".into(),
+                    fix: String::new(),
                 });
+            ControlError::Invalid {
+                field: p.key.trim_start_matches("resilience.").to_string(),
+                message: format!("{}; {}", p.message, p.fix),
             }
-        }
-    }
-    let checked = crate::config::validate::resilience_from_raw(&raw).map_err(|problems| {
-        let p = problems
-            .into_iter()
-            .next()
-            .unwrap_or(crate::config::Problem {
-                key: "settings".into(),
-                message: "invalid".into(),
-                fix: String::new(),
-            });
-        ControlError::Invalid {
-            field: p.key.trim_start_matches("resilience.").to_string(),
-            message: format!("{}; {}", p.message, p.fix),
-        }
-    })?;
+        })?;
     let mut out = base.clone();
     out.model_lockout = checked.model_lockout;
     out.cooldown = checked.cooldown;
@@ -428,6 +332,141 @@ pub fn apply_patch(base: &Resilience, patch: &SettingsPatch) -> Result<Resilienc
         };
     }
     Ok(out)
+}
+
+/// Refuses a `connection_cooldown` entry that names no profile.
+fn check_profiles(patch: &SettingsPatch) -> Result<(), ControlError> {
+    for k in patch.connection_cooldown.keys() {
+        if crate::config::validate::parse_profile(k).is_none() {
+            return Err(ControlError::Invalid {
+                field: format!("connection_cooldown.{k}"),
+                message: format!("'{k}' is not a profile; use oauth, api_key or local"),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Refuses a queue wait outside 1 ms–24 h (the file's validation allows longer ones).
+fn check_queue_ranges(patch: &SettingsPatch) -> Result<(), ControlError> {
+    let Some(q) = &patch.queue else {
+        return Ok(());
+    };
+    for (name, v) in [
+        ("max_wait", &q.max_wait),
+        ("execution_max_wait", &q.execution_max_wait),
+    ] {
+        if let Some(v) = v
+            && humantime::parse_duration(v.trim()).is_ok_and(|d| {
+                d < std::time::Duration::from_millis(1)
+                    || d > std::time::Duration::from_secs(86_400)
+            })
+        {
+            return Err(ControlError::Invalid {
+                field: format!("queue.{name}"),
+                message: format!("'{v}' is outside 1ms–24h; use a duration in that range"),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The live settings `base` with `patch` on top, written back as the file's raw settings so
+/// the file's own validation checks them.
+fn raw_settings(base: &Resilience, patch: &SettingsPatch) -> RawResilience {
+    let mut raw = RawResilience {
+        model_lockout: raw_lockout(&base.model_lockout, patch.model_lockout.clone()),
+        connection_cooldown: RawConnectionCooldown {
+            rate_limit_cooldown: patch
+                .rate_limit_cooldown
+                .clone()
+                .filter(|v| !unsets_rate_limit_cooldown(v)),
+            ..RawConnectionCooldown::default()
+        },
+        queue: raw_queue(&base.queue, patch.queue.clone()),
+        quota_preflight: {
+            let q = &base.quota_preflight;
+            let qp = patch.quota_preflight.unwrap_or_default();
+            RawQuotaPreflight {
+                enabled: Some(qp.enabled.unwrap_or(q.enabled)),
+                cutoff: Some(qp.cutoff.unwrap_or(q.cutoff)),
+                warn: Some(qp.warn.unwrap_or(q.warn)),
+            }
+        },
+        ..RawResilience::default()
+    };
+    for p in Profile::ALL {
+        let prof = Some(raw_cooldown_profile(base, patch, p));
+        match p {
+            Profile::Oauth => raw.connection_cooldown.oauth = prof,
+            Profile::ApiKey => raw.connection_cooldown.api_key = prof,
+            Profile::Local => raw.connection_cooldown.local = prof,
+        }
+    }
+    raw
+}
+
+/// The model-lockout settings `ml` with the patch `lp` on top, as raw file settings.
+fn raw_lockout(
+    ml: &crate::config::ModelLockoutSettings,
+    lp: Option<LockoutPatch>,
+) -> RawModelLockout {
+    let lp = lp.unwrap_or_default();
+    RawModelLockout {
+        enabled: Some(lp.enabled.unwrap_or(ml.enabled)),
+        error_codes: Some(
+            lp.error_codes
+                .unwrap_or_else(|| ml.error_codes.iter().map(|c| i64::from(*c)).collect()),
+        ),
+        base_cooldown: Some(lp.base_cooldown.unwrap_or_else(|| fmt(ml.base_cooldown))),
+        max_cooldown: Some(lp.max_cooldown.unwrap_or_else(|| fmt(ml.max_cooldown))),
+        max_backoff_steps: Some(
+            lp.max_backoff_steps
+                .unwrap_or(i64::from(ml.max_backoff_steps)),
+        ),
+        exponential: Some(lp.exponential.unwrap_or(ml.exponential)),
+    }
+}
+
+/// The queue settings `q` with the patch `qp` on top, as raw file settings.
+fn raw_queue(q: &crate::config::QueueSettings, qp: Option<QueuePatch>) -> RawQueue {
+    let qp = qp.unwrap_or_default();
+    RawQueue {
+        max_wait: Some(qp.max_wait.unwrap_or_else(|| fmt(q.max_wait))),
+        execution_max_wait: Some(
+            qp.execution_max_wait
+                .unwrap_or_else(|| fmt(q.execution_max_wait)),
+        ),
+        max_queue_depth: Some(qp.max_queue_depth.unwrap_or(i64::from(q.max_queue_depth))),
+        auto_enable_api_key_connections: Some(q.auto_enable_api_key_connections),
+        protection_default_cap: Some(i64::from(q.protection_default_cap)),
+    }
+}
+
+/// Profile `p`'s connection cooldown from `base` with its `patch` entry on top, as raw file
+/// settings.
+fn raw_cooldown_profile(
+    base: &Resilience,
+    patch: &SettingsPatch,
+    p: Profile,
+) -> RawCooldownProfile {
+    let cur = base
+        .cooldown
+        .get(&p)
+        .copied()
+        .unwrap_or_else(|| crate::config::validate::default_cooldown(p));
+    let cp = patch
+        .connection_cooldown
+        .get(p.as_str())
+        .cloned()
+        .unwrap_or_default();
+    RawCooldownProfile {
+        base: Some(cp.base.unwrap_or_else(|| fmt(cur.base))),
+        max_backoff_level: Some(
+            cp.max_backoff_level
+                .unwrap_or(i64::from(cur.max_backoff_level)),
+        ),
+    }
 }
 
 /// Applies the saved overrides (if any) on top of the file's settings at startup; an override
