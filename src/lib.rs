@@ -14,28 +14,24 @@
 //! - **translate**: pure dialect translation (requests, responses, streams, errors): [`translate`].
 //! - **wire**: the wire formats the proxy and translation share (dialect error types, SSE
 //!   framing, body helpers): [`wire`].
-//! - support: [`config`], [`clock`], [`telemetry`], [`sched`] (background threads' scheduling
-//!   class), [`app`] (wires everything together).
+//! - **cli**: the command line and its one-shot commands (`env`, `log`, `status`): [`cli`].
+//! - support: [`config`], [`clock`], [`support`] (the request path's hash map, constant-time
+//!   comparison, background threads' scheduling class, tracing setup), [`metrics`], [`app`]
+//!   (wires everything together).
 
 pub mod admin;
 pub mod app;
 pub mod cli;
-pub mod client_env;
 pub mod clock;
 pub mod config;
 pub mod console;
 pub mod core;
-pub mod ct;
-pub mod fast_map;
-pub mod history;
 pub mod metrics;
 pub mod policy;
 pub mod proxy;
 pub mod remote;
-pub mod sched;
 pub mod snapshot;
-pub mod status;
 pub mod store;
-pub mod telemetry;
+pub mod support;
 pub mod translate;
 pub mod wire;

@@ -43,7 +43,7 @@ static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 /// every arena; jemalloc's default of one per CPU only adds wake-ups and stacks.
 fn return_freed_memory() {
     #[cfg(not(target_env = "msvc"))]
-    sluice::sched::spawning_background(|| {
+    sluice::support::sched::spawning_background(|| {
         if let Err(e) = tikv_jemalloc_ctl::max_background_threads::write(1) {
             tracing::debug!(error = %e, "jemalloc background thread count not settable");
         }
@@ -87,8 +87,8 @@ fn serve(cli: &Cli, path: &std::path::Path) -> ExitCode {
     let use_console =
         !cli.headless() && std::io::stdout().is_terminal() && std::io::stdin().is_terminal();
     // The log writer thread starts here; it is background work.
-    let log = sluice::sched::spawning_background(|| {
-        sluice::telemetry::init(&cfg.log.dir, &cfg.log.level, !use_console)
+    let log = sluice::support::sched::spawning_background(|| {
+        sluice::support::telemetry::init(&cfg.log.dir, &cfg.log.level, !use_console)
     });
     let _log = match log {
         Ok(g) => g,
@@ -241,7 +241,7 @@ fn spawn_console(
         .name("sluice-console".into())
         .spawn(move || {
             // Rendering must never delay a request; a frame a millisecond late is not seen.
-            sluice::sched::background_thread();
+            sluice::support::sched::background_thread();
             let r = console::run(snapshots, control.clone(), clock, opts, shutdown);
             // However the console ended, sluice stops with it.
             control.request_shutdown();
@@ -284,12 +284,12 @@ fn run_command(command: &Command, path: &std::path::Path) -> ExitCode {
             print!("{}", app::routing_table(cfg));
             ExitCode::SUCCESS
         }
-        Command::Status => match sluice::status::admin_token_ready(&loaded) {
+        Command::Status => match sluice::cli::status::admin_token_ready(&loaded) {
             Ok(()) => status(cfg),
             Err(msg) => fail(&format!("{}: {msg}", path.display()), 2),
         },
         Command::Env { client } => {
-            print!("{}", sluice::client_env::render(*client, cfg));
+            print!("{}", sluice::cli::env::render(*client, cfg));
             ExitCode::SUCCESS
         }
         Command::Log {
@@ -305,7 +305,7 @@ fn run_command(command: &Command, path: &std::path::Path) -> ExitCode {
             let clock: &dyn Clock = &SystemClock;
             let now_ms = unix_ms(clock.wall());
             let query = sluice::store::history::LogQuery {
-                since_unix_ms: since.map(|d| sluice::history::since(now_ms, d)),
+                since_unix_ms: since.map(|d| sluice::cli::log::since(now_ms, d)),
                 status: *status,
                 model: model.clone(),
                 provider: provider.clone(),
@@ -315,11 +315,11 @@ fn run_command(command: &Command, path: &std::path::Path) -> ExitCode {
             };
             match sluice::store::history::read_request_log(&cfg.store.path, &query) {
                 Ok(rows) if *json => {
-                    print!("{}", sluice::history::render_json(&rows));
+                    print!("{}", sluice::cli::log::render_json(&rows));
                     ExitCode::SUCCESS
                 }
                 Ok(rows) => {
-                    print!("{}", sluice::history::render_text(&rows));
+                    print!("{}", sluice::cli::log::render_text(&rows));
                     ExitCode::SUCCESS
                 }
                 Err(e) => fail(&e.to_string(), 1),
@@ -355,7 +355,7 @@ fn attach(
                 );
             }
         },
-        None => match sluice::status::admin_token_ready(&loaded) {
+        None => match sluice::cli::status::admin_token_ready(&loaded) {
             Ok(()) => loaded.config.admin.token.clone(),
             Err(msg) => return fail(&format!("{}: {msg}", path.display()), 2),
         },
@@ -408,9 +408,9 @@ fn status(cfg: &config::Config) -> ExitCode {
         Ok(r) => r,
         Err(e) => return fail(&format!("cannot start the async runtime: {e}"), 1),
     };
-    match rt.block_on(sluice::status::fetch(cfg)) {
+    match rt.block_on(sluice::cli::status::fetch(cfg)) {
         Ok(snap) => {
-            print!("{}", sluice::status::render(&snap));
+            print!("{}", sluice::cli::status::render(&snap));
             ExitCode::SUCCESS
         }
         Err(e) => fail(&e.to_string(), 1),

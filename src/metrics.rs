@@ -7,7 +7,7 @@
 //! set from a fresh snapshot at scrape time. Labels are provider, connection and model ids and
 //! outcome words only — no request ids, no keys.
 
-use crate::fast_map::FastMap;
+use crate::support::fast_map::FastMap;
 use std::sync::RwLock;
 use std::sync::atomic::AtomicU64;
 

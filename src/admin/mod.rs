@@ -90,7 +90,8 @@ fn snapshot_stream(control: &Control, stop: CancellationToken) -> Response<Admin
 async fn snapshot_json(control: &Control) -> Response<Full<Bytes>> {
     let control = control.clone();
     let built =
-        crate::sched::spawn_background(move || serde_json::to_vec(&control.snapshot())).await;
+        crate::support::sched::spawn_background(move || serde_json::to_vec(&control.snapshot()))
+            .await;
     let failed = match built {
         Ok(Ok(json)) => return json_bytes_response(StatusCode::OK, Bytes::from(json)),
         Ok(Err(e)) => format!("cannot serialise the snapshot: {e}"),
@@ -340,14 +341,14 @@ fn authorized(control: &Control, req: &Request<Incoming>) -> bool {
 }
 
 /// `Authorization: Bearer <token>` equal to `token`, compared in constant time
-/// ([`crate::ct::constant_time_eq`], the same compare as the client keys).
+/// ([`crate::support::ct::constant_time_eq`], the same compare as the client keys).
 fn bearer_matches(headers: &http::HeaderMap, token: &crate::config::Secret) -> bool {
     headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
         .is_some_and(|t| {
-            crate::ct::constant_time_eq(t.trim().as_bytes(), token.expose().as_bytes())
+            crate::support::ct::constant_time_eq(t.trim().as_bytes(), token.expose().as_bytes())
         })
 }
 

@@ -649,8 +649,8 @@ pub struct Config {
 /// calls [`Config::reindex`].
 #[derive(Debug, Clone, Default)]
 struct Index {
-    combos: crate::fast_map::FastMap<String, usize>,
-    providers: crate::fast_map::FastMap<String, usize>,
+    combos: crate::support::fast_map::FastMap<String, usize>,
+    providers: crate::support::fast_map::FastMap<String, usize>,
 }
 
 impl Index {
@@ -676,7 +676,7 @@ const SCAN_BELOW: usize = 8;
 /// The position of the item named `name` in `items` (`key` gives an item's name): a scan for
 /// a few items, else through `index` when it still describes `items`.
 fn position<T>(
-    index: &crate::fast_map::FastMap<String, usize>,
+    index: &crate::support::fast_map::FastMap<String, usize>,
     items: &[T],
     name: &str,
     key: impl Fn(&T) -> &str,

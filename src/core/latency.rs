@@ -3,7 +3,7 @@
 //! connection and per connection + model, fed from every attempt's response head (or its
 //! absence) through [`Core::observe_latency`], read by the routing order.
 
-use crate::fast_map::FastMap;
+use crate::support::fast_map::FastMap;
 use std::time::Duration;
 
 use super::Core;

@@ -38,7 +38,7 @@ use crate::store::{RequestLogRow, Store};
 use stats::{ProviderStats, Stats};
 
 /// Per-connection counters, by connection key.
-pub type ConnLoad = crate::fast_map::FastMap<crate::config::keys::ConnKey, u64>;
+pub type ConnLoad = crate::support::fast_map::FastMap<crate::config::keys::ConnKey, u64>;
 
 /// Minimum spacing between two published snapshots (at most 20 per second).
 pub const PUBLISH_SPACING: Duration = Duration::from_millis(50);
@@ -475,7 +475,7 @@ impl Core {
     /// returns the spacing its build time calls for.
     async fn publish_off_worker(&self) -> Duration {
         let core = self.clone();
-        let built = crate::sched::spawn_background(move || {
+        let built = crate::support::sched::spawn_background(move || {
             let start = core.inner.clock.now();
             core.publish_if_watched();
             core.inner.clock.now().saturating_duration_since(start)

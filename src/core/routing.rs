@@ -9,7 +9,7 @@
 //!
 //! [`Core::pin_session`] records the pin after a successful response head.
 
-use crate::fast_map::FastMap;
+use crate::support::fast_map::FastMap;
 
 use super::{ConnLoad, Core};
 use crate::clock::unix_ms;

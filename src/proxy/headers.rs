@@ -61,7 +61,7 @@ pub fn check_client_key(
     }
     let matches = |v: &str| {
         keys.iter()
-            .any(|k| crate::ct::constant_time_eq(k.expose().as_bytes(), v.as_bytes()))
+            .any(|k| crate::support::ct::constant_time_eq(k.expose().as_bytes(), v.as_bytes()))
     };
     if let Some(v) = h.get("x-api-key").and_then(|v| v.to_str().ok())
         && matches(v.trim())

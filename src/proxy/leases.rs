@@ -124,7 +124,7 @@ fn authorize(cfg: &Config, h: &HeaderMap) -> Result<(), ProxyError> {
 
 fn holds(keys: &[Secret], k: &str) -> bool {
     keys.iter()
-        .any(|s| crate::ct::constant_time_eq(s.expose().as_bytes(), k.as_bytes()))
+        .any(|s| crate::support::ct::constant_time_eq(s.expose().as_bytes(), k.as_bytes()))
 }
 
 /// The sluice key the client sent (`x-api-key`, else `Authorization: Bearer`).

@@ -123,7 +123,7 @@ pub fn events(
 /// state's snapshot is megabytes of JSON, and serialising it on a runtime worker would hold
 /// back every request that worker serves.
 async fn encode_off_worker(snap: Arc<Snapshot>) -> Bytes {
-    crate::sched::spawn_background(move || event_bytes(&snap))
+    crate::support::sched::spawn_background(move || event_bytes(&snap))
         .await
         .unwrap_or_else(|e| {
             tracing::warn!(error = %e, "serialising a snapshot for the stream failed");

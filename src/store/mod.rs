@@ -227,7 +227,7 @@ impl Store {
         let thread = std::thread::Builder::new()
             .name("sluice-store".into())
             .spawn(move || {
-                crate::sched::background_thread();
+                crate::support::sched::background_thread();
                 w.run()
             })
             .map_err(|e| StoreError::Open {

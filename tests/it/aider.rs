@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use serde_json::{Value, json};
-use sluice::client_env::ClientKind;
+use sluice::cli::env::ClientKind;
 use sluice::config::LoadEnv;
 
 use crate::support::{MockUpstream, Reply, Sluice, client_tool, fill, wire};
@@ -255,7 +255,7 @@ fn sluice_env_aider(config: &str, listen: SocketAddr, mode: Mode) -> Vec<(String
         &LoadEnv::fixed(&[], std::env::temp_dir()),
     )
     .unwrap_or_else(|e| panic!("{e}\n{text}"));
-    let out = sluice::client_env::render(ClientKind::Aider, &cfg);
+    let out = sluice::cli::env::render(ClientKind::Aider, &cfg);
     let prefix = match mode {
         Mode::OpenAi => "aider --model openai/",
         Mode::Anthropic => "aider --model anthropic/",

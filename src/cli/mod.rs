@@ -3,6 +3,9 @@
 //! config and prints the routing table, `status` reads a running sluice's state, `env <client>`
 //! prints how to point a client at sluice, `console` attaches the console to a running sluice.
 
+pub mod env;
+pub mod log;
+pub mod status;
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
@@ -87,7 +90,7 @@ pub enum Command {
     Env {
         /// The client to configure.
         #[arg(value_enum)]
-        client: crate::client_env::ClientKind,
+        client: crate::cli::env::ClientKind,
     },
     /// Open the console on a running sluice (through its admin API); `q` leaves the console,
     /// the instance keeps running. Several consoles may attach at once.
@@ -118,7 +121,7 @@ mod tests {
         assert!(matches!(
             c.command,
             Some(Command::Env {
-                client: crate::client_env::ClientKind::Codex
+                client: crate::cli::env::ClientKind::Codex
             })
         ));
         assert!(Cli::try_parse_from(["sluice", "env", "vim"]).is_err());
