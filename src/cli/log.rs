@@ -6,24 +6,8 @@ use std::time::Duration;
 
 use serde_json::json;
 
+use crate::clock::utc_text;
 use crate::store::history::LoggedRequest;
-
-/// `YYYY-MM-DD HH:MM:SS` (UTC) of a Unix-ms time; out-of-range times print as the raw number.
-pub fn utc_text(unix_ms: u64) -> String {
-    let secs = i64::try_from(unix_ms / 1000).unwrap_or(i64::MAX);
-    match time::OffsetDateTime::from_unix_timestamp(secs) {
-        Ok(t) => format!(
-            "{:04}-{:02}-{:02} {:02}:{:02}:{:02}",
-            t.year(),
-            u8::from(t.month()),
-            t.day(),
-            t.hour(),
-            t.minute(),
-            t.second()
-        ),
-        Err(_) => unix_ms.to_string(),
-    }
-}
 
 /// The Unix-ms time `since` before `now_unix_ms` (saturating at the epoch).
 pub fn since(now_unix_ms: u64, since: Duration) -> u64 {

@@ -265,7 +265,7 @@ impl App {
         self.request_selected = 0;
         self.flash(format!(
             "request log page {page}, back to {} UTC; PgUp newer, PgDn older",
-            crate::cli::log::utc_text(oldest)
+            crate::clock::utc_text(oldest)
         ));
     }
 

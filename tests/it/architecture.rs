@@ -16,6 +16,22 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
+/// The layers of `src/`, lowest first: a top-level module may import modules of its own
+/// layer or a lower one, never a higher one (and, by the circle test, no two modules import
+/// each other). Every top-level module of `src/lib.rs` must be listed.
+#[rustfmt::skip] // one layer a line
+const LAYERS: &[(&str, &[&str])] = &[
+    ("time and small shared pieces", &["clock", "support"]),
+    ("what the file says; the wire formats", &["config", "wire"]),
+    ("pure decisions; pure dialect translation", &["policy", "translate"]),
+    ("views of live state; persistence; metric families", &["snapshot", "store", "metrics"]),
+    ("live state, written only by the core", &["core"]),
+    ("I/O around the core: the proxy and the admin API", &["proxy", "admin"]),
+    ("the operator's screen", &["console"]),
+    ("the screen attached to a running sluice", &["remote"]),
+    ("the command line and the wiring", &["cli", "app"]),
+];
+
 /// Files allowed to read time directly besides `src/clock.rs`. Empty: every other file takes
 /// the injected clock. A new entry is a known debt and must name why.
 const TIME_ALLOW_LIST: &[&str] = &[];
@@ -878,6 +894,36 @@ fn operator_doors_reach_the_core_only_through_control_methods() {
         v.is_empty(),
         "`Control` must not hand out its `Core`:\n{}",
         v.join("\n")
+    );
+}
+
+#[test]
+fn top_level_modules_import_only_their_own_layer_or_lower_ones() {
+    let layer_of = |m: &str| LAYERS.iter().position(|(_, ms)| ms.contains(&m));
+    let tops = top_level_modules();
+    let unlisted: Vec<&String> = tops.iter().filter(|m| layer_of(m).is_none()).collect();
+    assert!(
+        unlisted.is_empty(),
+        "top-level modules missing from LAYERS: {unlisted:?}"
+    );
+    let graph = import_graph();
+    let mut upward = Vec::new();
+    for (from, tos) in &graph {
+        for (to, at) in tos {
+            if let (Some(a), Some(b)) = (layer_of(from), layer_of(to))
+                && b > a
+            {
+                upward.push(format!(
+                    "{from} ({}) imports {to} ({}) at {at}",
+                    LAYERS[a].0, LAYERS[b].0
+                ));
+            }
+        }
+    }
+    assert!(
+        upward.is_empty(),
+        "imports from a lower layer into a higher one:\n{}",
+        upward.join("\n")
     );
 }
 
