@@ -18,7 +18,7 @@ use super::dialect::ProxyError;
 use super::headers;
 use super::injected::{self, SendError};
 use super::request::ClientRequest;
-use super::routes::{Route, RouteKind};
+use super::route::{Route, RouteKind};
 use super::sse::guard::Guards;
 use super::sse::hold::{Held, HoldEnd, HoldFailure, pre_commit_hold};
 use super::translated::{Seam, UpstreamBody};

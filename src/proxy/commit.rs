@@ -20,7 +20,7 @@ use super::Shared;
 use super::dialect::ProxyError;
 use super::outcome::{Outcome, Pending};
 use super::relay::{BoxError, RelayBody};
-use super::routes::Route;
+use super::route::Route;
 use super::sse::heartbeat;
 use crate::snapshot::RequestOutcome;
 use crate::wire::dialect::sse_error_event;

@@ -17,7 +17,7 @@ use super::Shared;
 use super::attempt::{AttemptResult, Target, send_attempt};
 use super::continuation::Context;
 use super::request::ClientRequest;
-use super::routes::{Route, RouteKind};
+use super::route::{Route, RouteKind};
 use super::sse::hold::Held;
 use super::translated::UpstreamBody;
 use crate::clock::Instant;

@@ -20,7 +20,7 @@ use super::dispatch;
 use super::outcome::{Outcome, Pending};
 use super::request::{self, ClientRequest};
 use super::response::{ProxyBody, complete, error_response};
-use super::routes::{Route, RouteKind};
+use super::route::{Route, RouteKind};
 
 /// Serves one inference request end to end; never fails (errors are rendered in the route's
 /// dialect).

@@ -20,7 +20,7 @@ use super::body::read_limited;
 use super::dialect::ProxyError;
 use super::request::ClientRequest;
 use super::response::{ProxyBody, complete, error_response, json_response};
-use super::routes::dialect_for_path;
+use super::route::dialect_for_path;
 use crate::config::{Config, Secret};
 use crate::core::leases::{AcquireRefused, LeaseGate};
 use crate::policy::lease::{ConnKey, Lease, OwnerHash, Refusal};

@@ -18,6 +18,7 @@ pub mod probe;
 pub mod relay;
 pub mod request;
 pub mod response;
+pub mod route;
 pub mod routes;
 pub mod server;
 pub mod sniff;

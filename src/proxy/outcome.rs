@@ -10,7 +10,7 @@ use super::Shared;
 use super::dialect::{self, ProxyError};
 use super::headers;
 use super::relay::{Finish, RelayBody};
-use super::routes::Route;
+use super::route::Route;
 use super::sse::guard::Guards;
 use super::sse::hold::Held;
 use super::translated::UpstreamBody;

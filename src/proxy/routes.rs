@@ -15,82 +15,13 @@ use super::body::Probe;
 use super::dialect::ProxyError;
 use super::outcome::Outcome;
 use super::request::ClientRequest;
+use super::route::{ROUTES, Route, RouteKind, dialect_for_path};
 use super::{dispatch, forward, headers};
 use crate::config::Dialect;
 use crate::policy::select::Candidate;
 use crate::snapshot::RequestView;
-use crate::wire::dialect::SseKind;
 
 pub use super::response::{ProxyBody, json_response};
-
-/// The inference routes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RouteKind {
-    /// `POST /v1/messages`
-    Messages,
-    /// `POST /v1/messages/count_tokens`
-    CountTokens,
-    /// `POST /v1/chat/completions`
-    ChatCompletions,
-    /// `POST /v1/responses`
-    Responses,
-    /// `GET /v1/models`
-    Models,
-}
-
-impl RouteKind {
-    /// Routes that never take admission permits (§4 caps): token counts and model lists are
-    /// cheap and must not wait behind generations (case A23).
-    pub fn admission_exempt(self) -> bool {
-        matches!(self, Self::CountTokens | Self::Models)
-    }
-}
-
-/// A matched inference route.
-#[derive(Debug, Clone, Copy)]
-pub struct Route {
-    /// Which route.
-    pub kind: RouteKind,
-    /// Its path, e.g. `/v1/messages`.
-    pub path: &'static str,
-    /// Its wire dialect.
-    pub dialect: Dialect,
-}
-
-const ROUTES: [Route; 4] = [
-    Route {
-        kind: RouteKind::Messages,
-        path: "/v1/messages",
-        dialect: Dialect::Anthropic,
-    },
-    Route {
-        kind: RouteKind::CountTokens,
-        path: "/v1/messages/count_tokens",
-        dialect: Dialect::Anthropic,
-    },
-    Route {
-        kind: RouteKind::ChatCompletions,
-        path: "/v1/chat/completions",
-        dialect: Dialect::OpenAi,
-    },
-    Route {
-        kind: RouteKind::Responses,
-        path: "/v1/responses",
-        dialect: Dialect::OpenAi,
-    },
-];
-
-/// The dialect used for errors on `path` when no route matched.
-pub fn dialect_for_path(path: &str, h: &http::HeaderMap) -> Dialect {
-    if path.starts_with("/v1/messages")
-        || path.starts_with("/v1/complete")
-        || h.contains_key("anthropic-version")
-    {
-        Dialect::Anthropic
-    } else {
-        Dialect::OpenAi
-    }
-}
 
 /// Dispatches one request on the inference listener.
 pub async fn handle(state: Shared, req: Request<Incoming>) -> Response<ProxyBody> {
@@ -143,17 +74,6 @@ pub async fn handle(state: Shared, req: Request<Incoming>) -> Response<ProxyBody
 
 fn error(err: ProxyError, d: Dialect) -> Response<ProxyBody> {
     super::response::error_response(&err, d)
-}
-
-impl Route {
-    /// The SSE format of this route's streams.
-    pub fn sse_kind(&self) -> SseKind {
-        match self.kind {
-            RouteKind::Messages | RouteKind::CountTokens => SseKind::Anthropic,
-            RouteKind::ChatCompletions | RouteKind::Models => SseKind::OpenAiChat,
-            RouteKind::Responses => SseKind::OpenAiResponses,
-        }
-    }
 }
 
 /// How long `/v1/models` waits for the upstream's list before answering with the combos only.

@@ -19,7 +19,7 @@ use hyper::body::Incoming;
 
 use super::body::{rewrite_model, splice_model};
 use super::dialect::ProxyError;
-use super::routes::{Route, RouteKind};
+use super::route::{Route, RouteKind};
 use crate::config::{Dialect, ModelOptions, Provider};
 use crate::metrics::BodyRewrite;
 use crate::translate::{

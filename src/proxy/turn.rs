@@ -25,19 +25,7 @@
 
 use serde_json::Value;
 
-use super::sse::StreamKind;
-
-/// Stop reasons that explain a turn without an answer: Anthropic `max_tokens`,
-/// `model_context_window_exceeded`, `stop_sequence`, `refusal`; Chat `length`,
-/// `content_filter`.
-pub const EXCUSING_STOPS: [&str; 6] = [
-    "max_tokens",
-    "model_context_window_exceeded",
-    "stop_sequence",
-    "refusal",
-    "length",
-    "content_filter",
-];
+use super::sse::{EXCUSING_STOPS, StreamKind};
 
 /// Whether a complete 2xx `body` in the `kind` route's format is an empty turn (see the
 /// module doc). `false` for anything that is not JSON of that shape.

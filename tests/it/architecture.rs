@@ -563,6 +563,12 @@ fn module_of(rel: &str) -> Vec<String> {
 /// and `super::…` climbing to the root from `module` (the file's module path; inline
 /// `mod m { … }` blocks count as one more level).
 fn root_paths<'a>(code: &'a str, module: &[String]) -> Vec<(&'a str, usize)> {
+    paths_under(code, module, &[])
+}
+
+/// [`root_paths`] below the module `prefix` (e.g. `["proxy"]`): the first segment after
+/// `crate::proxy::…`, or after `super::…` climbing to `proxy` from `module`.
+fn paths_under<'a>(code: &'a str, module: &[String], prefix: &[&str]) -> Vec<(&'a str, usize)> {
     let toks = tokens(code);
     let tok = |i: usize| toks.get(i).map(|t| t.0);
     let mut out = Vec::new();
@@ -588,14 +594,21 @@ fn root_paths<'a>(code: &'a str, module: &[String]) -> Vec<(&'a str, usize)> {
             continue;
         }
         let root = match toks[k].0 {
-            Tok::Word("crate") if tok(k + 1) == Some(Tok::PathSep) => Some(k + 2),
+            Tok::Word("crate") if tok(k + 1) == Some(Tok::PathSep) => {
+                let under = prefix.iter().enumerate().all(|(n, p)| {
+                    tok(k + 2 + 2 * n) == Some(Tok::Word(p))
+                        && tok(k + 3 + 2 * n) == Some(Tok::PathSep)
+                });
+                under.then_some(k + 2 + 2 * prefix.len())
+            }
             Tok::Word("super") => {
                 let (mut j, mut up) = (k, 0);
                 while tok(j) == Some(Tok::Word("super")) && tok(j + 1) == Some(Tok::PathSep) {
                     up += 1;
                     j += 2;
                 }
-                (up > 0 && up == module.len() + inline_depths.len()).then_some(j)
+                let levels = (module.len() + inline_depths.len()).checked_sub(prefix.len());
+                (up > 0 && Some(up) == levels).then_some(j)
             }
             _ => None,
         };
@@ -924,6 +937,52 @@ fn top_level_modules_import_only_their_own_layer_or_lower_ones() {
         upward.is_empty(),
         "imports from a lower layer into a higher one:\n{}",
         upward.join("\n")
+    );
+}
+
+/// The files and folders directly in `src/proxy/` (a stage or a shared piece each): `from →
+/// to → where` of the imports between them, in non-test code.
+fn proxy_graph() -> Graph {
+    let mut graph = Graph::new();
+    for (rel, text) in source_files() {
+        let module = module_of(&rel);
+        if module.first().map(String::as_str) != Some("proxy") || module.len() < 2 {
+            continue;
+        }
+        let code = code_view(&text, true);
+        for (to, line) in paths_under(&code, &module, &["proxy"]) {
+            let known = Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("src/proxy")
+                .join(to);
+            let exists = known.is_dir() || known.with_extension("rs").is_file();
+            if exists && to != module[1] {
+                graph
+                    .entry(module[1].clone())
+                    .or_default()
+                    .entry(to.to_string())
+                    .or_insert_with(|| format!("{rel}:{line}"));
+            }
+        }
+    }
+    graph
+}
+
+#[test]
+fn the_stages_of_the_proxy_import_each_other_in_no_circle() {
+    let graph = proxy_graph();
+    assert!(
+        graph.len() > 10,
+        "found imports of only {} proxy files",
+        graph.len()
+    );
+    let found: Vec<String> = circles(&graph, 20)
+        .iter()
+        .map(|c| describe(&graph, c))
+        .collect();
+    assert!(
+        found.is_empty(),
+        "import circles between the files of src/proxy/ (a stage imports the stages after it or the shared pieces below it, never back):\n{}",
+        found.join("\n")
     );
 }
 

@@ -30,7 +30,7 @@ use super::dialect::ProxyError;
 use super::outcome::{Outcome, Streamed};
 use super::request::ClientRequest;
 use super::response::json_response;
-use super::routes::{Route, RouteKind};
+use super::route::{Route, RouteKind};
 use super::translated::{self, Prepared, Seam};
 use crate::clock::Instant;
 use crate::core::admission::Admitted;

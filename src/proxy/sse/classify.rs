@@ -30,6 +30,18 @@ use crate::wire::dialect::SseKind;
 
 use crate::wire::sse::Event;
 
+/// Stop reasons that explain a turn without an answer: Anthropic `max_tokens`,
+/// `model_context_window_exceeded`, `stop_sequence`, `refusal`; Chat `length`,
+/// `content_filter`.
+pub const EXCUSING_STOPS: [&str; 6] = [
+    "max_tokens",
+    "model_context_window_exceeded",
+    "stop_sequence",
+    "refusal",
+    "length",
+    "content_filter",
+];
+
 /// Which SSE wire format a stream uses (the dialect module's [`SseKind`], reused).
 pub type StreamKind = SseKind;
 
@@ -160,7 +172,7 @@ pub struct EventClass {
     /// a block or output item of a kind not known here. A complete turn with none is empty
     /// (`proxy::turn`).
     pub answer: bool,
-    /// A stop reason that explains a turn without an answer (`proxy::turn::EXCUSING_STOPS`:
+    /// A stop reason that explains a turn without an answer ([`EXCUSING_STOPS`]:
     /// an output limit, the client's stop sequence, a refusal, a content filter; or
     /// `response.incomplete`). Such a turn is not empty.
     pub excused_stop: bool,
@@ -478,7 +490,7 @@ fn chat(ev: &Event, data: &str, v: Option<&Value>) -> EventClass {
 
 /// Whether a stop reason explains a turn without an answer (see [`EventClass::excused_stop`]).
 fn excuses(reason: Option<&str>) -> bool {
-    reason.is_some_and(|r| crate::proxy::turn::EXCUSING_STOPS.contains(&r))
+    reason.is_some_and(|r| EXCUSING_STOPS.contains(&r))
 }
 
 fn reasoning_item_has_payload(item: Option<&Value>) -> bool {

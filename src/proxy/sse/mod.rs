@@ -24,7 +24,7 @@ mod tracker;
 mod tests;
 
 pub use classify::{
-    ANTHROPIC_HEARTBEAT, Activity, BlockEdge, EventClass, EventKind, OPENAI_HEARTBEAT, StreamError,
-    StreamKind, Terminal, classify_event, heartbeat,
+    ANTHROPIC_HEARTBEAT, Activity, BlockEdge, EXCUSING_STOPS, EventClass, EventKind,
+    OPENAI_HEARTBEAT, StreamError, StreamKind, Terminal, classify_event, heartbeat,
 };
 pub use tracker::{Readiness, StreamEnd, StreamTracker, Throughput};
