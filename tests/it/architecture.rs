@@ -70,7 +70,6 @@ const LONG_FUNCTIONS: &[(&str, &str, &str)] = &[
     ("src/core/mod.rs", "snapshot", "core is being reworked; one snapshot view a part"),
     ("src/core/resilience.rs", "resilience_views", "core is being reworked; the resilience views"),
     ("src/core/control.rs", "clear_cooldowns", "core is being reworked; clearing by target"),
-    ("src/proxy/sse/classify.rs", "anthropic", "proxy is being reworked; one arm per event type"),
     ("src/translate/stream/encode_chat.rs", "emit", "translate is being reworked; one arm per event"),
     ("src/translate/request/responses_to_anthropic.rs", "tools", "translate is being reworked; one arm per tool type"),
 ];
