@@ -59,36 +59,20 @@ pub async fn start(
     store: Option<Arc<Store>>,
 ) -> Result<Running, StartError> {
     let config = Arc::new(config);
-    let listener = TcpListener::bind(config.server.listen)
-        .await
-        .map_err(|source| StartError::Bind {
-            addr: config.server.listen,
-            what: "inference",
-            key: "server.listen",
-            source,
-        })?;
-    let admin_listener = TcpListener::bind(config.admin.listen)
-        .await
-        .map_err(|source| StartError::Bind {
-            addr: config.admin.listen,
-            what: "admin",
-            key: "admin.listen",
-            source,
-        })?;
-    let listen = listener.local_addr().map_err(|source| StartError::Bind {
-        addr: config.server.listen,
-        what: "inference",
-        key: "server.listen",
-        source,
-    })?;
-    let admin_listen = admin_listener
-        .local_addr()
-        .map_err(|source| StartError::Bind {
-            addr: config.admin.listen,
-            what: "admin",
-            key: "admin.listen",
-            source,
-        })?;
+    let listener = bind(config.server.listen, "inference", "server.listen").await?;
+    let admin_listener = bind(config.admin.listen, "admin", "admin.listen").await?;
+    let listen = bound_addr(
+        &listener,
+        config.server.listen,
+        "inference",
+        "server.listen",
+    )?;
+    let admin_listen = bound_addr(
+        &admin_listener,
+        config.admin.listen,
+        "admin",
+        "admin.listen",
+    )?;
 
     let core = Core::new(config.clone(), clock, store);
     core.set_addrs(listen.to_string(), admin_listen.to_string());
@@ -106,24 +90,8 @@ pub async fn start(
         tokio::runtime::Handle::current(),
     )));
 
-    let retention = {
-        let core = core.clone();
-        let stop = hard_stop.clone();
-        async move {
-            // Ages out old request rows and expired lockouts/pins during long runs.
-            loop {
-                tokio::select! {
-                    () = tokio::time::sleep(Duration::from_secs(300)) => {}
-                    () = stop.cancelled() => return,
-                }
-                if let Some(store) = core.store() {
-                    store.enforce_retention(crate::clock::unix_ms(core.clock().wall()));
-                }
-            }
-        }
-    };
     let tasks = vec![
-        tokio::spawn(retention),
+        tokio::spawn(retention(core.clone(), hard_stop.clone())),
         tokio::spawn(watch_config(control.clone(), hard_stop.clone())),
         tokio::spawn(core.clone().run_publisher(hard_stop.clone())),
         tokio::spawn(crate::proxy::server::serve(
@@ -151,6 +119,52 @@ pub async fn start(
         hard_stop,
         tasks,
     })
+}
+
+/// Binds `addr`; a failure names the listener (`what`) and the config `key` to change.
+async fn bind(
+    addr: SocketAddr,
+    what: &'static str,
+    key: &'static str,
+) -> Result<TcpListener, StartError> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|source| StartError::Bind {
+            addr,
+            what,
+            key,
+            source,
+        })
+}
+
+/// The address `listener` is bound to (the real port when `addr` said `:0`); a failure names
+/// the configured `addr`, the listener (`what`) and the config `key` to change.
+fn bound_addr(
+    listener: &TcpListener,
+    addr: SocketAddr,
+    what: &'static str,
+    key: &'static str,
+) -> Result<SocketAddr, StartError> {
+    listener.local_addr().map_err(|source| StartError::Bind {
+        addr,
+        what,
+        key,
+        source,
+    })
+}
+
+/// Every 5 minutes until `stop`: ages out old request rows and expired lockouts/pins during
+/// long runs.
+async fn retention(core: Core, stop: CancellationToken) {
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep(Duration::from_secs(300)) => {}
+            () = stop.cancelled() => return,
+        }
+        if let Some(store) = core.store() {
+            store.enforce_retention(crate::clock::unix_ms(core.clock().wall()));
+        }
+    }
 }
 
 /// How often `[server] watch_config` looks at the config file's modification time.

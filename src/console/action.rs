@@ -187,24 +187,9 @@ pub fn perform(control: &dyn Door, action: Action) -> Outcome {
             };
         }
         Action::RevertSetting(field) => return revert_one(control, field),
-        Action::RevertAllSettings => {
-            if let Err(e) = control.revert_settings() {
-                return refused(e);
-            }
-            return settings_outcome(
-                control,
-                Some("reverted every setting to the config file".to_owned()),
-            );
-        }
+        Action::RevertAllSettings => return revert_all(control),
         Action::HistoryPage { before_id, older } => {
-            return Outcome::History {
-                before_id,
-                older,
-                rows: match control.request_log_page(before_id, HISTORY_PAGE) {
-                    Ok(rows) => rows,
-                    Err(e) => return refused(e),
-                },
-            };
+            return history_page(control, before_id, older);
         }
         Action::ReloadConfig => match control.reload_config() {
             Ok(summary) => summary,
@@ -215,23 +200,8 @@ pub fn perform(control: &dyn Door, action: Action) -> Outcome {
             control.request_shutdown();
             "shutting down".to_owned()
         }
-        Action::ResetBreaker(provider) => match control.reset_breakers(provider.as_deref()) {
-            Ok(ids) => match (provider, ids.as_slice()) {
-                (Some(_), [id]) => format!("breaker '{id}' reset to closed"),
-                (_, []) => "no breakers to reset".to_owned(),
-                (_, ids) => format!("reset {} breakers to closed: {}", ids.len(), ids.join(", ")),
-            },
-            Err(e) => format!("reset failed: {e}"),
-        },
-        Action::InjectFault(req) => match control.inject_fault(&req) {
-            Ok(v) => format!(
-                "fault injected: {} {} for {}s (F clears)",
-                v.target,
-                v.description,
-                v.remaining_ms / 1000
-            ),
-            Err(e) => format!("fault not injected: {e}"),
-        },
+        Action::ResetBreaker(provider) => reset_breakers(control, provider),
+        Action::InjectFault(req) => inject_fault(control, &req),
         Action::ClearFaults => match control.clear_faults() {
             Ok(n) => format!(
                 "cleared {n} injected fault{}",
@@ -258,6 +228,54 @@ pub fn perform(control: &dyn Door, action: Action) -> Outcome {
         },
     };
     Outcome::Message(text)
+}
+
+/// Drops every settings override, then shows the editor's data (or why nothing changed).
+fn revert_all(control: &dyn Door) -> Outcome {
+    if let Err(e) = control.revert_settings() {
+        return refused(e);
+    }
+    settings_outcome(
+        control,
+        Some("reverted every setting to the config file".to_owned()),
+    )
+}
+
+/// One page of the request log, older than row `before_id` (`None`: the newest page).
+fn history_page(control: &dyn Door, before_id: Option<i64>, older: bool) -> Outcome {
+    Outcome::History {
+        before_id,
+        older,
+        rows: match control.request_log_page(before_id, HISTORY_PAGE) {
+            Ok(rows) => rows,
+            Err(e) => return refused(e),
+        },
+    }
+}
+
+/// Closes the breaker of `provider` (`None`: of every provider) and says which were reset.
+fn reset_breakers(control: &dyn Door, provider: Option<String>) -> String {
+    match control.reset_breakers(provider.as_deref()) {
+        Ok(ids) => match (provider, ids.as_slice()) {
+            (Some(_), [id]) => format!("breaker '{id}' reset to closed"),
+            (_, []) => "no breakers to reset".to_owned(),
+            (_, ids) => format!("reset {} breakers to closed: {}", ids.len(), ids.join(", ")),
+        },
+        Err(e) => format!("reset failed: {e}"),
+    }
+}
+
+/// Injects the fault `req` and says what it does and for how long.
+fn inject_fault(control: &dyn Door, req: &crate::core::faults::FaultRequest) -> String {
+    match control.inject_fault(req) {
+        Ok(v) => format!(
+            "fault injected: {} {} for {}s (F clears)",
+            v.target,
+            v.description,
+            v.remaining_ms / 1000
+        ),
+        Err(e) => format!("fault not injected: {e}"),
+    }
 }
 
 /// `verified 'c1' with claude-haiku (200 in 312 ms): cleared`, or why nothing changed.

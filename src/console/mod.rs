@@ -424,6 +424,9 @@ pub fn run_attached(
     ))
 }
 
+/// The console's loop: draws when something changed (at most every [`MIN_FRAME_INTERVAL`])
+/// and waits for a terminal event, a new snapshot, a slow action's outcome, a link change, a
+/// tick or shutdown.
 async fn event_loop(
     terminal: &mut ratatui::DefaultTerminal,
     mut snapshots: watch::Receiver<Arc<Snapshot>>,
@@ -434,60 +437,37 @@ async fn event_loop(
     shutdown: &CancellationToken,
 ) -> io::Result<()> {
     let first = Arc::clone(&snapshots.borrow_and_update());
-    let mut app = App::new(first);
-    app.set_history(opts.history.clone());
-    app.readonly = opts.readonly;
-    app.keymap = Arc::new(opts.keymap.clone());
+    let mut app = new_app(first, opts);
     let mut events = EventStream::new();
     let mut tick = tokio::time::interval(opts.tick.max(MIN_TICK));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut snapshots_open = true;
     let mut link_open = true;
     app.set_link(&link.borrow_and_update());
-    let mut dirty = true;
-    let mut last_draw: Option<crate::clock::Instant> = None;
-    let mut drawn_second = 0;
-    let mut mode = LayoutMode::TooSmall;
+    let mut frames = Frames {
+        dirty: true,
+        last_draw: None,
+        drawn_second: 0,
+        mode: LayoutMode::TooSmall,
+    };
     let (slow_done, mut slow_outcomes) = tokio::sync::mpsc::unbounded_channel();
 
     loop {
-        if dirty {
-            let now = clock.now();
-            if last_draw.is_none_or(|t| now.saturating_duration_since(t) >= MIN_FRAME_INTERVAL) {
-                let now_ms = unix_ms(clock.wall());
-                let mut rects = Vec::new();
-                terminal.draw(|f| {
-                    mode = LayoutMode::for_area(f.area());
-                    render(f, &app, &opts.theme, now_ms);
-                    rects = panel_rects(f.area(), &app);
-                })?;
-                app.rects = rects;
-                drawn_second = now_ms / 1000;
-                last_draw = Some(now);
-                dirty = false;
-            }
-        }
-        let next_frame = last_draw.map_or_else(|| clock.now(), |t| t + MIN_FRAME_INTERVAL);
+        draw_if_due(terminal, &mut app, opts, clock, &mut frames)?;
+        let next_frame = frames
+            .last_draw
+            .map_or_else(|| clock.now(), |t| t + MIN_FRAME_INTERVAL);
         tokio::select! {
             () = shutdown.cancelled() => return Ok(()),
             event = events.next() => match event {
                 Some(Ok(Event::Key(key))) => {
-                    match app.on_key(key) {
-                        Some(Action::Quit) => {
-                            control.request_shutdown();
-                            return Ok(());
-                        }
-                        Some(action) if action.is_slow() => {
-                            perform_off_loop(&control, action, slow_done.clone());
-                        }
-                        Some(action) => app.on_outcome(action::perform(control.as_ref(), action)),
-                        None => {}
+                    if on_key(&mut app, key, &control, &slow_done, clock) {
+                        return Ok(());
                     }
-                    app.on_tick(unix_ms(clock.wall()));
-                    dirty = true;
+                    frames.dirty = true;
                 }
-                Some(Ok(Event::Mouse(m))) if opts.mouse => dirty |= app.on_mouse(m),
-                Some(Ok(Event::Resize(..))) => dirty = true,
+                Some(Ok(Event::Mouse(m))) if opts.mouse => frames.dirty |= app.on_mouse(m),
+                Some(Ok(Event::Resize(..))) => frames.dirty = true,
                 Some(Ok(_)) => {}
                 Some(Err(e)) => return Err(e),
                 None => return Ok(()),
@@ -496,31 +476,112 @@ async fn event_loop(
                 Ok(()) => {
                     let snapshot = Arc::clone(&snapshots.borrow_and_update());
                     app.set_snapshot(snapshot);
-                    dirty = true;
+                    frames.dirty = true;
                 }
                 Err(_) => snapshots_open = false,
             },
             Some(outcome) = slow_outcomes.recv() => {
                 app.on_outcome(outcome);
-                dirty = true;
+                frames.dirty = true;
             }
             changed = link.changed(), if link_open => match changed {
                 Ok(()) => {
                     app.set_link(&link.borrow_and_update());
-                    dirty = true;
+                    frames.dirty = true;
                 }
                 Err(_) => link_open = false,
             },
             _ = tick.tick() => {
                 let now_ms = unix_ms(clock.wall());
                 // Uptime ticks once a second; running countdowns redraw on every tick.
-                dirty |= app.on_tick(now_ms)
-                    || now_ms / 1000 != drawn_second
-                    || app.has_visible_countdowns(now_ms, mode);
+                frames.dirty |= app.on_tick(now_ms)
+                    || now_ms / 1000 != frames.drawn_second
+                    || app.has_visible_countdowns(now_ms, frames.mode);
             }
-            () = tokio::time::sleep_until(next_frame), if dirty => {}
+            () = tokio::time::sleep_until(next_frame), if frames.dirty => {}
         }
     }
+}
+
+/// The app the console starts with: the first snapshot, the request history, read-only mode
+/// and the key bindings of `opts`.
+fn new_app(first: Arc<Snapshot>, opts: &ConsoleOptions) -> App {
+    let mut app = App::new(first);
+    app.set_history(opts.history.clone());
+    app.readonly = opts.readonly;
+    app.keymap = Arc::new(opts.keymap.clone());
+    app
+}
+
+/// What the event loop knows about its frames.
+struct Frames {
+    /// Something changed since the last frame.
+    dirty: bool,
+    /// When the last frame was drawn (none yet: draw at once).
+    last_draw: Option<crate::clock::Instant>,
+    /// The wall-clock second of the last frame (uptime redraws when it moves on).
+    drawn_second: u64,
+    /// The layout of the last frame.
+    mode: LayoutMode,
+}
+
+/// Draws a frame when one is needed and the last is at least [`MIN_FRAME_INTERVAL`] old, and
+/// keeps the panels' rectangles for the mouse.
+fn draw_if_due(
+    terminal: &mut ratatui::DefaultTerminal,
+    app: &mut App,
+    opts: &ConsoleOptions,
+    clock: &dyn Clock,
+    frames: &mut Frames,
+) -> io::Result<()> {
+    if !frames.dirty {
+        return Ok(());
+    }
+    let now = clock.now();
+    if frames
+        .last_draw
+        .is_some_and(|t| now.saturating_duration_since(t) < MIN_FRAME_INTERVAL)
+    {
+        return Ok(());
+    }
+    let now_ms = unix_ms(clock.wall());
+    let mut rects = Vec::new();
+    let mut mode = frames.mode;
+    terminal.draw(|f| {
+        mode = LayoutMode::for_area(f.area());
+        render(f, app, &opts.theme, now_ms);
+        rects = panel_rects(f.area(), app);
+    })?;
+    frames.mode = mode;
+    app.rects = rects;
+    frames.drawn_second = now_ms / 1000;
+    frames.last_draw = Some(now);
+    frames.dirty = false;
+    Ok(())
+}
+
+/// Handles one key: performs its action (a slow one off the loop, see [`perform_off_loop`]),
+/// then ticks the app. Returns true when the key quits (shutdown is requested then).
+fn on_key(
+    app: &mut App,
+    key: crossterm::event::KeyEvent,
+    control: &Arc<dyn Door>,
+    slow_done: &tokio::sync::mpsc::UnboundedSender<action::Outcome>,
+    clock: &dyn Clock,
+) -> bool {
+    match app.on_key(key) {
+        Some(Action::Quit) => {
+            control.request_shutdown();
+            return true;
+        }
+        Some(action) if action.is_slow() => {
+            perform_off_loop(control, action, slow_done.clone());
+        }
+        Some(action) => app.on_outcome(action::perform(control.as_ref(), action)),
+        None => {}
+    }
+    app.on_tick(unix_ms(clock.wall()));
+    false
 }
 
 /// Performs a slow action ([`Action::is_slow`]) on a worker thread; its outcome comes back

@@ -38,7 +38,7 @@
 
 mod body;
 
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use http::HeaderMap;
 
@@ -101,26 +101,8 @@ pub struct Rules<'a> {
 /// hints when the upstream sent no `date` header. The retry hint is capped at
 /// `max_quota_wait` (default 7d, §2).
 pub fn classify(input: &Input<'_>, rules: &Rules<'_>, now_wall: SystemTime) -> Classified {
-    // Cheap exits first: a success body (possibly a whole completion) is never parsed.
-    let plain =
-        |class: OutcomeClass, status: Option<u16>, reason: &str, message: &str| Classified {
-            class,
-            status,
-            retry_hint: None,
-            reason: reason.to_string(),
-            scope: Scope::Triple,
-            restated: None,
-            message: message.to_string(),
-            error_rule: None,
-        };
-    if input.client_gone {
-        let message = "client disconnected";
-        return plain(OutcomeClass::ClientGone, None, "client_gone", message);
-    }
-    if let (None, false, Some(s @ 200..=299)) =
-        (input.in_stream_error_type, input.truncated, input.status)
-    {
-        return plain(OutcomeClass::Success, Some(s), "success", "");
+    if let Some(done) = cheap_exit(input) {
+        return done;
     }
 
     let body = Body::new(input.body);
@@ -155,17 +137,7 @@ pub fn classify(input: &Input<'_>, rules: &Rules<'_>, now_wall: SystemTime) -> C
     };
 
     // (1) §7 restatement.
-    let restated = rules
-        .restatements
-        .iter()
-        .chain(rules.builtins)
-        .find(|r| restates(r, input.provider, status, &body))
-        .map(|r| Restated {
-            rule: r.id.clone(),
-            from: status,
-            to: r.to_status,
-            retry_after: hint_delay.unwrap_or(r.default_retry_after),
-        });
+    let restated = restatement(rules, input.provider, status, &body, hint_delay);
     let status = restated.as_ref().map_or(status, |r| r.to);
 
     // (2) §7 provider error rules, then (3) the §0 table.
@@ -184,6 +156,60 @@ pub fn classify(input: &Input<'_>, rules: &Rules<'_>, now_wall: SystemTime) -> C
         }),
         ..out(class, Some(status), reason, scope)
     }
+}
+
+/// The outcome of an attempt the client left, or of a plain success, without looking at the
+/// body: a success body (possibly a whole completion) is never parsed. `None` for the rest.
+fn cheap_exit(input: &Input<'_>) -> Option<Classified> {
+    let plain =
+        |class: OutcomeClass, status: Option<u16>, reason: &str, message: &str| Classified {
+            class,
+            status,
+            retry_hint: None,
+            reason: reason.to_string(),
+            scope: Scope::Triple,
+            restated: None,
+            message: message.to_string(),
+            error_rule: None,
+        };
+    if input.client_gone {
+        let message = "client disconnected";
+        return Some(plain(
+            OutcomeClass::ClientGone,
+            None,
+            "client_gone",
+            message,
+        ));
+    }
+    if let (None, false, Some(s @ 200..=299)) =
+        (input.in_stream_error_type, input.truncated, input.status)
+    {
+        return Some(plain(OutcomeClass::Success, Some(s), "success", ""));
+    }
+    None
+}
+
+/// The first restatement rule (the config file's, then the built-in ones) that restates
+/// `status` from `provider` with `body`, with the retry hint the upstream sent or the rule's
+/// default.
+fn restatement(
+    rules: &Rules<'_>,
+    provider: &str,
+    status: u16,
+    body: &Body,
+    hint_delay: Option<Duration>,
+) -> Option<Restated> {
+    rules
+        .restatements
+        .iter()
+        .chain(rules.builtins)
+        .find(|r| restates(r, provider, status, body))
+        .map(|r| Restated {
+            rule: r.id.clone(),
+            from: status,
+            to: r.to_status,
+            retry_after: hint_delay.unwrap_or(r.default_retry_after),
+        })
 }
 
 /// The HTTP status an in-stream error type stands for (§0 last row): overloaded → 529,

@@ -130,15 +130,6 @@ impl Validator<'_, '_> {
         raws: Vec<raw::RawErrorRule>,
         providers: &[Provider],
     ) -> Vec<ErrorRule> {
-        const REASONS: [&str; 7] = [
-            "rate_limit_exceeded",
-            "quota_exhausted",
-            "auth_error",
-            "not_found",
-            "credits_exhausted",
-            "banned",
-            "server_error",
-        ];
         let mut out = Vec::new();
         let mut seen = HashSet::new();
         for (i, r) in raws.into_iter().enumerate() {
@@ -147,45 +138,15 @@ impl Validator<'_, '_> {
             self.unique_rule_id(&mut seen, &k, &id);
             self.no_empty_markers(format!("{k}.text_markers"), &r.text_markers);
             self.no_empty_markers(format!("{k}.exclude_markers"), &r.exclude_markers);
-            if r.statuses.is_empty()
-                && r.error_types.is_empty()
-                && r.header_markers.is_empty()
-                && r.text_markers.is_empty()
-            {
-                self.bad(
-                    k.clone(),
-                    "has nothing to match on, so it would match every error",
-                    "set at least one of statuses, error_types, header_markers or text_markers",
-                );
-            }
+            self.matches_something(&k, &r);
             self.known_provider(&format!("{k}.provider"), &r.provider, providers);
             let statuses = r
                 .statuses
                 .iter()
                 .filter_map(|s| self.status(&format!("{k}.statuses"), *s))
                 .collect();
-            let reason = r.reason.clone().unwrap_or_default();
-            if r.reason.is_none() {
-                self.bad(
-                    format!("{k}.reason"),
-                    "is missing",
-                    format!("set reason to one of {}", REASONS.join(", ")),
-                );
-            } else if !REASONS.contains(&reason.as_str()) {
-                self.bad(
-                    format!("{k}.reason"),
-                    format!("'{reason}' is not a reason"),
-                    format!("use one of {}", REASONS.join(", ")),
-                );
-            }
-            let scope = r.scope.clone().unwrap_or_else(|| "connection".into());
-            if !["model", "connection", "provider"].contains(&scope.as_str()) {
-                self.bad(
-                    format!("{k}.scope"),
-                    format!("'{scope}' is not a scope"),
-                    "use model, connection or provider",
-                );
-            }
+            let reason = self.error_rule_reason(&k, r.reason.as_ref());
+            let scope = self.error_rule_scope(&k, r.scope.as_ref());
             let base_cooldown = r.base_cooldown.as_ref().map(|s| {
                 self.duration(
                     &format!("{k}.base_cooldown"),
@@ -207,5 +168,64 @@ impl Validator<'_, '_> {
             });
         }
         out
+    }
+
+    /// Reports an error rule (at `k`) with nothing to match on, which would match every error.
+    fn matches_something(&mut self, k: &str, r: &raw::RawErrorRule) {
+        if r.statuses.is_empty()
+            && r.error_types.is_empty()
+            && r.header_markers.is_empty()
+            && r.text_markers.is_empty()
+        {
+            self.bad(
+                k.to_owned(),
+                "has nothing to match on, so it would match every error",
+                "set at least one of statuses, error_types, header_markers or text_markers",
+            );
+        }
+    }
+
+    /// The reason of the error rule at `k`; a missing or unknown one is reported (and a
+    /// missing one is empty).
+    fn error_rule_reason(&mut self, k: &str, reason: Option<&String>) -> String {
+        const REASONS: [&str; 7] = [
+            "rate_limit_exceeded",
+            "quota_exhausted",
+            "auth_error",
+            "not_found",
+            "credits_exhausted",
+            "banned",
+            "server_error",
+        ];
+        let Some(reason) = reason else {
+            self.bad(
+                format!("{k}.reason"),
+                "is missing",
+                format!("set reason to one of {}", REASONS.join(", ")),
+            );
+            return String::new();
+        };
+        if !REASONS.contains(&reason.as_str()) {
+            self.bad(
+                format!("{k}.reason"),
+                format!("'{reason}' is not a reason"),
+                format!("use one of {}", REASONS.join(", ")),
+            );
+        }
+        reason.clone()
+    }
+
+    /// The scope of the error rule at `k` (`connection` when unset); an unknown one is
+    /// reported.
+    fn error_rule_scope(&mut self, k: &str, scope: Option<&String>) -> String {
+        let scope = scope.cloned().unwrap_or_else(|| "connection".into());
+        if !["model", "connection", "provider"].contains(&scope.as_str()) {
+            self.bad(
+                format!("{k}.scope"),
+                format!("'{scope}' is not a scope"),
+                "use model, connection or provider",
+            );
+        }
+        scope
     }
 }

@@ -3,7 +3,7 @@
 
 use ratatui::Frame;
 use ratatui::layout::Rect;
-use ratatui::style::Modifier;
+use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Clear, Paragraph, Wrap};
 
@@ -12,7 +12,7 @@ use crate::console::app::{App, Confirm};
 use crate::console::keymap::{Keymap, Scope};
 use crate::console::panels::requests::route_label;
 use crate::console::theme::{Role, Theme};
-use crate::snapshot::{AttemptClass, RequestOutcome, RequestView};
+use crate::snapshot::{AttemptClass, AttemptView, RequestOutcome, RequestView};
 
 /// The help's lines: a heading per scope, then one line per command: its keys, its
 /// `[console.keys]` action name and what it does. Generated from the effective key map.
@@ -123,16 +123,11 @@ pub fn render_details(f: &mut Frame, area: Rect, app: &App, theme: &Theme) {
         Line::from(vec![label("format"), Span::raw(format_label(r))]),
     ];
     // What translation changed in what the target was asked (e.g. a clamped max_tokens).
-    for (i, a) in r.adjusted.iter().enumerate() {
-        lines.push(Line::from(vec![
-            if i == 0 {
-                label("adjusted")
-            } else {
-                Span::raw(" ".repeat(10))
-            },
-            Span::styled(a.clone(), theme.style(Role::Cooling)),
-        ]));
-    }
+    lines.extend(labelled(
+        label("adjusted"),
+        r.adjusted.iter().cloned(),
+        theme.style(Role::Cooling),
+    ));
     lines.extend([
         Line::from(vec![label("model"), Span::raw(route_label(r))]),
         Line::from(vec![
@@ -157,23 +152,41 @@ pub fn render_details(f: &mut Frame, area: Rect, app: &App, theme: &Theme) {
     if !r.error.is_empty() {
         // The popup is at most 140 columns (and the screen): a long error wraps under its label.
         let room = usize::from(area.width.min(140).saturating_sub(4 + 3)).saturating_sub(10);
-        for (i, part) in wrap_words(&r.error, room.max(20)).into_iter().enumerate() {
-            lines.push(Line::from(vec![
-                if i == 0 {
-                    label("error")
-                } else {
-                    Span::raw(" ".repeat(10))
-                },
-                Span::styled(part, theme.style(Role::Error)),
-            ]));
-        }
+        lines.extend(labelled(
+            label("error"),
+            wrap_words(&r.error, room.max(20)),
+            theme.style(Role::Error),
+        ));
     }
     lines.extend(attempt_lines(r, theme));
     lines.push(Line::from(Span::styled(
         " enter or esc to close",
         theme.style(Role::Muted),
     )));
-    // Sized to the widest line (tables must not wrap); narrow terminals clip on the right.
+    render_popup(f, area, lines, theme);
+}
+
+/// One line per part, the first under `label`, the rest indented to line up with it.
+fn labelled<'a>(
+    label: Span<'a>,
+    parts: impl IntoIterator<Item = String>,
+    style: Style,
+) -> Vec<Line<'a>> {
+    let mut label = Some(label);
+    parts
+        .into_iter()
+        .map(|part| {
+            Line::from(vec![
+                label.take().unwrap_or_else(|| Span::raw(" ".repeat(10))),
+                Span::styled(part, style),
+            ])
+        })
+        .collect()
+}
+
+/// Draws the request details' `lines` in a popup centred in `area`, sized to the widest line
+/// (tables must not wrap); narrow terminals clip on the right.
+fn render_popup(f: &mut Frame, area: Rect, lines: Vec<Line<'_>>, theme: &Theme) {
     let height = u16::try_from(lines.len() + 2).unwrap_or(u16::MAX);
     let widest = lines.iter().map(Line::width).max().unwrap_or(0);
     let width = u16::try_from(widest + 3)
@@ -246,47 +259,7 @@ fn attempt_lines<'a>(r: &RequestView, theme: &Theme) -> Vec<Line<'a>> {
     if r.attempt_log.is_empty() {
         lines.push(Line::from(Span::styled(" no upstream attempts", muted)));
     } else {
-        let target_w = r
-            .attempt_log
-            .iter()
-            .map(|a| a.target.chars().count())
-            .max()
-            .unwrap_or(0)
-            .clamp(6, 48);
-        lines.push(Line::from(Span::styled(
-            format!(
-                " {:<2} {:<target_w$} {:>3}  {:<12} {:<22} {:>7}  {}",
-                "#", "target", "st", "class", "reason", "latency", "translated"
-            ),
-            theme.style(Role::Title),
-        )));
-        for (i, a) in r.attempt_log.iter().enumerate() {
-            let class_role = if a.class == AttemptClass::Success {
-                Role::Ok
-            } else {
-                Role::Error
-            };
-            let reason = if a.reason.is_empty() {
-                "—"
-            } else {
-                &a.reason
-            };
-            lines.push(Line::from(vec![
-                Span::raw(format!(" {:<2} {:<target_w$} ", i + 1, a.target)),
-                Span::styled(
-                    format!("{:>3}", fmt_status(a.status)),
-                    status_style(a.status, theme),
-                ),
-                Span::raw("  "),
-                Span::styled(format!("{:<12}", a.class), theme.style(class_role)),
-                Span::raw(format!(" {reason:<22} {:>7}", fmt_ms(a.latency_ms))),
-                Span::styled(format!("  {}", a.translated), theme.style(Role::Muted)),
-                Span::styled(
-                    if a.injected { "  injected" } else { "" },
-                    theme.style(Role::Error).add_modifier(Modifier::BOLD),
-                ),
-            ]));
-        }
+        lines.extend(attempt_table(&r.attempt_log, theme));
     }
     if !r.skipped.is_empty() {
         lines.push(Line::from(Span::styled(
@@ -322,6 +295,52 @@ fn attempt_lines<'a>(r: &RequestView, theme: &Theme) -> Vec<Line<'a>> {
             " continued after a break",
             theme.style(Role::Cooling),
         )));
+    }
+    lines
+}
+
+/// The attempt log as a table: a header, then per attempt its `#`, target, status, class,
+/// reason, latency, translation and whether a fault was injected.
+fn attempt_table<'a>(log: &[AttemptView], theme: &Theme) -> Vec<Line<'a>> {
+    let target_w = log
+        .iter()
+        .map(|a| a.target.chars().count())
+        .max()
+        .unwrap_or(0)
+        .clamp(6, 48);
+    let mut lines = vec![Line::from(Span::styled(
+        format!(
+            " {:<2} {:<target_w$} {:>3}  {:<12} {:<22} {:>7}  {}",
+            "#", "target", "st", "class", "reason", "latency", "translated"
+        ),
+        theme.style(Role::Title),
+    ))];
+    for (i, a) in log.iter().enumerate() {
+        let class_role = if a.class == AttemptClass::Success {
+            Role::Ok
+        } else {
+            Role::Error
+        };
+        let reason = if a.reason.is_empty() {
+            "—"
+        } else {
+            &a.reason
+        };
+        lines.push(Line::from(vec![
+            Span::raw(format!(" {:<2} {:<target_w$} ", i + 1, a.target)),
+            Span::styled(
+                format!("{:>3}", fmt_status(a.status)),
+                status_style(a.status, theme),
+            ),
+            Span::raw("  "),
+            Span::styled(format!("{:<12}", a.class), theme.style(class_role)),
+            Span::raw(format!(" {reason:<22} {:>7}", fmt_ms(a.latency_ms))),
+            Span::styled(format!("  {}", a.translated), theme.style(Role::Muted)),
+            Span::styled(
+                if a.injected { "  injected" } else { "" },
+                theme.style(Role::Error).add_modifier(Modifier::BOLD),
+            ),
+        ]));
     }
     lines
 }

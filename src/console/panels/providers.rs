@@ -9,7 +9,7 @@ use ratatui::widgets::{Cell, Paragraph, Table, TableState};
 use super::{Col, block, fit, fmt_ms, fmt_status, pick, status_style, table_frame};
 use crate::console::app::{App, Focus};
 use crate::console::theme::{Role, Theme};
-use crate::snapshot::{ProviderView, Snapshot};
+use crate::snapshot::{ConnectionView, ProviderView, Snapshot};
 
 /// Columns after the first (provider/connection, sized to the names): dialect/auth, profile,
 /// attempts, errors (`err`: attempts answered with a 5xx or not at all — transport error or
@@ -59,23 +59,7 @@ pub fn render(f: &mut Frame, area: Rect, app: &App, theme: &Theme, focused: bool
         Layout::vertical([Constraint::Min(0), Constraint::Length(combo_h)]).areas(inner);
 
     let muted = theme.style(Role::Muted);
-    let name_w = snap
-        .providers
-        .iter()
-        .flat_map(|p| {
-            std::iter::once(p.id.chars().count())
-                .chain(p.connections.iter().map(|c| c.id.chars().count() + 4))
-        })
-        .max()
-        .unwrap_or(0)
-        .clamp(12, 32);
-    let cols: Vec<Col> = std::iter::once(Col::fixed(
-        "provider",
-        u16::try_from(name_w).unwrap_or(12),
-        0,
-    ))
-    .chain(COLS)
-    .collect();
+    let cols = columns(snap);
     let keep = fit(&cols, table_area.width);
     let (header, widths) = table_frame(&cols, &keep, muted);
     let mut rows = Vec::new();
@@ -86,22 +70,7 @@ pub fn render(f: &mut Frame, area: Rect, app: &App, theme: &Theme, focused: bool
         }
         rows.push(pick(provider_cells(p, theme), &keep));
         for c in &p.connections {
-            let fail_style = if c.failures > 0 {
-                theme.style(Role::Error)
-            } else {
-                muted
-            };
-            let cells = vec![
-                Cell::from(format!("  └ {}", c.id)),
-                Cell::from(c.auth.clone()),
-                Cell::from(""),
-                Cell::from(c.attempts.to_string()),
-                Cell::from(Span::styled(c.failures.to_string(), fail_style)),
-                Cell::from(c.in_flight.to_string()),
-                Cell::from(""),
-                Cell::from(""),
-            ];
-            rows.push(pick(cells, &keep));
+            rows.push(pick(connection_cells(c, theme), &keep));
         }
     }
     if let Some(notice) = app.empty_notice(Focus::Providers, "no providers configured") {
@@ -120,16 +89,65 @@ pub fn render(f: &mut Frame, area: Rect, app: &App, theme: &Theme, focused: bool
     }
 
     if !combo_area.is_empty() {
-        let mut lines = vec![Line::from(Span::styled("combos", theme.style(Role::Title)))];
-        lines.extend(snap.combos.iter().map(|c| {
-            Line::from(vec![
-                Span::raw(format!("  {}", c.name)),
-                Span::styled(format!(" ({}) → ", c.strategy), muted),
-                Span::raw(c.targets.join(", ")),
-            ])
-        }));
-        f.render_widget(Paragraph::new(lines), combo_area);
+        render_combos(f, combo_area, snap, theme);
     }
+}
+
+/// The table's columns: the provider/connection names, as wide as the longest (12 to 32
+/// characters, a connection's indent included), then [`COLS`].
+fn columns(snap: &Snapshot) -> Vec<Col> {
+    let name_w = snap
+        .providers
+        .iter()
+        .flat_map(|p| {
+            std::iter::once(p.id.chars().count())
+                .chain(p.connections.iter().map(|c| c.id.chars().count() + 4))
+        })
+        .max()
+        .unwrap_or(0)
+        .clamp(12, 32);
+    std::iter::once(Col::fixed(
+        "provider",
+        u16::try_from(name_w).unwrap_or(12),
+        0,
+    ))
+    .chain(COLS)
+    .collect()
+}
+
+/// The indented row of one connection under its provider: its auth in the dialect column,
+/// its counters, no profile or last status.
+fn connection_cells<'a>(c: &ConnectionView, theme: &Theme) -> Vec<Cell<'a>> {
+    let fail_style = if c.failures > 0 {
+        theme.style(Role::Error)
+    } else {
+        theme.style(Role::Muted)
+    };
+    vec![
+        Cell::from(format!("  └ {}", c.id)),
+        Cell::from(c.auth.clone()),
+        Cell::from(""),
+        Cell::from(c.attempts.to_string()),
+        Cell::from(Span::styled(c.failures.to_string(), fail_style)),
+        Cell::from(c.in_flight.to_string()),
+        Cell::from(""),
+        Cell::from(""),
+    ]
+}
+
+/// The combos below the table: a title line, then one line per combo with its strategy and
+/// targets.
+fn render_combos(f: &mut Frame, area: Rect, snap: &Snapshot, theme: &Theme) {
+    let muted = theme.style(Role::Muted);
+    let mut lines = vec![Line::from(Span::styled("combos", theme.style(Role::Title)))];
+    lines.extend(snap.combos.iter().map(|c| {
+        Line::from(vec![
+            Span::raw(format!("  {}", c.name)),
+            Span::styled(format!(" ({}) → ", c.strategy), muted),
+            Span::raw(c.targets.join(", ")),
+        ])
+    }));
+    f.render_widget(Paragraph::new(lines), area);
 }
 
 fn provider_cells<'a>(p: &ProviderView, theme: &Theme) -> Vec<Cell<'a>> {

@@ -327,71 +327,13 @@ fn index(v: Option<&Value>) -> u64 {
         .unwrap_or(0)
 }
 
+/// What one event of an Anthropic Messages stream is, by its type.
 fn anthropic(ev: &Event, v: Option<&Value>) -> EventClass {
     match event_type(ev, v) {
         "message_start" => EventClass::of(EventKind::Lifecycle),
         "ping" => EventClass::of(EventKind::Keepalive),
-        "content_block_start" => {
-            let block = v.and_then(|v| v.get("content_block"));
-            let mut c = match str_at(block, "type").unwrap_or_default() {
-                "text" => match str_at(block, "text") {
-                    Some(t) if !t.is_empty() => EventClass::text(t),
-                    _ => EventClass::of(EventKind::Lifecycle).with_activity(Activity::Text),
-                },
-                "thinking" => EventClass::output(
-                    EventKind::Reasoning,
-                    Activity::Reasoning,
-                    non_empty_str(block, "thinking") || non_empty_str(block, "signature"),
-                ),
-                "redacted_thinking" => {
-                    EventClass::output(EventKind::Reasoning, Activity::Reasoning, true)
-                }
-                t if t.ends_with("tool_use") => {
-                    let has_input = block
-                        .and_then(|b| b.get("input"))
-                        .and_then(Value::as_object)
-                        .is_some_and(|o| !o.is_empty());
-                    if has_input {
-                        EventClass::output(EventKind::Content, Activity::ToolCall, true)
-                    } else {
-                        EventClass::answer_start(Activity::ToolCall)
-                    }
-                }
-                // Server tool results arrive whole in their start event.
-                t if t.ends_with("_tool_result") => {
-                    EventClass::output(EventKind::Content, Activity::None, true)
-                }
-                // A block kind not known here: not reasoning, so part of the answer.
-                _ => EventClass::answer_start(Activity::None),
-            };
-            if c.kind == EventKind::Reasoning && !c.progress {
-                // An empty thinking block opening is structure, not progress.
-                c.kind = EventKind::Lifecycle;
-            }
-            c.block = Some(BlockEdge::Start(index(v)));
-            c
-        }
-        "content_block_delta" => {
-            let delta = v.and_then(|v| v.get("delta"));
-            match str_at(delta, "type").unwrap_or_default() {
-                "text_delta" => EventClass::text(str_at(delta, "text").unwrap_or_default()),
-                "input_json_delta" => {
-                    EventClass::output(EventKind::Content, Activity::ToolCall, true)
-                }
-                "thinking_delta" => EventClass::output(
-                    EventKind::Reasoning,
-                    Activity::Reasoning,
-                    non_empty_str(delta, "thinking"),
-                ),
-                "signature_delta" => EventClass::output(
-                    EventKind::Reasoning,
-                    Activity::Reasoning,
-                    non_empty_str(delta, "signature"),
-                ),
-                // citations_delta and any future block delta: model output.
-                _ => EventClass::output(EventKind::Content, Activity::None, true),
-            }
-        }
+        "content_block_start" => anthropic_block_start(v),
+        "content_block_delta" => anthropic_block_delta(v),
         "content_block_stop" => EventClass {
             block: Some(BlockEdge::Stop(index(v))),
             ..EventClass::of(EventKind::Lifecycle)
@@ -412,6 +354,70 @@ fn anthropic(ev: &Event, v: Option<&Value>) -> EventClass {
         "message_stop" => EventClass::terminal(Terminal::Done),
         "error" => EventClass::error(stream_error(v.and_then(|v| v.get("error")), &ev.data)),
         _ => EventClass::of(EventKind::Other),
+    }
+}
+
+/// An Anthropic `content_block_start`, by the block's type: text or a tool call with its
+/// input already there is output, a thinking block is reasoning (structure when empty), a
+/// server tool result is output, an unknown kind starts the answer.
+fn anthropic_block_start(v: Option<&Value>) -> EventClass {
+    let block = v.and_then(|v| v.get("content_block"));
+    let mut c = match str_at(block, "type").unwrap_or_default() {
+        "text" => match str_at(block, "text") {
+            Some(t) if !t.is_empty() => EventClass::text(t),
+            _ => EventClass::of(EventKind::Lifecycle).with_activity(Activity::Text),
+        },
+        "thinking" => EventClass::output(
+            EventKind::Reasoning,
+            Activity::Reasoning,
+            non_empty_str(block, "thinking") || non_empty_str(block, "signature"),
+        ),
+        "redacted_thinking" => EventClass::output(EventKind::Reasoning, Activity::Reasoning, true),
+        t if t.ends_with("tool_use") => {
+            let has_input = block
+                .and_then(|b| b.get("input"))
+                .and_then(Value::as_object)
+                .is_some_and(|o| !o.is_empty());
+            if has_input {
+                EventClass::output(EventKind::Content, Activity::ToolCall, true)
+            } else {
+                EventClass::answer_start(Activity::ToolCall)
+            }
+        }
+        // Server tool results arrive whole in their start event.
+        t if t.ends_with("_tool_result") => {
+            EventClass::output(EventKind::Content, Activity::None, true)
+        }
+        // A block kind not known here: not reasoning, so part of the answer.
+        _ => EventClass::answer_start(Activity::None),
+    };
+    if c.kind == EventKind::Reasoning && !c.progress {
+        // An empty thinking block opening is structure, not progress.
+        c.kind = EventKind::Lifecycle;
+    }
+    c.block = Some(BlockEdge::Start(index(v)));
+    c
+}
+
+/// An Anthropic `content_block_delta`, by the delta's type: text, tool input, thinking and
+/// signatures (progress when not empty), anything else is model output.
+fn anthropic_block_delta(v: Option<&Value>) -> EventClass {
+    let delta = v.and_then(|v| v.get("delta"));
+    match str_at(delta, "type").unwrap_or_default() {
+        "text_delta" => EventClass::text(str_at(delta, "text").unwrap_or_default()),
+        "input_json_delta" => EventClass::output(EventKind::Content, Activity::ToolCall, true),
+        "thinking_delta" => EventClass::output(
+            EventKind::Reasoning,
+            Activity::Reasoning,
+            non_empty_str(delta, "thinking"),
+        ),
+        "signature_delta" => EventClass::output(
+            EventKind::Reasoning,
+            Activity::Reasoning,
+            non_empty_str(delta, "signature"),
+        ),
+        // citations_delta and any future block delta: model output.
+        _ => EventClass::output(EventKind::Content, Activity::None, true),
     }
 }
 

@@ -311,26 +311,53 @@ fn custom_tool(t: &Value, name: &str) -> Value {
     tool
 }
 
+/// A Responses `function` tool → an Anthropic tool with its parameters as the input schema.
+fn function_tool(t: &Value) -> Value {
+    // `parameters` is required and nullable in the Responses API: `null` (or none)
+    // is a tool without arguments.
+    let schema = t
+        .get("parameters")
+        .filter(|p| !p.is_null())
+        .cloned()
+        .unwrap_or_else(|| json!({"type": "object", "properties": {}}));
+    let mut tool = json!({"name": s(t, "name").unwrap_or_default(), "input_schema": schema});
+    if let Some(desc) = t.get("description").filter(|x| !x.is_null()) {
+        tool["description"] = desc.clone();
+    }
+    tool
+}
+
+/// The Responses `tool_choice` as an Anthropic one (`None` when not given); forcing a tool that
+/// was `dropped` or is built-in cannot translate.
+fn tool_choice(v: &Value, dropped: &HashSet<String>) -> Result<Option<Value>, TranslateError> {
+    Ok(match v.get("tool_choice") {
+        Some(Value::String(c)) if c == "required" => Some(json!({"type": "any"})),
+        Some(Value::String(c)) if c == "none" => Some(json!({"type": "none"})),
+        Some(c @ Value::Object(_)) => match s(c, "type") {
+            Some("function" | "custom") => {
+                Some(json!({"type": "tool", "name": s(c, "name").unwrap_or_default()}))
+            }
+            Some(k) if dropped.contains(k) || HOSTED.contains(&k) => {
+                return Err(TranslateError::unsupported(
+                    "tool_choice.type",
+                    format!("the forced tool '{k}' is a built-in tool with no counterpart"),
+                ));
+            }
+            _ => Some(json!({"type": "auto"})),
+        },
+        Some(Value::String(_)) => Some(json!({"type": "auto"})),
+        _ => None,
+    })
+}
+
+/// The Responses `tools` → Anthropic `tools` (built-in tools and namespaces are dropped with a
+/// warning, an unknown type cannot translate), with `tool_choice` and `parallel_tool_calls`.
 fn tools(v: &Value, d: &mut Draft) -> Result<(), TranslateError> {
     let mut out = Vec::new();
     let mut dropped = HashSet::new();
     for (i, t) in arr(v, "tools").iter().enumerate() {
         match s(t, "type").unwrap_or_default() {
-            "function" => {
-                // `parameters` is required and nullable in the Responses API: `null` (or none)
-                // is a tool without arguments.
-                let schema = t
-                    .get("parameters")
-                    .filter(|p| !p.is_null())
-                    .cloned()
-                    .unwrap_or_else(|| json!({"type": "object", "properties": {}}));
-                let mut tool =
-                    json!({"name": s(t, "name").unwrap_or_default(), "input_schema": schema});
-                if let Some(desc) = t.get("description").filter(|x| !x.is_null()) {
-                    tool["description"] = desc.clone();
-                }
-                out.push(tool);
-            }
+            "function" => out.push(function_tool(t)),
             "custom" => {
                 let name = s(t, "name").unwrap_or_default();
                 out.push(custom_tool(t, name));
@@ -359,24 +386,7 @@ fn tools(v: &Value, d: &mut Draft) -> Result<(), TranslateError> {
             }
         }
     }
-    let choice = match v.get("tool_choice") {
-        Some(Value::String(c)) if c == "required" => Some(json!({"type": "any"})),
-        Some(Value::String(c)) if c == "none" => Some(json!({"type": "none"})),
-        Some(c @ Value::Object(_)) => match s(c, "type") {
-            Some("function" | "custom") => {
-                Some(json!({"type": "tool", "name": s(c, "name").unwrap_or_default()}))
-            }
-            Some(k) if dropped.contains(k) || HOSTED.contains(&k) => {
-                return Err(TranslateError::unsupported(
-                    "tool_choice.type",
-                    format!("the forced tool '{k}' is a built-in tool with no counterpart"),
-                ));
-            }
-            _ => Some(json!({"type": "auto"})),
-        },
-        Some(Value::String(_)) => Some(json!({"type": "auto"})),
-        _ => None,
-    };
+    let choice = tool_choice(v, &dropped)?;
     if out.is_empty() {
         return Ok(());
     }

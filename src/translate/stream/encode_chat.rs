@@ -37,18 +37,10 @@ impl ChatEncoder {
         sse(out, None, &c);
     }
 
+    /// Appends what `ev` becomes on the Chat stream to `out` (nothing for some events).
     pub(super) fn emit(&mut self, ev: Ev, out: &mut Vec<u8>) {
         match ev {
-            Ev::Start { id, model, usage } => {
-                if !id.is_empty() {
-                    self.id = id;
-                }
-                if self.model.is_empty() {
-                    self.model = model;
-                }
-                self.usage = usage;
-                self.chunk(out, json!({"role": "assistant", "content": ""}), None);
-            }
+            Ev::Start { id, model, usage } => self.start(id, model, usage, out),
             Ev::BlockStart {
                 index,
                 block: Block::ToolUse { id, name },
@@ -91,37 +83,58 @@ impl ChatEncoder {
                     Some(stop::anthropic_to_chat(Some(&stop_reason))),
                 );
             }
-            Ev::Stop => {
-                if !self.finished {
-                    self.chunk(out, json!({}), Some("stop"));
-                }
-                if self.ctx.include_usage {
-                    let c = json!({"id": self.id, "object": "chat.completion.chunk", "created": self.ctx.created,
-                                   "model": self.model, "choices": [], "usage": self.usage.chat()});
-                    sse(out, None, &c);
-                }
-                out.extend_from_slice(b"data: [DONE]\n\n");
-            }
-            Ev::Error { etype, message } => {
-                let code = match etype.as_str() {
-                    "overloaded_error" => "server_is_overloaded",
-                    "rate_limit_error" => "rate_limit_exceeded",
-                    "api_error" => "server_error",
-                    other => other,
-                };
-                let t = if etype == "invalid_request_error" {
-                    "invalid_request_error"
-                } else {
-                    "server_error"
-                };
-                sse(
-                    out,
-                    None,
-                    &json!({"error": {"message": message, "type": t, "param": null, "code": code}}),
-                );
-                out.extend_from_slice(b"data: [DONE]\n\n");
-            }
+            Ev::Stop => self.stop(out),
+            Ev::Error { etype, message } => error(&etype, &message, out),
             _ => {}
         }
     }
+
+    /// The first chunk: the assistant role with empty content. Keeps the upstream's id (when
+    /// it sent one), its model (when the client's is unknown) and the usage known so far.
+    fn start(&mut self, id: String, model: String, usage: Usage, out: &mut Vec<u8>) {
+        if !id.is_empty() {
+            self.id = id;
+        }
+        if self.model.is_empty() {
+            self.model = model;
+        }
+        self.usage = usage;
+        self.chunk(out, json!({"role": "assistant", "content": ""}), None);
+    }
+
+    /// The end: a `stop` finish when none was sent, the usage chunk when the client asked for
+    /// it, then `[DONE]`.
+    fn stop(&self, out: &mut Vec<u8>) {
+        if !self.finished {
+            self.chunk(out, json!({}), Some("stop"));
+        }
+        if self.ctx.include_usage {
+            let c = json!({"id": self.id, "object": "chat.completion.chunk", "created": self.ctx.created,
+                           "model": self.model, "choices": [], "usage": self.usage.chat()});
+            sse(out, None, &c);
+        }
+        out.extend_from_slice(b"data: [DONE]\n\n");
+    }
+}
+
+/// A stream error as a Chat error event (the Anthropic error type mapped to an OpenAI type and
+/// code), then `[DONE]`.
+fn error(etype: &str, message: &str, out: &mut Vec<u8>) {
+    let code = match etype {
+        "overloaded_error" => "server_is_overloaded",
+        "rate_limit_error" => "rate_limit_exceeded",
+        "api_error" => "server_error",
+        other => other,
+    };
+    let t = if etype == "invalid_request_error" {
+        "invalid_request_error"
+    } else {
+        "server_error"
+    };
+    sse(
+        out,
+        None,
+        &json!({"error": {"message": message, "type": t, "param": null, "code": code}}),
+    );
+    out.extend_from_slice(b"data: [DONE]\n\n");
 }
