@@ -718,7 +718,9 @@ impl super::Core {
                             status: v.status,
                             cooldown_until_unix_ms: v.until.map(|t| tm.wall(t)),
                             backoff_level: v.backoff_level,
-                            last_error_kind: v.last_error_kind,
+                            last_error_kind: crate::snapshot::Word::parse_non_empty(
+                                &v.last_error_kind,
+                            ),
                             last_error: v.last_error,
                             last_status: v.last_status,
                             headroom: super::headroom::rows_view(&h.state, tm.wall_ms()),
