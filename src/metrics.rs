@@ -372,7 +372,7 @@ impl Metrics {
                     let l = labels(&[
                         ("provider", &p.id),
                         ("connection", &c.id),
-                        ("window", &h.window),
+                        ("window", h.window.as_str()),
                         ("model", &model),
                     ]);
                     if let Some(r) = h.remaining {
@@ -505,7 +505,7 @@ mod tests {
                 connections: vec![ConnectionView {
                     id: "mine".into(),
                     headroom: vec![HeadroomRowView {
-                        window: "five_hour".into(),
+                        window: crate::policy::headroom::Window::FiveHour.into(),
                         remaining: Some(0.25),
                         reset_at_unix_ms: Some(70_000),
                         binding: true,

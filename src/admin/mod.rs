@@ -31,7 +31,7 @@ mod verify;
 use crate::core::control::{Control, ControlError};
 use crate::proxy::response::{json_bytes_response, json_response};
 use crate::proxy::server::{Limits, serve_http};
-use crate::snapshot::Snapshot;
+use crate::snapshot::{Snapshot, Word};
 
 /// Admin request bodies are small JSON documents; larger ones are refused.
 const MAX_ADMIN_BODY: usize = 64 * 1024;
@@ -434,7 +434,7 @@ pub fn cooldowns(s: &Snapshot, provider: Option<&str>) -> Value {
                 "remainingMs": remaining_ms(c.cooldown_until_unix_ms, now),
                 "cooldownUntil": c.cooldown_until_unix_ms,
                 "backoffLevel": c.backoff_level,
-                "lastErrorKind": c.last_error_kind,
+                "lastErrorKind": c.last_error_kind.as_ref().map_or("", Word::as_str),
                 "lastError": c.last_error,
                 "lastStatus": c.last_status,
                 "lockouts": locks,
@@ -449,7 +449,7 @@ pub fn cooldowns(s: &Snapshot, provider: Option<&str>) -> Value {
             }
             if let Some(l) = &c.limit_reset {
                 row["limitReset"] = json!({
-                    "lastOutcome": l.last_outcome,
+                    "lastOutcome": l.last_outcome.as_ref().map_or("", Word::as_str),
                     "lastAt": l.last_at_unix_ms,
                     "nextQueryAfter": l.next_query_after_unix_ms,
                     "nextAvailableAt": l.next_available_at_unix_ms,

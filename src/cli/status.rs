@@ -194,7 +194,9 @@ fn connections(o: &mut String, snap: &Snapshot, now: u64) {
                 c.status,
                 secs_left(c.cooldown_until_unix_ms, now),
                 c.backoff_level,
-                c.last_error_kind,
+                c.last_error_kind
+                    .as_ref()
+                    .map_or("", crate::snapshot::Word::as_str),
                 c.lockouts
             );
         }

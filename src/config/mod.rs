@@ -19,7 +19,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 pub use resilience::*;
 pub use validate::{Lenient, LoadEnv, SecretMode, from_str, from_str_with};
@@ -120,7 +120,7 @@ impl fmt::Debug for Secret {
 
 /// Wire dialect of a provider or route: the request format it speaks (`CONFIG.md#providers`,
 /// key `dialect`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Dialect {
     /// Anthropic Messages API.
@@ -141,7 +141,7 @@ impl Dialect {
 }
 
 /// Breaker and cooldown default profile of a provider (§1, §2 of `docs/RESILIENCE.md`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
 #[serde(rename_all = "snake_case")]
 pub enum Profile {
     /// OAuth / subscription accounts.
@@ -212,7 +212,7 @@ impl Auth {
 }
 
 /// Order in which candidates are tried (§4 "Strategies").
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Strategy {
     /// In configured order.

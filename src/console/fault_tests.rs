@@ -29,7 +29,7 @@ fn fault(target: &str, description: &str, left_ms: u64) -> FaultView {
     FaultView {
         id: 1,
         target: target.into(),
-        kind: description.into(),
+        kind: crate::snapshot::Word::parse(description),
         description: description.into(),
         remaining_ms: left_ms,
         expires_at_unix_ms: NOW + left_ms,

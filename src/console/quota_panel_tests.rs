@@ -7,13 +7,15 @@ use super::app::{App, Focus};
 use super::panels::quota;
 use super::test_support::*;
 use super::theme::{Role, Theme};
+use crate::policy::headroom::Window;
+use crate::policy::headroom::preflight::Mark;
 use crate::snapshot::{ConnectionView, HeadroomRowView, PreflightView, ProviderView, Snapshot};
 
 const HOUR: u64 = 3_600_000;
 
 fn row(window: &str, remaining: f64, reset_in: u64, binding: bool) -> HeadroomRowView {
     HeadroomRowView {
-        window: window.into(),
+        window: crate::snapshot::Word::parse(window),
         remaining: Some(remaining),
         reset_at_unix_ms: Some(NOW + reset_in),
         binding,
@@ -32,8 +34,8 @@ fn quota_app() -> App {
             row("seven_day", 0.6, 24 * HOUR, false),
         ],
         preflight: Some(PreflightView {
-            state: "cut_off".into(),
-            window: "five_hour".into(),
+            state: Mark::CutOff.into(),
+            window: Window::FiveHour.into(),
             remaining: 0.01,
             // NOW + 1 h = 1_700_003_600_000 ms = 23:13:20 UTC.
             reset_at_unix_ms: Some(NOW + HOUR),
@@ -47,8 +49,8 @@ fn quota_app() -> App {
             ..row("requests", 0.15, 90_000, true)
         }],
         preflight: Some(PreflightView {
-            state: "warn".into(),
-            window: "requests".into(),
+            state: Mark::Warn.into(),
+            window: Window::Requests.into(),
             remaining: 0.15,
             reset_at_unix_ms: Some(NOW + 90_000),
         }),

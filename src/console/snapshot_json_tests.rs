@@ -9,7 +9,7 @@ fn fixture() -> Snapshot {
     let mut snap = snapshot();
     snap.recent[0].waits = vec![WaitView {
         target: "openrouter:main/anthropic/claude-sonnet-4".into(),
-        reason: "model_lockout".into(),
+        reason: crate::snapshot::WaitReason::ModelLockout.into(),
         waited_ms: 9_950,
     }];
     snap
@@ -58,4 +58,43 @@ fn the_console_draws_the_same_screen_from_the_parsed_snapshot() {
         term.backend().buffer().clone()
     };
     assert_eq!(draw(parsed), draw(want));
+}
+
+#[test]
+fn words_this_build_does_not_know_parse_and_serialise_back_unchanged() {
+    // An attached console of another sluice version may receive words this one does not
+    // know: they are kept as sent, neither an error nor a panic.
+    let newer = GOLDEN
+        .replacen("\"dialect\": \"openai\"", "\"dialect\": \"gemini\"", 1)
+        .replacen("\"profile\": \"api_key\"", "\"profile\": \"workload\"", 1)
+        .replacen(
+            "\"strategy\": \"priority\"",
+            "\"strategy\": \"cheapest\"",
+            1,
+        )
+        .replacen("\"reason\": \"terminal\"", "\"reason\": \"over_budget\"", 1)
+        .replacen(
+            "\"upstream_dialect\": \"openai\"",
+            "\"upstream_dialect\": \"x\"",
+            1,
+        )
+        .replacen(
+            "\"last_error_kind\": \"banned\"",
+            "\"last_error_kind\": \"teapot\"",
+            1,
+        );
+    assert_ne!(newer, GOLDEN);
+    let parsed: Snapshot = serde_json::from_str(&newer).unwrap();
+    let p = &parsed.providers[0];
+    assert_eq!(
+        (p.dialect.as_str(), p.profile.as_str()),
+        ("gemini", "workload")
+    );
+    assert_eq!(p.dialect.known(), None);
+    assert_eq!(parsed.combos[0].strategy.as_str(), "cheapest");
+    assert_eq!(parsed.recent[0].skipped[0].reason.as_str(), "over_budget");
+    assert_eq!(
+        serde_json::to_string_pretty(&parsed).unwrap(),
+        newer.trim_end_matches('\n')
+    );
 }

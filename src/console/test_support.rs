@@ -10,11 +10,14 @@ use ratatui::{Frame, Terminal};
 use super::app::App;
 use super::render;
 use super::theme::Theme;
+use crate::config::{Dialect, Profile, Strategy};
+use crate::policy::OutcomeClass;
 use crate::policy::admission::{Enforcement, GateKind};
+use crate::policy::select::ExclusionReason;
 use crate::snapshot::GateView;
 use crate::snapshot::{
     AttemptView, BreakerView, ComboView, ConnectionView, LockoutView, ProviderView, RequestView,
-    SkippedView, Snapshot, Totals, TransitionView, Window,
+    SkipReason, SkippedView, Snapshot, Totals, TransitionView, Window,
 };
 
 /// 2023-11-14 22:13:20 UTC.
@@ -81,11 +84,11 @@ pub(super) fn snapshot() -> Snapshot {
                 ],
                 skipped: vec![SkippedView {
                     target: "openrouter:key-b/anthropic/claude-sonnet-4".into(),
-                    reason: "terminal".into(),
+                    reason: SkipReason::from(ExclusionReason::Terminal).into(),
                 }],
                 waits: Vec::new(),
                 client_format: "anthropic".into(),
-                upstream_dialect: "openai".into(),
+                upstream_dialect: Some(Dialect::OpenAi.into()),
                 injected: false,
                 continued: false,
                 adjusted: vec!["max_tokens 128000 → 32768 (max_output_tokens)".into()],
@@ -117,7 +120,7 @@ pub(super) fn snapshot() -> Snapshot {
                 skipped: Vec::new(),
                 waits: Vec::new(),
                 client_format: "chat".into(),
-                upstream_dialect: "openai".into(),
+                upstream_dialect: Some(Dialect::OpenAi.into()),
                 injected: false,
                 continued: false,
                 adjusted: Vec::new(),
@@ -126,9 +129,9 @@ pub(super) fn snapshot() -> Snapshot {
         providers: vec![
             ProviderView {
                 id: "openrouter".into(),
-                dialect: "openai".into(),
+                dialect: Dialect::OpenAi.into(),
                 base_url: "https://openrouter.ai/api".into(),
-                profile: "api_key".into(),
+                profile: Profile::ApiKey.into(),
                 attempts: 12,
                 failures: 2,
                 in_flight: 1,
@@ -166,7 +169,7 @@ pub(super) fn snapshot() -> Snapshot {
                         status: crate::snapshot::ConnectionStatus::Cooling,
                         cooldown_until_unix_ms: Some(NOW + 12_000),
                         backoff_level: 2,
-                        last_error_kind: "rate_limited".into(),
+                        last_error_kind: Some(OutcomeClass::RateLimited.into()),
                         last_status: Some(429),
                         lockouts: 1,
                         ..Default::default()
@@ -175,7 +178,7 @@ pub(super) fn snapshot() -> Snapshot {
                         id: "key-b".into(),
                         auth: "env:OR_KEY_B".into(),
                         status: crate::snapshot::ConnectionStatus::Banned,
-                        last_error_kind: "banned".into(),
+                        last_error_kind: Some(OutcomeClass::Banned.into()),
                         ..Default::default()
                     },
                     ConnectionView {
@@ -184,7 +187,7 @@ pub(super) fn snapshot() -> Snapshot {
                         status: crate::snapshot::ConnectionStatus::QuotaWait,
                         cooldown_until_unix_ms: Some(NOW + 65_000),
                         backoff_level: 1,
-                        last_error_kind: "quota_exhausted".into(),
+                        last_error_kind: Some(OutcomeClass::QuotaExhausted.into()),
                         ..Default::default()
                     },
                 ],
@@ -192,9 +195,9 @@ pub(super) fn snapshot() -> Snapshot {
             },
             ProviderView {
                 id: "anthropic".into(),
-                dialect: "anthropic".into(),
+                dialect: Dialect::Anthropic.into(),
                 base_url: "https://api.anthropic.com".into(),
-                profile: "oauth".into(),
+                profile: Profile::Oauth.into(),
                 breaker: BreakerView {
                     state: crate::snapshot::BreakerState::Closed,
                     failure_count: 3,
@@ -214,7 +217,7 @@ pub(super) fn snapshot() -> Snapshot {
         ],
         combos: vec![ComboView {
             name: "fast".into(),
-            strategy: "priority".into(),
+            strategy: Strategy::Priority.into(),
             targets: vec!["openrouter/a".into(), "anthropic/b".into()],
         }],
         lockouts: vec![

@@ -204,7 +204,8 @@ fn never_panics_at_any_size() {
     let mut huge = snapshot();
     huge.providers[0].id = "p".repeat(300);
     huge.providers[0].breaker.transitions[1].reason = "r".repeat(500);
-    huge.providers[0].connections[0].last_error_kind = "k".repeat(500);
+    huge.providers[0].connections[0].last_error_kind =
+        Some(crate::snapshot::Word::Other("k".repeat(500)));
     huge.lockouts[0].model = "m".repeat(500);
     huge.providers[0].breaker.next_probe_at_unix_ms = Some(u64::MAX);
     huge.lockouts[1].until_unix_ms = u64::MAX;

@@ -43,7 +43,10 @@ fn view(f: &Fault, now: crate::clock::Instant, wall_ms: u64) -> FaultView {
     FaultView {
         id: f.id,
         target: f.label.clone(),
-        kind: f.kind.word(),
+        kind: f
+            .kind
+            .kind_word()
+            .map_or_else(|| crate::snapshot::Word::Other(f.kind.word()), Into::into),
         description: f.kind.describe(),
         remaining_ms: ms,
         expires_at_unix_ms: wall_ms.saturating_add(ms),

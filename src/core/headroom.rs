@@ -118,8 +118,8 @@ pub fn preflight_view(v: &Verdict) -> Option<PreflightView> {
             remaining,
             reset_at_ms,
         } => Some(PreflightView {
-            state: v.as_str().into(),
-            window: window.as_str().into(),
+            state: v.mark().into(),
+            window: window.into(),
             remaining,
             reset_at_unix_ms: reset_at_ms,
         }),
@@ -137,11 +137,11 @@ pub fn rows_view(h: &Headroom, now_unix_ms: u64) -> Vec<HeadroomRowView> {
     h.rows(now_unix_ms)
         .into_iter()
         .map(|r| HeadroomRowView {
-            window: r.window.as_str().into(),
+            window: r.window.into(),
             model: r.model,
             remaining: r.state.effective_remaining(),
             reset_at_unix_ms: r.state.reset_at_ms,
-            status: r.state.status.map(|s| s.as_str().into()),
+            status: r.state.status.map(Into::into),
             binding: r.binding,
             observed_at_unix_ms: r.state.observed_at_ms,
         })

@@ -40,7 +40,7 @@ pub(crate) fn active_in(r: &ResState, key: ConnKey, clock: &dyn Clock) -> bool {
 /// The snapshot mark of `slot` at `now_unix_ms`; `None` when no lane is listed.
 pub fn view(slot: &LaneSlot, now_unix_ms: u64) -> Option<LaneView> {
     slot.current(now_unix_ms).map(|l| LaneView {
-        state: l.state.as_str().into(),
+        state: l.state.into(),
         until_unix_ms: l.until_unix_ms,
         reason: l.reason,
     })

@@ -30,10 +30,7 @@ pub fn view(slot: &LimitResetSlot, now_unix_ms: u64) -> Option<LimitResetView> {
         return None;
     }
     Some(LimitResetView {
-        last_outcome: slot
-            .last_outcome
-            .map(|o| o.as_str().to_owned())
-            .unwrap_or_default(),
+        last_outcome: slot.last_outcome.map(Into::into),
         last_at_unix_ms: slot.last_at_ms,
         next_query_after_unix_ms: slot.next_query_after_ms.filter(|t| *t > now_unix_ms),
         next_available_at_unix_ms: slot.next_available_at_ms.filter(|t| *t > now_unix_ms),
@@ -210,13 +207,19 @@ mod tests {
         let mut s = LimitResetSlot::default();
         s.unavailable(Unavailable::AlreadyUsed, Some(NOW + 1_000), NOW);
         let v = view(&s, NOW).expect("listed");
-        assert_eq!(v.last_outcome, "already_used");
+        assert_eq!(
+            crate::snapshot::word::or_empty(&v.last_outcome),
+            "already_used"
+        );
         assert_eq!(v.next_available_at_unix_ms, Some(NOW + 1_000));
         assert_eq!(view(&s, NOW + 1_000), None, "lapsed");
         s.failed("HTTP 500", NOW);
         let v = view(&s, NOW).expect("backoff");
         assert_eq!(
-            (v.last_outcome.as_str(), v.last_error.as_str()),
+            (
+                crate::snapshot::word::or_empty(&v.last_outcome),
+                v.last_error.as_str()
+            ),
             ("error", "HTTP 500")
         );
     }

@@ -432,7 +432,7 @@ impl Core {
                 .iter()
                 .map(|c| ComboView {
                     name: c.name.clone(),
-                    strategy: c.strategy.as_str().into(),
+                    strategy: c.strategy.into(),
                     targets: c.targets.iter().map(ToString::to_string).collect(),
                 })
                 .collect(),
@@ -517,9 +517,9 @@ fn provider_views(
             ProviderView {
                 ramp_percent: live.ramp_percent,
                 id: p.id.clone(),
-                dialect: p.dialect.as_str().into(),
+                dialect: p.dialect.into(),
                 base_url: p.base_url.to_string().trim_end_matches('/').to_string(),
-                profile: p.profile.as_str().into(),
+                profile: p.profile.into(),
                 attempts: ps.attempts,
                 failures: ps.failures,
                 in_flight: ps.in_flight,

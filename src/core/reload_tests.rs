@@ -313,7 +313,7 @@ fn a_limit_reset_record_stays_with_its_connection_and_leaves_with_it() {
         conns[1]
             .limit_reset
             .as_ref()
-            .map(|v| v.last_outcome.as_str()),
+            .map(|v| crate::snapshot::word::or_empty(&v.last_outcome)),
         Some("already_used"),
         "kept's record moved with it"
     );

@@ -825,7 +825,7 @@ fn connection_view(
         status: v.status,
         cooldown_until_unix_ms: v.until.map(|t| at.tm.wall(t)),
         backoff_level: v.backoff_level,
-        last_error_kind: v.last_error_kind,
+        last_error_kind: crate::snapshot::Word::parse_non_empty(&v.last_error_kind),
         last_error: v.last_error,
         last_status: v.last_status,
         headroom: super::headroom::rows_view(&h.state, wall_ms),

@@ -96,6 +96,67 @@ fn fmt_secs(d: Duration) -> String {
     }
 }
 
+/// The kind word of a fault as the admin API and the snapshot name it: `latency`, `429`,
+/// `500`, `503`, `529`, `reset`, `stall` or `zombie`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FaultWord {
+    /// Added latency.
+    Latency,
+    /// An injected 429 (with `retry-after`).
+    #[serde(rename = "429")]
+    Status429,
+    /// An injected 500.
+    #[serde(rename = "500")]
+    Status500,
+    /// An injected 503.
+    #[serde(rename = "503")]
+    Status503,
+    /// An injected 529.
+    #[serde(rename = "529")]
+    Status529,
+    /// A connection reset before the head.
+    Reset,
+    /// A stream that stalls.
+    Stall,
+    /// A stream that never produces content.
+    Zombie,
+}
+
+impl FaultWord {
+    /// The wire word (as serde writes it).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Latency => "latency",
+            Self::Status429 => "429",
+            Self::Status500 => "500",
+            Self::Status503 => "503",
+            Self::Status529 => "529",
+            Self::Reset => "reset",
+            Self::Stall => "stall",
+            Self::Zombie => "zombie",
+        }
+    }
+}
+
+impl FaultKind {
+    /// The kind as a [`FaultWord`]; `None` only for a status outside [`STATUSES`] (which
+    /// [`parse_kind`] never builds).
+    pub fn kind_word(&self) -> Option<FaultWord> {
+        Some(match self {
+            FaultKind::Latency(_) => FaultWord::Latency,
+            FaultKind::Status { status: 429, .. } => FaultWord::Status429,
+            FaultKind::Status { status: 500, .. } => FaultWord::Status500,
+            FaultKind::Status { status: 503, .. } => FaultWord::Status503,
+            FaultKind::Status { status: 529, .. } => FaultWord::Status529,
+            FaultKind::Status { .. } => return None,
+            FaultKind::Reset => FaultWord::Reset,
+            FaultKind::Stall { .. } => FaultWord::Stall,
+            FaultKind::Zombie => FaultWord::Zombie,
+        })
+    }
+}
+
 /// Optional parameters of a fault (the admin API's `params` object). Unset fields take the
 /// defaults above; a parameter that does not fit the kind is an error.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -201,7 +201,7 @@ mod tests {
 }
 
 /// Why a candidate was left out at selection time (the §8 diagnostic reasons).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ExclusionReason {
     /// The provider breaker is OPEN, or HALF_OPEN with its probe busy.

@@ -382,7 +382,7 @@ fn list_leased(view: &mut RequestView, leased: &[select::Exclusion]) {
         if !view.skipped.iter().any(|s| s.target == e.target) {
             view.skipped.push(SkippedView {
                 target: e.target.clone(),
-                reason: e.reason.as_str().into(),
+                reason: crate::snapshot::SkipReason::from(e.reason).into(),
             });
         }
     }

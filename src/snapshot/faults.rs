@@ -2,6 +2,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::word::Word;
+use crate::policy::fault::FaultWord;
+
 /// One active fault as the admin API and the console show it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
@@ -11,7 +14,7 @@ pub struct FaultView {
     /// `provider` or `provider/connection`.
     pub target: String,
     /// Kind word: `latency`, `429`, `500`, `503`, `529`, `reset`, `stall`, `zombie`.
-    pub kind: String,
+    pub kind: Word<FaultWord>,
     /// Short description, e.g. `503`, `429 retry-after 30s`, `stall after 2 frames`.
     pub description: String,
     /// Time left, ms.

@@ -18,6 +18,7 @@ mod providers;
 mod queues;
 mod requests;
 pub mod stream;
+pub mod word;
 
 pub use faults::FaultView;
 pub use providers::{
@@ -25,7 +26,11 @@ pub use providers::{
     LockoutView, PreflightView, ProviderView, TransitionView,
 };
 pub use queues::GateView;
-pub use requests::{AttemptView, HeldView, RequestOutcome, RequestView, SkippedView, WaitView};
+pub use requests::{
+    AttemptView, HeldView, RequestOutcome, RequestView, SkipReason, SkippedView, WaitReason,
+    WaitView,
+};
+pub use word::Word;
 
 pub use crate::policy::OutcomeClass as AttemptClass;
 pub use crate::policy::Scope as LockoutScope;

@@ -3,7 +3,14 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::word::{Word, empty_is_none};
 use super::{BreakerState, ConnectionStatus, LockoutScope};
+use crate::config::{Dialect, Profile, Strategy};
+use crate::policy::OutcomeClass;
+use crate::policy::headroom::preflight::Mark;
+use crate::policy::headroom::{Window, WindowStatus};
+use crate::policy::lane::State as LaneState;
+use crate::policy::limit_reset::Outcome as LimitResetOutcome;
 
 /// One provider with its connections.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -12,11 +19,11 @@ pub struct ProviderView {
     /// Provider id.
     pub id: String,
     /// `anthropic` or `openai`.
-    pub dialect: String,
+    pub dialect: Word<Dialect>,
     /// Base URL.
     pub base_url: String,
     /// `oauth`, `api_key` or `local`.
-    pub profile: String,
+    pub profile: Word<Profile>,
     /// Attempts sent to this provider since start.
     pub attempts: u64,
     /// Attempts that failed (transport error or status >= 500).
@@ -116,8 +123,10 @@ pub struct ConnectionView {
     pub cooldown_until_unix_ms: Option<u64>,
     /// Backoff level (resets only on success).
     pub backoff_level: u32,
-    /// Kind of the last error, e.g. `rate_limited` (empty when none).
-    pub last_error_kind: String,
+    /// Outcome class of the last error, e.g. `rate_limited`; `None` (an empty string in
+    /// JSON) when none.
+    #[serde(with = "empty_is_none")]
+    pub last_error_kind: Option<Word<OutcomeClass>>,
     /// Short text of the last error (no secrets).
     pub last_error: String,
     /// Status of the last failed attempt.
@@ -157,13 +166,14 @@ pub struct ConnectionView {
 pub struct LaneView {
     /// `active` (requests carry `anthropic-usage-limit: slow`), `paused` (no new lane is
     /// accepted before `until_unix_ms`) or `ended`.
-    pub state: String,
+    pub state: Word<LaneState>,
     /// Active: when the lane ends (the announced reset + 60 s); paused: when a new lane may
     /// be accepted; ended: when it stops being listed. Unix ms.
     pub until_unix_ms: u64,
     /// `treatment` while active; why it ended otherwise (`weekly_limit`,
     /// `budget_exhausted`, `off`, `ineligible`, `extra_usage`, `new_window`,
-    /// `slot_busy_timeout`, `reset_passed`).
+    /// `slot_busy_timeout`, `reset_passed`, `limit_reset`). Kept a string: the lane record
+    /// itself carries the word as text.
     pub reason: String,
 }
 
@@ -172,8 +182,9 @@ pub struct LaneView {
 #[serde(default)]
 pub struct LimitResetView {
     /// How the last try ended: `reset`, `not_limited`, `already_used`, `not_offered` or
-    /// `error`.
-    pub last_outcome: String,
+    /// `error`; `None` (an empty string in JSON) before any try.
+    #[serde(with = "empty_is_none")]
+    pub last_outcome: Option<Word<LimitResetOutcome>>,
     /// When it ended.
     pub last_at_unix_ms: Option<u64>,
     /// No usage query before this (absent once passed).
@@ -203,9 +214,9 @@ pub struct LeaseView {
 #[serde(default)]
 pub struct PreflightView {
     /// `warn` (still dispatched) or `cut_off` (skipped with reason `quota_preflight`).
-    pub state: String,
+    pub state: Word<Mark>,
     /// The binding window's name, e.g. `five_hour`.
-    pub window: String,
+    pub window: Word<Window>,
     /// Its remaining fraction, 0–1.
     pub remaining: f64,
     /// When it resets, Unix ms, when known.
@@ -221,8 +232,8 @@ impl Eq for PreflightView {}
 pub struct ComboView {
     /// Client-facing model name.
     pub name: String,
-    /// Strategy name.
-    pub strategy: String,
+    /// Strategy name, e.g. `priority`, `round_robin`.
+    pub strategy: Word<Strategy>,
     /// Targets as written, `provider[:connection]/model`.
     pub targets: Vec<String>,
 }
@@ -233,7 +244,7 @@ pub struct ComboView {
 pub struct HeadroomRowView {
     /// Window name: `five_hour`, `seven_day`, `requests`, `tokens`, `input_tokens` or
     /// `output_tokens`.
-    pub window: String,
+    pub window: Word<Window>,
     /// Upstream model the window belongs to (bucket windows); `None` for account-wide
     /// subscription windows.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -243,9 +254,10 @@ pub struct HeadroomRowView {
     pub remaining: Option<f64>,
     /// When the window resets, Unix ms.
     pub reset_at_unix_ms: Option<u64>,
-    /// Upstream status word (`allowed`, `allowed_warning`, `rejected`), when sent.
+    /// Upstream status word (`allowed`, `allowed_warning`, `rejected`), when sent (the
+    /// header parser drops any other word, so only these reach the snapshot).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub status: Option<String>,
+    pub status: Option<Word<WindowStatus>>,
     /// True for the window that limits the connection now.
     pub binding: bool,
     /// When it was observed, Unix ms.

@@ -4,6 +4,9 @@
 use serde::{Deserialize, Serialize};
 
 use super::AttemptClass;
+use super::word::{Word, empty_is_none};
+use crate::config::Dialect;
+use crate::policy::select::ExclusionReason;
 
 impl RequestView {
     /// A `request_log` row as the Requests panel shows it (no attempt details; `id` 0). An
@@ -72,8 +75,10 @@ pub struct RequestView {
     pub waits: Vec<WaitView>,
     /// The client's format: `anthropic`, `chat` or `responses` (empty for `/v1/models`).
     pub client_format: String,
-    /// The dialect of the last target tried (`anthropic` or `openai`; empty when none).
-    pub upstream_dialect: String,
+    /// The dialect of the last target tried (`anthropic` or `openai`); `None` (an empty
+    /// string in JSON) when none was tried.
+    #[serde(with = "empty_is_none")]
+    pub upstream_dialect: Option<Word<Dialect>>,
     /// True when an attempt met an operator-injected fault (serialised only when true).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub injected: bool,
@@ -95,11 +100,11 @@ impl WaitView {
     pub fn describe(&self) -> String {
         let (pc, model) = self.target.split_once('/').unwrap_or((&self.target, ""));
         let conn = pc.split_once(':').map_or(pc, |(_, c)| c);
-        let what = match self.reason.as_str() {
-            "model_lockout" => format!("{model}'s lockout on {conn}"),
-            "quota_hold" => format!("{conn}'s quota reset (held)"),
-            "lane_slot_busy" => format!("a low-priority lane slot on {conn}"),
-            _ => format!("{conn}'s cooldown"),
+        let what = match self.reason.known() {
+            Some(WaitReason::ModelLockout) => format!("{model}'s lockout on {conn}"),
+            Some(WaitReason::QuotaHold) => format!("{conn}'s quota reset (held)"),
+            Some(WaitReason::LaneSlotBusy) => format!("a low-priority lane slot on {conn}"),
+            Some(WaitReason::ConnectionCooldown) | None => format!("{conn}'s cooldown"),
         };
         // Tenths of a second, rounded down: 9_950 ms reads "9.9 s".
         let tenths = self.waited_ms / 100;
@@ -114,9 +119,9 @@ impl WaitView {
 pub struct WaitView {
     /// The target whose exclusion ended first, `provider:connection/model`.
     pub target: String,
-    /// `connection_cooldown`, `model_lockout`, or `quota_hold` (a combo's hold until a quota
-    /// reset).
-    pub reason: String,
+    /// `connection_cooldown`, `model_lockout`, `quota_hold` (a combo's hold until a quota
+    /// reset) or `lane_slot_busy`.
+    pub reason: Word<WaitReason>,
     /// How long the request waited, ms.
     pub waited_ms: u64,
 }
@@ -151,9 +156,75 @@ pub struct SkippedView {
     /// `provider:connection/model`.
     pub target: String,
     /// `circuit_open`, `connection_cooldown`, `quota_wait`, `model_lockout`, `terminal`,
-    /// `provider_cooldown`, `unavailable`, `saturated`, or `slow_start` (skipped for a
-    /// recovering provider's ramp, and served elsewhere).
-    pub reason: String,
+    /// `provider_cooldown`, `unavailable`, or `slow_start` (skipped for a
+    /// recovering provider's ramp, and served elsewhere), `leased`, `quota_preflight`, or
+    /// `untranslatable`.
+    pub reason: Word<SkipReason>,
+}
+
+/// What a request waited for (a [`WaitView`]'s `reason`). Serialized snake_case.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WaitReason {
+    /// A connection's cooldown (the cooldown-aware wait).
+    ConnectionCooldown,
+    /// A model lockout on a connection (the cooldown-aware wait).
+    ModelLockout,
+    /// A combo's hold until the earliest quota reset (`hold_until_reset`).
+    QuotaHold,
+    /// A busy low-priority lane slot, retried on the same connection.
+    LaneSlotBusy,
+}
+
+impl WaitReason {
+    /// The wait word, as in JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ConnectionCooldown => "connection_cooldown",
+            Self::ModelLockout => "model_lockout",
+            Self::QuotaHold => "quota_hold",
+            Self::LaneSlotBusy => "lane_slot_busy",
+        }
+    }
+
+    /// The wait for a waitable exclusion (a connection cooldown or a model lockout); `None`
+    /// for any other reason.
+    pub fn of_exclusion(r: ExclusionReason) -> Option<Self> {
+        match r {
+            ExclusionReason::ConnectionCooldown => Some(Self::ConnectionCooldown),
+            ExclusionReason::ModelLockout => Some(Self::ModelLockout),
+            _ => None,
+        }
+    }
+}
+
+/// Why a candidate was skipped before dispatch (a [`SkippedView`]'s `reason`): a selection
+/// exclusion, or a target the request cannot be translated for. Serialized snake_case, the
+/// same words as [`ExclusionReason`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SkipReason {
+    /// The request cannot be translated for that target (nothing was sent).
+    Untranslatable,
+    /// Left out at selection time (written as the exclusion's own word).
+    #[serde(untagged)]
+    Excluded(ExclusionReason),
+}
+
+impl SkipReason {
+    /// The skip word, as in JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Excluded(r) => r.as_str(),
+            Self::Untranslatable => "untranslatable",
+        }
+    }
+}
+
+impl From<ExclusionReason> for SkipReason {
+    fn from(r: ExclusionReason) -> Self {
+        Self::Excluded(r)
+    }
 }
 
 /// How a finished request ended, as the request log, metrics and console name it. Serialized

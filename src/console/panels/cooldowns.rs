@@ -15,7 +15,9 @@ use super::selectable_table;
 use super::{Col, fit, fmt_countdown, frame, name_width, pick};
 use crate::console::app::{App, Focus, connection_rows};
 use crate::console::theme::{Role, Theme};
-use crate::snapshot::{ConnectionView, ProviderView};
+use crate::policy::lane::State as LaneState;
+use crate::policy::limit_reset::Outcome;
+use crate::snapshot::{ConnectionView, ProviderView, Word};
 
 /// Rows this panel would like (borders, header, one per connection).
 pub fn wanted_height(app: &App) -> u16 {
@@ -64,11 +66,11 @@ pub fn status_cell(c: &ConnectionView, now_unix_ms: u64) -> (String, Role) {
 pub fn lane_note(c: &ConnectionView, now_unix_ms: u64) -> Option<String> {
     let l = c.lane.as_ref()?;
     let left = fmt_countdown(l.until_unix_ms, now_unix_ms);
-    Some(match (l.state.as_str(), left) {
-        ("active", Some(left)) => format!("lane active {left}"),
-        ("paused", Some(left)) => format!("lane paused {left} ({})", l.reason),
-        ("active" | "paused", None) => return None,
-        (state, _) => format!("lane {state} ({})", l.reason),
+    Some(match (l.state.known(), left) {
+        (Some(LaneState::Active), Some(left)) => format!("lane active {left}"),
+        (Some(LaneState::Paused), Some(left)) => format!("lane paused {left} ({})", l.reason),
+        (Some(LaneState::Active | LaneState::Paused), None) => return None,
+        _ => format!("lane {} ({})", l.state, l.reason),
     })
 }
 
@@ -78,13 +80,14 @@ pub fn lane_note(c: &ConnectionView, now_unix_ms: u64) -> Option<String> {
 pub fn limit_reset_note(c: &ConnectionView, now_unix_ms: u64) -> Option<String> {
     let r = c.limit_reset.as_ref()?;
     let next = |t: Option<u64>| t.and_then(|t| fmt_countdown(t, now_unix_ms));
-    Some(match r.last_outcome.as_str() {
-        "reset" => "reset used".to_owned(),
-        "error" => match next(r.next_query_after_unix_ms) {
+    let word = r.last_outcome.as_ref().map_or("", Word::as_str);
+    Some(match r.last_outcome.as_ref().and_then(Word::known) {
+        Some(Outcome::Reset) => "reset used".to_owned(),
+        Some(Outcome::Error) => match next(r.next_query_after_unix_ms) {
             Some(left) => format!("reset error, retry {left}"),
             None => "reset error".to_owned(),
         },
-        word => match next(r.next_available_at_unix_ms) {
+        _ => match next(r.next_available_at_unix_ms) {
             Some(left) => format!("reset {word}, next {left}"),
             None => format!("reset {word}"),
         },
@@ -95,7 +98,7 @@ pub fn limit_reset_note(c: &ConnectionView, now_unix_ms: u64) -> Option<String> 
 /// empty when none.
 fn last_error_text(c: &ConnectionView, now_unix_ms: u64) -> String {
     let notes: Vec<String> = [
-        (!c.last_error_kind.is_empty()).then(|| c.last_error_kind.clone()),
+        c.last_error_kind.as_ref().map(ToString::to_string),
         limit_reset_note(c, now_unix_ms),
         lane_note(c, now_unix_ms),
     ]
@@ -230,15 +233,15 @@ mod lane_tests {
         let mut c = ConnectionView::default();
         assert_eq!(last_error_text(&c, now), "");
         c.lane = Some(LaneView {
-            state: "active".into(),
+            state: LaneState::Active.into(),
             until_unix_ms: now + 3_900_000,
             reason: "treatment".into(),
         });
         let active = last_error_text(&c, now);
         assert!(active.starts_with("lane active "), "{active}");
-        c.last_error_kind = "rate_limited".into();
+        c.last_error_kind = Some(crate::policy::OutcomeClass::RateLimited.into());
         c.lane = Some(LaneView {
-            state: "ended".into(),
+            state: LaneState::Ended.into(),
             until_unix_ms: now + 1_000,
             reason: "weekly_limit".into(),
         });
@@ -247,7 +250,7 @@ mod lane_tests {
             "rate_limited · lane ended (weekly_limit)"
         );
         c.lane = Some(LaneView {
-            state: "paused".into(),
+            state: LaneState::Paused.into(),
             until_unix_ms: now - 1,
             reason: "slot_busy_timeout".into(),
         });
@@ -259,11 +262,11 @@ mod lane_tests {
         use crate::snapshot::LimitResetView;
         let now = 1_700_000_000_000;
         let mut c = ConnectionView {
-            last_error_kind: "rate_limited".into(),
+            last_error_kind: Some(crate::policy::OutcomeClass::RateLimited.into()),
             ..ConnectionView::default()
         };
         c.limit_reset = Some(LimitResetView {
-            last_outcome: "already_used".into(),
+            last_outcome: Some(Outcome::AlreadyUsed.into()),
             next_available_at_unix_ms: Some(now + 7 * 86_400_000),
             ..LimitResetView::default()
         });
@@ -273,14 +276,14 @@ mod lane_tests {
             "{text}"
         );
         c.limit_reset = Some(LimitResetView {
-            last_outcome: "error".into(),
+            last_outcome: Some(Outcome::Error.into()),
             next_query_after_unix_ms: Some(now + 900_000),
             ..LimitResetView::default()
         });
         let text = last_error_text(&c, now);
         assert!(text.contains("reset error, retry "), "{text}");
         c.limit_reset = Some(LimitResetView {
-            last_outcome: "reset".into(),
+            last_outcome: Some(Outcome::Reset.into()),
             ..LimitResetView::default()
         });
         assert_eq!(last_error_text(&c, now), "rate_limited · reset used");

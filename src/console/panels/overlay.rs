@@ -12,7 +12,8 @@ use crate::console::app::{App, Confirm};
 use crate::console::keymap::{Keymap, Scope};
 use crate::console::panels::requests::route_label;
 use crate::console::theme::{Role, Theme};
-use crate::snapshot::{AttemptClass, AttemptView, RequestOutcome, RequestView};
+use crate::policy::select::ExclusionReason as E;
+use crate::snapshot::{AttemptClass, AttemptView, RequestOutcome, RequestView, SkipReason};
 
 /// The help's lines: a heading per scope, then one line per command: its keys, its
 /// `[console.keys]` action name and what it does. Generated from the effective key map.
@@ -209,16 +210,16 @@ fn format_label(r: &RequestView) -> String {
     } else {
         &r.client_format
     };
-    if r.upstream_dialect.is_empty() {
+    let Some(upstream) = &r.upstream_dialect else {
         return format!("client {client}");
-    }
+    };
     let translated = r
         .attempt_log
         .last()
         .is_some_and(|a| !a.translated.is_empty());
     format!(
         "client {client} → upstream {}{}",
-        r.upstream_dialect,
+        upstream,
         if translated { " (translated)" } else { "" }
     )
 }
@@ -267,18 +268,19 @@ fn attempt_lines<'a>(r: &RequestView, theme: &Theme) -> Vec<Line<'a>> {
             theme.style(Role::Title),
         )));
         for s in &r.skipped {
-            let role = match s.reason.as_str() {
-                "connection_cooldown" | "provider_cooldown" => Role::Cooling,
-                "quota_wait" => Role::QuotaWait,
-                "model_lockout" => Role::Lockout,
-                "circuit_open" => Role::BreakerOpen,
-                "terminal" => Role::Terminal,
-                "saturated" => Role::QueueFull,
+            let role = match s.reason.known() {
+                Some(SkipReason::Excluded(E::ConnectionCooldown | E::ProviderCooldown)) => {
+                    Role::Cooling
+                }
+                Some(SkipReason::Excluded(E::QuotaWait)) => Role::QuotaWait,
+                Some(SkipReason::Excluded(E::ModelLockout)) => Role::Lockout,
+                Some(SkipReason::Excluded(E::CircuitOpen)) => Role::BreakerOpen,
+                Some(SkipReason::Excluded(E::Terminal)) => Role::Terminal,
                 _ => Role::Muted,
             };
             lines.push(Line::from(vec![
                 Span::raw(format!("    {}  ", s.target)),
-                Span::styled(s.reason.clone(), theme.style(role)),
+                Span::styled(s.reason.to_string(), theme.style(role)),
             ]));
         }
     }

@@ -170,8 +170,8 @@ fn provider_cells<'a>(p: &ProviderView, theme: &Theme) -> Vec<Cell<'a>> {
     };
     vec![
         Cell::from(Span::styled(p.id.clone(), theme.style(Role::Title))),
-        Cell::from(p.dialect.clone()),
-        Cell::from(p.profile.clone()),
+        Cell::from(p.dialect.to_string()),
+        Cell::from(p.profile.to_string()),
         Cell::from(p.attempts.to_string()),
         Cell::from(Span::styled(p.failures.to_string(), fail_style)),
         Cell::from(p.in_flight.to_string()),

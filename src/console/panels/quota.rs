@@ -13,6 +13,8 @@ use ratatui::widgets::Paragraph;
 use super::{fmt_clock_utc, fmt_countdown, frame};
 use crate::console::app::{App, Focus, connection_rows};
 use crate::console::theme::{Role, Theme};
+use crate::policy::headroom::WindowStatus;
+use crate::policy::headroom::preflight::Mark;
 use crate::snapshot::{ConnectionView, HeadroomRowView, ProviderView};
 
 /// Cells of one bar.
@@ -61,9 +63,9 @@ pub fn bar(used: f64) -> String {
 /// The role of a connection's preflight state (and of its binding bar): `warn`, `cut_off`,
 /// else none.
 fn preflight_role(c: &ConnectionView) -> Option<Role> {
-    match c.preflight.as_ref().map(|p| p.state.as_str()) {
-        Some("warn") => Some(Role::QuotaWarn),
-        Some("cut_off") => Some(Role::QuotaCutOff),
+    match c.preflight.as_ref().and_then(|p| p.state.known()) {
+        Some(Mark::Warn) => Some(Role::QuotaWarn),
+        Some(Mark::CutOff) => Some(Role::QuotaCutOff),
         _ => None,
     }
 }
@@ -76,10 +78,10 @@ pub fn preflight_text(c: &ConnectionView) -> String {
     let left = format!(
         "{:.0}% left in {}",
         p.remaining * 100.0,
-        window_label(&p.window)
+        window_label(p.window.as_str())
     );
-    match p.state.as_str() {
-        "cut_off" => match p.reset_at_unix_ms {
+    match p.state.known() {
+        Some(Mark::CutOff) => match p.reset_at_unix_ms {
             Some(t) => {
                 let clock = fmt_clock_utc(t);
                 format!(
@@ -102,7 +104,7 @@ fn window_line<'a>(
 ) -> Line<'a> {
     let muted = theme.style(Role::Muted);
     let used = r.remaining.map(|x| 1.0 - x);
-    let rejected = r.status.as_deref() == Some("rejected");
+    let rejected = r.status == Some(WindowStatus::Rejected.into());
     let bar_role = match (r.binding, preflight_role(c)) {
         _ if rejected => Role::QuotaCutOff,
         (true, Some(role)) => role,
@@ -112,7 +114,7 @@ fn window_line<'a>(
     if r.binding {
         label_style = label_style.add_modifier(Modifier::BOLD);
     }
-    let mut label = window_label(&r.window).to_owned();
+    let mut label = window_label(r.window.as_str()).to_owned();
     if let Some(m) = &r.model {
         label = format!("{label} {m}");
     }

@@ -63,6 +63,30 @@ impl PreflightSettings {
     }
 }
 
+/// A preflight verdict's state word (`ok`, `warn`, `cut_off`), as the snapshot's
+/// `preflight.state` carries it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mark {
+    /// Dispatch normally.
+    Ok,
+    /// Dispatched, but the binding window is at or under `warn_at`.
+    Warn,
+    /// Skipped (reason `quota_preflight`): the binding window is at or under `cut_off_at`.
+    CutOff,
+}
+
+impl Mark {
+    /// snake_case name, as in JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Ok => "ok",
+            Self::Warn => "warn",
+            Self::CutOff => "cut_off",
+        }
+    }
+}
+
 /// The preflight answer for one connection.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 #[serde(tag = "state", rename_all = "snake_case")]
@@ -94,6 +118,15 @@ impl Verdict {
     /// True for [`Verdict::CutOff`].
     pub fn is_cut_off(&self) -> bool {
         matches!(self, Self::CutOff { .. })
+    }
+
+    /// The verdict without its window numbers.
+    pub fn mark(&self) -> Mark {
+        match self {
+            Self::Ok => Mark::Ok,
+            Self::Warn { .. } => Mark::Warn,
+            Self::CutOff { .. } => Mark::CutOff,
+        }
     }
 
     /// snake_case state name: `ok`, `warn`, `cut_off`.

@@ -105,7 +105,7 @@ impl Dispatch<'_> {
         let waited = clock.now().saturating_duration_since(started);
         self.view.waits.push(WaitView {
             target: self.view.target.clone(),
-            reason: "lane_slot_busy".into(),
+            reason: crate::snapshot::WaitReason::LaneSlotBusy.into(),
             waited_ms: u64::try_from(waited.as_millis()).unwrap_or(u64::MAX),
         });
     }

@@ -39,7 +39,9 @@ use crate::policy::select::{
     self, Candidate, Exclusion, ExclusionCause, ExclusionReason, target_label,
 };
 use crate::policy::{Classified, OutcomeClass, affinity};
-use crate::snapshot::{AttemptView, RequestOutcome, RequestView, SkippedView, WaitView};
+use crate::snapshot::{
+    AttemptView, RequestOutcome, RequestView, SkipReason, SkippedView, WaitReason, WaitView,
+};
 use crate::wire::body::estimate_tokens;
 use http::Response;
 use http_body_util::Full;
@@ -311,9 +313,9 @@ impl Dispatch<'_> {
         } else {
             // Tried after all: no longer listed as skipped for its ramp.
             let target = self.target_name(&cand);
-            self.view
-                .skipped
-                .retain(|s| !(s.target == target && s.reason == "slow_start"));
+            self.view.skipped.retain(|s| {
+                !(s.target == target && s.reason == SkipReason::from(ExclusionReason::SlowStart))
+            });
             core.admit_past_ramp(&cand, core.clock().now())
         };
         let ticket = match admitted {
@@ -388,7 +390,7 @@ impl Dispatch<'_> {
         if !self.view.skipped.iter().any(|s| s.target == target) {
             self.view.skipped.push(SkippedView {
                 target,
-                reason: "untranslatable".into(),
+                reason: SkipReason::Untranslatable.into(),
             });
         }
         self.refused.get_or_insert(e);
@@ -447,7 +449,7 @@ impl Dispatch<'_> {
             return Ok(Tried::Next);
         };
         self.view.target = target_label(&provider.id, &conn.id, &cand.model);
-        self.view.upstream_dialect = provider.dialect.as_str().into();
+        self.view.upstream_dialect = Some(provider.dialect.into());
         self.view.attempts += 1;
         let seam = prepared.seam.as_ref();
         self.view.adjusted = seam.map(|s| s.adjusted.clone()).unwrap_or_default();
@@ -630,7 +632,7 @@ impl Dispatch<'_> {
     async fn wait(&mut self, w: Wait) {
         let clock = self.state.core.clock().clone();
         let started = clock.now();
-        let _listed = (w.reason == "quota_hold").then(|| self.list_hold(&w));
+        let _listed = (w.reason == WaitReason::QuotaHold).then(|| self.list_hold(&w));
         wait::sleep_on(clock.as_ref(), started + w.delay, w.delay).await;
         let waited = clock.now().saturating_duration_since(started);
         let view = WaitView {
@@ -638,7 +640,7 @@ impl Dispatch<'_> {
             reason: w.reason.into(),
             waited_ms: u64::try_from(waited.as_millis()).unwrap_or(u64::MAX),
         };
-        tracing::info!(model = %self.view.client_model, target = %view.target, reason = w.reason, "{}", view.describe());
+        tracing::info!(model = %self.view.client_model, target = %view.target, reason = w.reason.as_str(), "{}", view.describe());
         self.view.waits.push(view);
     }
 }
@@ -704,7 +706,7 @@ fn log_skipped<'a>(view: &mut RequestView, exclusions: impl Iterator<Item = &'a 
         if !view.skipped.iter().any(|s| s.target == e.target) {
             view.skipped.push(SkippedView {
                 target: e.target.clone(),
-                reason: e.reason.as_str().into(),
+                reason: SkipReason::from(e.reason).into(),
             });
         }
     }

@@ -11,6 +11,7 @@ use std::time::Duration;
 use crate::clock::{Clock, Instant};
 use crate::config::{Combo, ComboCooldownWait};
 use crate::policy::select::Exclusion;
+use crate::snapshot::WaitReason;
 
 /// A wait decided on.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,7 +21,7 @@ pub struct Wait {
     /// The target whose exclusion ends first (`provider:connection/model`).
     pub target: String,
     /// Its exclusion reason (`connection_cooldown` or `model_lockout`), or `quota_hold`.
-    pub reason: &'static str,
+    pub reason: WaitReason,
 }
 
 /// The cooldown-wait settings of a request for `combo` (`None`: not a combo): the global
@@ -74,7 +75,7 @@ impl CooldownWait {
         Some(Wait {
             delay: d,
             target: first.1.target.clone(),
-            reason: first.1.reason.as_str(),
+            reason: WaitReason::of_exclusion(first.1.reason)?,
         })
     }
 }
@@ -101,7 +102,7 @@ pub fn hold(excluded: &[Exclusion], max_hold: Duration) -> Option<Wait> {
         // A reset that is due now still needs a moment to pass.
         delay: d.max(Duration::from_millis(1)),
         target: first.target.clone(),
-        reason: "quota_hold",
+        reason: WaitReason::QuotaHold,
     })
 }
 
@@ -180,7 +181,7 @@ mod tests {
         ]);
         assert_eq!(
             got.map(|w| (w.delay.as_secs(), w.reason)),
-            Some((10, "model_lockout"))
+            Some((10, WaitReason::ModelLockout))
         );
     }
 
@@ -240,7 +241,7 @@ mod tests {
         );
         assert_eq!(
             got.map(|w| (w.delay.as_secs(), w.reason)),
-            Some((300, "quota_hold"))
+            Some((300, WaitReason::QuotaHold))
         );
         assert!(hold(&[ex(ExclusionReason::QuotaWait, 901, "")], max).is_none());
         assert!(
@@ -291,17 +292,17 @@ mod tests {
     #[test]
     fn a_wait_reads_as_the_log_line_says() {
         use crate::snapshot::WaitView;
-        let w = |reason: &str, waited_ms| WaitView {
+        let w = |reason: WaitReason, waited_ms| WaitView {
             target: "a:key-a/glm-5".into(),
             reason: reason.into(),
             waited_ms,
         };
         assert_eq!(
-            w("connection_cooldown", 9_950).describe(),
+            w(WaitReason::ConnectionCooldown, 9_950).describe(),
             "waited 9.9 s for key-a's cooldown"
         );
         assert_eq!(
-            w("model_lockout", 300).describe(),
+            w(WaitReason::ModelLockout, 300).describe(),
             "waited 0.3 s for glm-5's lockout on key-a"
         );
     }

@@ -361,7 +361,7 @@ fn last_request(s: &Sluice, target: &str) -> (String, Vec<String>) {
         .skipped
         .iter()
         .filter(|k| k.target == target)
-        .map(|k| k.reason.clone())
+        .map(|k| k.reason.to_string())
         .collect();
     (last.target.clone(), reasons)
 }

@@ -202,7 +202,7 @@ async fn a_combo_with_cooldown_wait_false_answers_at_once_while_another_waits() 
         snap.recent
             .iter()
             .filter(|v| v.client_model == model)
-            .flat_map(|v| v.waits.iter().map(|w| w.reason.clone()))
+            .flat_map(|v| v.waits.iter().map(|w| w.reason.to_string()))
             .collect()
     };
     assert_eq!(

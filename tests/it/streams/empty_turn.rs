@@ -209,7 +209,7 @@ fn state_of(snap: &Snapshot, id: &str) -> (u32, String, String, Option<u64>, u32
     (
         p.breaker.failure_count,
         c.status.as_str().to_string(),
-        c.last_error_kind.clone(),
+        sluice::snapshot::word::or_empty(&c.last_error_kind).to_owned(),
         c.cooldown_until_unix_ms,
         c.lockouts,
     )
