@@ -355,7 +355,7 @@ pub struct Provider {
     /// `[providers.breaker]`: this provider's own breaker keys, laid over its profile's
     /// `[resilience.breaker.<profile>]`: this provider's thresholds over its profile's (§1).
     pub breaker: BreakerOverride,
-    /// `anthropic-beta` values this provider accepts (case A24): when set, other values are
+    /// `anthropic-beta` values this provider accepts: when set, other values are
     /// dropped from the header before forwarding (logged once each); unset forwards the
     /// header verbatim. Matching is exact, or by prefix for entries ending in `*`.
     pub anthropic_beta_allowlist: Option<Vec<String>>,

@@ -395,7 +395,7 @@ impl<'a> AttemptEnd<'a> {
         }
     }
 
-    /// An error event of type `error_type` with JSON `body` inside a 200 stream (case A14).
+    /// An error event of type `error_type` with JSON `body` inside a 200 stream.
     pub fn in_stream(error_type: &'a str, body: &'a [u8]) -> Self {
         Self {
             in_stream_error: Some(error_type),

@@ -11,7 +11,7 @@
 //! **FIFO by reservation.** A capped gate lends a later request a permit only when enough
 //! permits remain for every earlier waiter on that gate: it blocks when
 //! `in_flight + earlier_waiters >= cap`. So a later arrival never overtakes an earlier waiter
-//! for a gate's permits (FIFO within a connection, case A21), yet waiters held back by a
+//! for a gate's permits (FIFO within a connection), yet waiters held back by a
 //! *different* gate (another model's cap, another connection's cap under a shared provider
 //! cap) do not stall requests that need none of the permits they wait for. An uncapped gate
 //! never blocks and orders nothing.

@@ -6,7 +6,7 @@
 //! feeds it the outcomes that [`counts`] selects, and asks it for
 //! admission. Every time-dependent method takes `now`, and every read refreshes lazily (§1 "Lazy
 //! recovery"), so an expired OPEN or a hung probe is noticed by the next caller, not by a timer
-//! that might never fire (the hung probe is case A10).
+//! that might never fire (a probe that hangs).
 
 mod record;
 mod transition;
@@ -122,7 +122,7 @@ struct Probe {
 ///   are rejected until the probe settles. Probe success → CLOSED (count 0, multiplier 1).
 ///   Probe failure → OPEN again. A probe that does not settle within `probe_timeout` loses its
 ///   permit and counts as a failure (→ OPEN), detected on the next read, so the breaker is
-///   never HALF_OPEN with no free permit and no live probe (case A10). A probe that ends
+///   never HALF_OPEN with no free permit and no live probe. A probe that ends
 ///   without a verdict (client cancel, or a non-counted outcome such as 429, 401, 403, 529 or a
 ///   client 4xx) must be handed to [`release_probe`](Self::release_probe): the permit is freed
 ///   without counting and the next request probes.

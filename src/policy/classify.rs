@@ -12,7 +12,7 @@
 //! 3. **The §0 table** by status, body markers and the retry hint.
 //!
 //! Decisions `docs/RESILIENCE.md` leaves open (each is tested):
-//! - *Quota vs rate limit* (429 and 403; §2 "Two kinds of waiting", case A05): a hint longer
+//! - *Quota vs rate limit* (429 and 403; §2 "Two kinds of waiting"): a hint longer
 //!   than `quota_wait_threshold` → `QuotaExhausted` (`quota_wait`); quota text with no hint
 //!   → `QuotaExhausted` (ladder, so repeats escalate); quota text with a short hint →
 //!   `RateLimited` with that hint (A05's bug was exactly locking a "retry in 26s" quota

@@ -48,19 +48,19 @@ pub const CONCURRENCY_LIMIT_COOLDOWN: Duration = Duration::from_secs(1);
 ///
 /// **Ladder.** `cooldown = base * 2^backoff_level`, then `backoff_level += 1` capped at
 /// `max_backoff_level`; the cooldown is capped at `max_cooldown`. The level survives expiry
-/// and resets only on success (case A03) or an operator clear.
+/// and resets only on success or an operator clear.
 ///
 /// **Deadline rules.** The new deadline is `max(existing, computed)`. A failure of a request
 /// dispatched before the current ladder step was taken (`dispatched_at <
 /// cooldown_started_at`) is *stale*: it takes no ladder step, so it neither extends the
 /// deadline with one nor raises the level, and it does not count toward `expired`/`banned`
-/// (case A02: a burst raises the level once). Only a ladder step (or the `rate_limit_cooldown`
+/// (a burst raises the level once). Only a ladder step (or the `rate_limit_cooldown`
 /// override) is that reference.
 ///
 /// **Retry hints.** A 429 with a short hint cools exactly until the hint (capped at
 /// `max_cooldown`), does not raise the level and does not start a ladder step, so it is not a
 /// reference for staleness: an in-flight 429 without a hint that lands afterwards still takes
-/// the next ladder step and, by the max rule, lengthens the deadline (case A01). A hint longer
+/// the next ladder step and, by the max rule, lengthens the deadline. A hint longer
 /// than `quota_wait_threshold` on a 429 / 403 means `quota_wait` until the reset, capped at
 /// `max_quota_wait`. Such hinted deadlines are upstream facts and apply even to stale failures,
 /// by the max rule only (never shortening, never raising the level). So when a hinted 429 and

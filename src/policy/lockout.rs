@@ -229,7 +229,7 @@ impl Lockouts {
     /// → the model id ([`Scope::Connection`] / [`Scope::Provider`] are not lockout scopes; the
     /// core should not send them, and they lock the exact model). `failures += 1`, the
     /// duration follows [`lock_duration`], and the deadline is `max(existing, now +
-    /// duration)`: a later failure never shortens a lock (case A01). `reason` is kept when it
+    /// duration)`: a later failure never shortens a lock. `reason` is kept when it
     /// set the deadline.
     pub fn on_failure(
         &mut self,

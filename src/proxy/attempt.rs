@@ -457,7 +457,7 @@ fn untranslatable_reply(
 }
 
 /// A stream that failed its hold: classify it (an error event like the HTTP error of its
-/// type, case A14) and keep what to answer with.
+/// type) and keep what to answer with.
 fn hold_failed(state: &Shared, t: &Target<'_>, f: HoldFailure) -> AttemptResult {
     let msg = f.message();
     tracing::info!(provider = %t.provider.id, connection = %t.conn.id, error = %msg, "stream failed before content; trying the next target");

@@ -21,7 +21,7 @@ pub enum RouteKind {
 
 impl RouteKind {
     /// Routes that never take admission permits (§4 caps): token counts and model lists are
-    /// cheap and must not wait behind generations (case A23).
+    /// cheap and must not wait behind generations.
     pub fn admission_exempt(self) -> bool {
         matches!(self, Self::CountTokens | Self::Models)
     }

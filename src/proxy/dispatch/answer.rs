@@ -100,7 +100,7 @@ pub fn pass_through(status: StatusCode, h: &HeaderMap, body: Bytes) -> Response<
 }
 
 /// A retryable upstream error (429, 503, 529) whose only retry hint was in the body (e.g. a
-/// Gemini `retryDelay`, case A05) gets that hint as an integer `retry-after` header, the one
+/// Gemini `retryDelay`) gets that hint as an integer `retry-after` header, the one
 /// form every client reads. An upstream `retry-after` is never replaced.
 fn add_retry_after(resp: &mut Response<Full<Bytes>>, c: &Classified) {
     let retryable = matches!(resp.status().as_u16(), 429 | 503 | 529);

@@ -170,7 +170,7 @@ fn hold_limit(
         .then(|| combo.max_hold.min(queue.execution_max_wait))
 }
 
-/// No candidate for this model on this route: count_tokens estimates locally (case A23),
+/// No candidate for this model on this route: count_tokens estimates locally,
 /// anything else is `no_executable_targets` (with the other dialect's targets listed).
 fn no_candidates(
     route: Route,
@@ -336,7 +336,7 @@ impl Dispatch<'_> {
             core.release(ticket);
             return Ok(Tried::Full(step.index));
         };
-        // Token counts and model lists never take slots meant for generations (case A23).
+        // Token counts and model lists never take slots meant for generations.
         let permit = match step.permit {
             Some(p) => Some(p),
             None if exempt => None,

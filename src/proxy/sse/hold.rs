@@ -40,7 +40,7 @@ pub enum HoldFailure {
     Ended,
     /// The body broke (transport error) before any content.
     Broke(String),
-    /// An error event arrived before any content (case A14 a/b).
+    /// An error event arrived before any content.
     ErrorEvent(StreamError),
     /// The turn completed with nothing content-bearing: an empty turn.
     EmptyTurn,

@@ -80,7 +80,7 @@ impl StreamTracker {
     }
 
     /// Opt-in: let keepalives restart the content-stall budget too. §6 says they do not (the
-    /// default, `false`); case A20 needs it as a per-provider opt-in.
+    /// default, `false`); a provider may need it as a per-provider opt-in.
     pub fn keepalive_restarts_stall(mut self, on: bool) -> Self {
         self.keepalive_progress = on;
         self

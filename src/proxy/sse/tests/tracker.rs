@@ -1,4 +1,4 @@
-//! Tracker: completion, truncation, stall, readiness (case A20), throughput.
+//! Tracker: completion, truncation, stall, readiness, throughput.
 
 use std::time::Duration;
 
