@@ -79,13 +79,14 @@ pub async fn start(
     let shutdown = CancellationToken::new();
     let hard_stop = CancellationToken::new();
     let control = Control::new(core.clone(), shutdown.clone());
-    let upstream = crate::proxy::upstream::Upstreams::new(&config).map_err(StartError::Client)?;
+    let upstream =
+        crate::proxy::attempt::upstream::Upstreams::new(&config).map_err(StartError::Client)?;
     let state = Arc::new(crate::proxy::ProxyState::new(
         core.clone(),
         upstream,
         hard_stop.clone(),
     ));
-    control.set_probe(Arc::new(crate::proxy::probe::UpstreamProbe::new(
+    control.set_probe(Arc::new(crate::proxy::attempt::probe::UpstreamProbe::new(
         state.clone(),
         tokio::runtime::Handle::current(),
     )));
@@ -94,7 +95,7 @@ pub async fn start(
         tokio::spawn(retention(core.clone(), hard_stop.clone())),
         tokio::spawn(watch_config(control.clone(), hard_stop.clone())),
         tokio::spawn(core.clone().run_publisher(hard_stop.clone())),
-        tokio::spawn(crate::proxy::server::serve(
+        tokio::spawn(crate::proxy::serve::server::serve(
             listener,
             state,
             shutdown.clone(),

@@ -29,8 +29,8 @@ mod resilience;
 mod verify;
 
 use crate::core::control::{Control, ControlError};
-use crate::proxy::response::{json_bytes_response, json_response};
-use crate::proxy::server::{Limits, serve_http};
+use crate::proxy::respond::response::{json_bytes_response, json_response};
+use crate::proxy::serve::server::{Limits, serve_http};
 use crate::snapshot::{Snapshot, Word};
 
 /// Admin request bodies are small JSON documents; larger ones are refused.

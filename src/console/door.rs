@@ -98,7 +98,7 @@ pub trait Door: Send + Sync {
         limit: usize,
     ) -> Result<Vec<(i64, RequestView)>, DoorError>;
     /// [`Control::verify`]: one probe, then the clear or reset when it passed. Takes up to
-    /// the probe's timeout (`crate::proxy::probe::PROBE_TIMEOUT`): the console calls it off its
+    /// the probe's timeout (`crate::proxy::attempt::probe::PROBE_TIMEOUT`): the console calls it off its
     /// event loop.
     fn verify(&self, target: &VerifyTarget, model: &str) -> Result<VerifyReport, DoorError>;
     /// The console's `q`: in-process [`Control::request_shutdown`] (sluice stops with its

@@ -2,7 +2,7 @@
 //! resets) takes traffic again, one cheap probe is sent to that exact connection; only a 2xx
 //! answer lets [`Control::clear_cooldowns`] / [`Control::reset_breakers`] run. The probe is
 //! injected ([`Probe`], installed with [`Control::set_probe`]) so the decision is tested
-//! without sockets; the real one is `crate::proxy::probe`.
+//! without sockets; the real one is `crate::proxy::attempt::probe`.
 
 use std::future::Future;
 use std::pin::Pin;

@@ -15,16 +15,16 @@ use hyper::body::Incoming;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::Shared;
-use super::body::read_limited;
-use super::dialect::ProxyError;
-use super::request::ClientRequest;
-use super::response::{ProxyBody, complete, error_response, json_response};
-use super::route::dialect_for_path;
 use crate::config::{Config, Secret};
 use crate::core::leases::{AcquireRefused, LeaseGate};
 use crate::policy::lease::{ConnKey, Lease, OwnerHash, Refusal};
 use crate::policy::select::{self, Candidate};
+use crate::proxy::Shared;
+use crate::proxy::dialect::ProxyError;
+use crate::proxy::request::ClientRequest;
+use crate::proxy::request::body::read_limited;
+use crate::proxy::respond::response::{ProxyBody, complete, error_response, json_response};
+use crate::proxy::route::dialect_for_path;
 use crate::snapshot::RequestView;
 use crate::snapshot::SkippedView;
 
@@ -106,7 +106,7 @@ async fn serve(state: &Shared, req: Request<Incoming>) -> Result<serde_json::Val
 /// set only the keys in `[session_leases] client_keys_env` hold it; without client keys
 /// (a loopback sluice) every client does.
 fn authorize(cfg: &Config, h: &HeaderMap) -> Result<(), ProxyError> {
-    super::headers::check_client_key(h, &cfg.server.client_keys)
+    crate::proxy::headers::check_client_key(h, &cfg.server.client_keys)
         .map_err(|_| ProxyError::Unauthorized)?;
     if cfg.server.client_keys.is_empty() {
         return Ok(());
@@ -289,7 +289,7 @@ fn capacity(model: &str, retry_after: Duration) -> ProxyError {
         code: "lease_capacity_unavailable",
         message: format!(
             "every connection serving '{model}' is leased by another session; retry in {}s",
-            super::dialect::whole_seconds_up(retry_after)
+            crate::proxy::dialect::whole_seconds_up(retry_after)
         ),
         retry_after: Some(retry_after),
     }

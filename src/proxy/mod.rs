@@ -1,31 +1,26 @@
-//! The inference proxy: hyper server, routes, the request path as stages (read the request,
-//! dispatch over candidates, one attempt at a time, commit the head, relay), the upstream
-//! client, the SSE guards and client-dialect errors. `docs/ARCHITECTURE.md` walks through it.
+//! The inference proxy: the request path as stages in folders — `serve/` (accept a
+//! connection, route, run one request), `request/` (read and check what the client sent),
+//! `dispatch/` (plan and walk the candidates), `attempt/` (one upstream attempt, the upstream
+//! clients), `respond/` (commit the head, relay, continue a broken stream) — over shared
+//! pieces: the routes, client-dialect errors, headers, translation seams, SSE guards, the
+//! empty-turn rule, usage counting and session leases. `docs/ARCHITECTURE.md` walks through it.
 
+// The stages of a request, in order; each imports the stages after it and the shared pieces
+// below, never back (the architecture test checks it).
 pub mod attempt;
-pub mod body;
-pub mod commit;
-pub mod continuation;
-pub mod continuer;
-pub mod dialect;
 pub mod dispatch;
-pub mod forward;
-pub mod headers;
-pub mod injected;
-pub mod leases;
-pub mod outcome;
-pub mod probe;
-pub mod relay;
 pub mod request;
-pub mod response;
+pub mod respond;
+pub mod serve;
+
+// Shared pieces the stages use.
+pub mod dialect;
+pub mod headers;
+pub mod leases;
 pub mod route;
-pub mod routes;
-pub mod server;
-pub mod sniff;
 pub mod sse;
 pub mod translated;
 pub mod turn;
-pub mod upstream;
 pub mod usage;
 
 use std::sync::Arc;
@@ -39,16 +34,20 @@ pub struct ProxyState {
     /// The core.
     pub core: Core,
     /// Upstream clients per provider.
-    pub upstreams: upstream::Upstreams,
+    pub upstreams: attempt::upstream::Upstreams,
     /// Cancelled when in-flight streams must end now (drain deadline passed).
     pub hard_stop: CancellationToken,
-    /// (provider, beta value) pairs already logged as dropped (A24: log once).
+    /// (provider, beta value) pairs already logged as dropped (logged once).
     dropped_betas: std::sync::Mutex<std::collections::HashSet<(String, String)>>,
 }
 
 impl ProxyState {
     /// Bundles the handler state.
-    pub fn new(core: Core, upstreams: upstream::Upstreams, hard_stop: CancellationToken) -> Self {
+    pub fn new(
+        core: Core,
+        upstreams: attempt::upstream::Upstreams,
+        hard_stop: CancellationToken,
+    ) -> Self {
         Self {
             core,
             upstreams,

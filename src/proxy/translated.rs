@@ -17,11 +17,11 @@ use http::{HeaderMap, HeaderName, HeaderValue, header};
 use http_body::{Body, Frame};
 use hyper::body::Incoming;
 
-use super::body::{rewrite_model, splice_model};
-use super::dialect::ProxyError;
-use super::route::{Route, RouteKind};
 use crate::config::{Dialect, ModelOptions, Provider};
 use crate::metrics::BodyRewrite;
+use crate::proxy::dialect::ProxyError;
+use crate::proxy::request::body::{rewrite_model, splice_model};
+use crate::proxy::route::{Route, RouteKind};
 use crate::translate::{
     self, ClientFormat, ResponseContext, StreamTranslator, TargetOptions, TranslateError,
 };
@@ -358,7 +358,7 @@ impl Body for UpstreamBody {
 mod native_tests {
     use super::*;
     use crate::config::{LoadEnv, from_str};
-    use crate::proxy::body::probe;
+    use crate::proxy::request::body::probe;
     use serde_json::Value;
 
     /// The first provider of a config text.

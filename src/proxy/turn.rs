@@ -7,7 +7,7 @@
 //! client — e.g. upstream reasoning a client did not ask for is dropped by the translator and
 //! leaves an empty turn — and one set of rules serves every upstream dialect.
 //!
-//! - A stream is judged by [`StreamTracker::empty_turn`](super::sse::StreamTracker::empty_turn)
+//! - A stream is judged by [`StreamTracker::empty_turn`](crate::proxy::sse::StreamTracker::empty_turn)
 //!   from its events' `answer` and `excused_stop` flags (set by the SSE classifier).
 //! - A whole body is judged by [`reply_is_empty`].
 //!
@@ -25,7 +25,7 @@
 
 use serde_json::Value;
 
-use super::sse::{EXCUSING_STOPS, StreamKind};
+use crate::proxy::sse::{EXCUSING_STOPS, StreamKind};
 
 /// Whether a complete 2xx `body` in the `kind` route's format is an empty turn (see the
 /// module doc). `false` for anything that is not JSON of that shape.

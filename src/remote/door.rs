@@ -34,7 +34,7 @@ use crate::console::settings::RuleLists;
 use crate::core::control::{ClearReport, ClearTarget, SettingsPatch, apply_patch};
 use crate::core::faults::FaultRequest;
 use crate::core::verify::{VerifyReport, VerifyTarget};
-use crate::proxy::probe::PROBE_TIMEOUT;
+use crate::proxy::attempt::probe::PROBE_TIMEOUT;
 use crate::snapshot::FaultView;
 use crate::snapshot::{RequestView, Snapshot};
 

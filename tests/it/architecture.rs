@@ -958,8 +958,8 @@ fn proxy_graph() -> Graph {
 fn the_stages_of_the_proxy_import_each_other_in_no_circle() {
     let graph = proxy_graph();
     assert!(
-        graph.len() > 10,
-        "found imports of only {} proxy files",
+        graph.len() > 6,
+        "found imports of only {} proxy files or folders",
         graph.len()
     );
     let found: Vec<String> = circles(&graph, 20)

@@ -6,13 +6,13 @@ use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Response, StatusCode, header};
 use http_body_util::Full;
 
-use super::super::attempt::LastFailure;
-use super::super::dialect::{self, Excluded, ProxyError};
-use super::super::headers;
-use super::super::outcome::Outcome;
 use crate::clock::unix_ms;
 use crate::policy::Classified;
 use crate::policy::select::{Exclusion, none_eligible};
+use crate::proxy::attempt::LastFailure;
+use crate::proxy::dialect::{self, Excluded, ProxyError};
+use crate::proxy::headers;
+use crate::proxy::respond::outcome::Outcome;
 use crate::snapshot::RequestOutcome;
 
 /// The answer from the last failure, or from the exclusions when nothing was attempted.

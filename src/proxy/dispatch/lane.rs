@@ -6,10 +6,10 @@
 
 use std::time::Duration;
 
-use super::{Dispatch, log_attempt, wait};
 use crate::policy::lane::{self, Verdict};
 use crate::proxy::attempt::{Attempted, Target, send_attempt};
 use crate::proxy::dialect::ProxyError;
+use crate::proxy::dispatch::{Dispatch, log_attempt, wait};
 use crate::proxy::translated::Prepared;
 use crate::snapshot::WaitView;
 

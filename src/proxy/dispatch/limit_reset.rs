@@ -18,7 +18,6 @@ use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Method, Request, header};
 use http_body_util::Full;
 
-use super::{Dispatch, log_attempt};
 use crate::config::{Auth, Provider};
 use crate::policy::headroom::parse::header_pairs;
 use crate::policy::limit_reset::{
@@ -27,6 +26,7 @@ use crate::policy::limit_reset::{
 use crate::proxy::Shared;
 use crate::proxy::attempt::{Attempted, Target, describe, read_error_body, send_attempt};
 use crate::proxy::dialect::ProxyError;
+use crate::proxy::dispatch::{Dispatch, log_attempt};
 use crate::proxy::headers::upstream_request;
 use crate::proxy::request::ClientRequest;
 use crate::proxy::translated::Prepared;
@@ -143,7 +143,7 @@ async fn call(
         .upstreams
         .client(t.cand.key.provider, t.provider)
         .map_err(|e| format!("no client for provider '{}': {e}", t.provider.id))?;
-    let uri = crate::proxy::upstream::uri(t.provider, path)
+    let uri = crate::proxy::attempt::upstream::uri(t.provider, path)
         .map_err(|e| format!("bad URL for provider '{}': {e}", t.provider.id))?;
     let headers = account_headers(t.provider, &t.conn.auth, req, body.as_ref());
     let mut up = Request::new(Full::new(body.unwrap_or_default()));

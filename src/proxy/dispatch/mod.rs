@@ -24,14 +24,6 @@ pub use answer::pass_through;
 pub use cursor::{Cursor, Step};
 pub use wait::{CooldownWait, Wait};
 
-use super::Shared;
-use super::attempt::{AttemptResult, Attempted, LastFailure, Target, send_attempt};
-use super::dialect::ProxyError;
-use super::outcome::{Outcome, Streamed};
-use super::request::ClientRequest;
-use super::response::json_response;
-use super::route::{Route, RouteKind};
-use super::translated::{self, Prepared, Seam};
 use crate::clock::Instant;
 use crate::core::admission::Admitted;
 use crate::core::resilience::{Ticket, success};
@@ -39,6 +31,14 @@ use crate::policy::select::{
     self, Candidate, Exclusion, ExclusionCause, ExclusionReason, target_label,
 };
 use crate::policy::{Classified, OutcomeClass, affinity};
+use crate::proxy::Shared;
+use crate::proxy::attempt::{AttemptResult, Attempted, LastFailure, Target, send_attempt};
+use crate::proxy::dialect::ProxyError;
+use crate::proxy::request::ClientRequest;
+use crate::proxy::respond::outcome::{Outcome, Streamed};
+use crate::proxy::respond::response::json_response;
+use crate::proxy::route::{Route, RouteKind};
+use crate::proxy::translated::{self, Prepared, Seam};
 use crate::snapshot::{
     AttemptView, RequestOutcome, RequestView, SkipReason, SkippedView, WaitReason, WaitView,
 };
@@ -72,7 +72,7 @@ pub async fn run(
     let session = affinity::session_key(&req.parts.headers);
     let ordered = state.core.order_candidates(&plan);
     let candidates = state.core.order_by_affinity(ordered, session.as_deref());
-    let candidates = super::leases::gate(state, req, candidates, view)?;
+    let candidates = crate::proxy::leases::gate(state, req, candidates, view)?;
     run_candidates(
         state, &cfg, req, route, view, candidates, session, mismatched,
     )
@@ -139,7 +139,7 @@ pub async fn run_candidates(
         d.wait(w).await;
         // A connection may have been leased (or this request's lease lapsed) meanwhile.
         let candidates = std::mem::take(&mut d.candidates);
-        d.candidates = super::leases::gate(state, req, candidates, d.view)?;
+        d.candidates = crate::proxy::leases::gate(state, req, candidates, d.view)?;
     }
     let exclusions: Vec<Exclusion> = std::mem::take(&mut d.excluded);
     log_skipped(d.view, exclusions.iter().chain(&mismatched));
@@ -474,7 +474,7 @@ impl Dispatch<'_> {
         let injected = a.injected;
         let tried = self.settle(cand, ticket, permit, deadline, a, label);
         if injected {
-            crate::proxy::injected::mark(self.view);
+            crate::proxy::attempt::injected::mark(self.view);
         }
         Ok(tried)
     }
@@ -533,7 +533,7 @@ impl Dispatch<'_> {
         let ok = |resp_status: u16| success(resp_status);
         match a.result {
             AttemptResult::Stream { resp, held } => {
-                let continuer = super::continuer::Continuer::new(
+                let continuer = crate::proxy::respond::continuer::Continuer::new(
                     self.state,
                     &self.cfg,
                     cand,

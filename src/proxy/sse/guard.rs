@@ -4,9 +4,9 @@
 
 use std::time::Duration;
 
-use super::{Readiness, StreamEnd, StreamError, StreamKind, StreamTracker};
 use crate::clock::Instant;
 use crate::config::StreamSettings;
+use crate::proxy::sse::{Readiness, StreamEnd, StreamError, StreamKind, StreamTracker};
 use crate::wire::sse::SseFramer;
 
 /// Stream-guard durations, from `[resilience.stream]` (with operator overrides).

@@ -15,9 +15,9 @@
 use bytes::BytesMut;
 use http_body_util::BodyExt;
 
-use super::guard::{Guards, Inspect};
-use super::{Readiness, StreamError, StreamKind};
 use crate::clock::{Clock, Instant};
+use crate::proxy::sse::guard::{Guards, Inspect};
+use crate::proxy::sse::{Readiness, StreamError, StreamKind};
 use crate::proxy::translated::UpstreamBody;
 
 /// What the hold read from a 2xx SSE stream it commits to.

@@ -9,10 +9,10 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use super::classify::{
+use crate::clock::Instant;
+use crate::proxy::sse::classify::{
     Activity, BlockEdge, EventClass, StreamError, StreamKind, Terminal, classify_event, heartbeat,
 };
-use crate::clock::Instant;
 use crate::wire::dialect::sse_error_event;
 use crate::wire::sse::{Event, Trailing};
 

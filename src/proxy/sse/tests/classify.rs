@@ -1,9 +1,9 @@
 //! Classification per fixture and per dialect edge case.
 
-use super::super::{
+use super::{feed, fixture};
+use crate::proxy::sse::{
     Activity, BlockEdge, EventClass, EventKind, StreamKind, Terminal, classify_event,
 };
-use super::{feed, fixture};
 use crate::wire::dialect::sse_error_event;
 use crate::wire::sse::SseFramer;
 
@@ -348,7 +348,7 @@ fn dialect_edge_cases() {
     ] {
         let c = one(
             kind,
-            std::str::from_utf8(super::super::heartbeat(kind)).unwrap(),
+            std::str::from_utf8(crate::proxy::sse::heartbeat(kind)).unwrap(),
         );
         assert_eq!(c.kind, K);
     }

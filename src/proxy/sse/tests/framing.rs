@@ -1,7 +1,9 @@
 //! Framing: the SSE framing vectors 1–10 (one test each, below) over every fixture.
 
-use super::super::{ANTHROPIC_HEARTBEAT, EventKind, OPENAI_HEARTBEAT, classify_event, heartbeat};
 use super::{FIXTURES, XorShift, feed, feed_cuts, fixture, with_endings, with_mixed_endings};
+use crate::proxy::sse::{
+    ANTHROPIC_HEARTBEAT, EventKind, OPENAI_HEARTBEAT, classify_event, heartbeat,
+};
 use crate::wire::sse::{DEFAULT_MAX_EVENT_SIZE, Event, FEED_SLICE, FrameError, SseFramer};
 
 /// The parsed view of an event, independent of line endings.
@@ -190,7 +192,7 @@ fn field_parsing() {
     assert!(ev[0].has_data && !ev[0].is_comment_only && !ev[0].is_blank);
     assert!(!ev[1].has_data && !ev[1].is_blank && !ev[1].is_comment_only);
     assert_eq!(
-        classify_event(super::super::StreamKind::OpenAiChat, &ev[1]).kind,
+        classify_event(crate::proxy::sse::StreamKind::OpenAiChat, &ev[1]).kind,
         EventKind::Metadata
     );
     // An empty `event:` value counts as absent.
@@ -415,10 +417,10 @@ fn heartbeats_only_between_events() {
     assert!(f.next_event().is_some() && f.at_boundary());
     assert_eq!(
         ANTHROPIC_HEARTBEAT,
-        heartbeat(super::super::StreamKind::Anthropic)
+        heartbeat(crate::proxy::sse::StreamKind::Anthropic)
     );
     assert_eq!(
         OPENAI_HEARTBEAT,
-        heartbeat(super::super::StreamKind::OpenAiResponses)
+        heartbeat(crate::proxy::sse::StreamKind::OpenAiResponses)
     );
 }

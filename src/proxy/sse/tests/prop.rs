@@ -4,7 +4,7 @@
 
 use proptest::prelude::*;
 
-use super::super::{StreamKind, classify_event};
+use crate::proxy::sse::{StreamKind, classify_event};
 use crate::wire::sse::{Event, SseFramer, Trailing};
 
 /// Cases per property: 64 (the debug build frames slowly), or 4096 with

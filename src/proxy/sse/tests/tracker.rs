@@ -2,12 +2,12 @@
 
 use std::time::Duration;
 
-use super::super::{
+use super::{FIXTURES, feed, fixture};
+use crate::clock::{Clock, Instant, ManualClock};
+use crate::proxy::sse::{
     ANTHROPIC_HEARTBEAT, OPENAI_HEARTBEAT, Readiness, StreamEnd, StreamKind, StreamTracker,
     Terminal,
 };
-use super::{FIXTURES, feed, fixture};
-use crate::clock::{Clock, Instant, ManualClock};
 use crate::wire::sse::{Event, SseFramer};
 
 fn t0() -> Instant {
@@ -202,7 +202,7 @@ fn a20b_silence_after_first_token() {
     assert_eq!(t.end(), StreamEnd::Truncated);
     let err = t.error_event("stalled", false);
     let (ev, _) = feed(&err);
-    let c = super::super::classify_event(StreamKind::Anthropic, &ev[0]);
+    let c = crate::proxy::sse::classify_event(StreamKind::Anthropic, &ev[0]);
     assert_eq!(c.error.unwrap().error_type, "api_error");
 }
 

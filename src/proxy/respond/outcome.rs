@@ -6,18 +6,18 @@ use bytes::Bytes;
 use http::Response;
 use http_body_util::Full;
 
-use super::Shared;
-use super::dialect::{self, ProxyError};
-use super::headers;
-use super::relay::{Finish, RelayBody};
-use super::route::Route;
-use super::sse::guard::Guards;
-use super::sse::hold::Held;
-use super::translated::UpstreamBody;
 use crate::clock::Instant;
 use crate::core::admission::Admitted;
 use crate::core::resilience::Ticket;
 use crate::core::{AttemptGuard, RequestGuard};
+use crate::proxy::Shared;
+use crate::proxy::dialect::{self, ProxyError};
+use crate::proxy::headers;
+use crate::proxy::respond::relay::{Finish, RelayBody};
+use crate::proxy::route::Route;
+use crate::proxy::sse::guard::Guards;
+use crate::proxy::sse::hold::Held;
+use crate::proxy::translated::UpstreamBody;
 use crate::snapshot::{RequestOutcome, RequestView};
 
 /// A 2xx SSE attempt past its pre-commit hold, ready to relay.
@@ -35,7 +35,7 @@ pub struct Streamed {
     /// The end of the execution budget, when one applies.
     pub deadline: Option<Instant>,
     /// Continues the stream once if it breaks after text (`continue_after_break`).
-    pub continuer: Option<super::continuer::Continuer>,
+    pub continuer: Option<crate::proxy::respond::continuer::Continuer>,
 }
 
 /// How dispatch ended.
@@ -69,7 +69,9 @@ impl Pending {
             guard: Some(state.core.begin_request()),
             view: RequestView {
                 route: route.path.to_string(),
-                client_format: super::translated::client_format(route).as_str().into(),
+                client_format: crate::proxy::translated::client_format(route)
+                    .as_str()
+                    .into(),
                 ..Default::default()
             },
         }

@@ -20,10 +20,10 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
-use super::Shared;
-use super::routes;
-use super::sniff::{self, Protocol};
 use crate::config::validate::DEFAULT_HEADER_READ_TIMEOUT;
+use crate::proxy::Shared;
+use crate::proxy::serve::routes;
+use crate::proxy::serve::sniff::{self, Protocol};
 
 /// Largest request head (request line plus headers) a client may send, in bytes; a larger
 /// one is refused with 431 (HTTP/1) or a stream reset (HTTP/2). Far above what any LLM

@@ -5,6 +5,9 @@
 //! through the §6 pre-content hold, an error body is read for classification. It returns a typed [`AttemptResult`]; reporting
 //! is the dispatcher's.
 
+pub mod injected;
+pub mod probe;
+pub mod upstream;
 use std::error::Error as _;
 use std::time::Duration;
 
@@ -13,22 +16,22 @@ use http::{HeaderMap, HeaderValue, Request, Response, StatusCode, header};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
 
-use super::Shared;
-use super::dialect::ProxyError;
-use super::headers;
-use super::injected::{self, SendError};
-use super::request::ClientRequest;
-use super::route::{Route, RouteKind};
-use super::sse::guard::Guards;
-use super::sse::hold::{Held, HoldEnd, HoldFailure, pre_commit_hold};
-use super::translated::{Seam, UpstreamBody};
-use super::turn::reply_is_empty;
+use self::injected::SendError;
 use crate::clock::Instant;
 use crate::config::{Connection, Provider};
 use crate::core::AttemptGuard;
 use crate::core::resilience::{AttemptEnd, EndKind};
 use crate::policy::Classified;
 use crate::policy::select::Candidate;
+use crate::proxy::Shared;
+use crate::proxy::dialect::ProxyError;
+use crate::proxy::headers;
+use crate::proxy::request::ClientRequest;
+use crate::proxy::route::{Route, RouteKind};
+use crate::proxy::sse::guard::Guards;
+use crate::proxy::sse::hold::{Held, HoldEnd, HoldFailure, pre_commit_hold};
+use crate::proxy::translated::{Seam, UpstreamBody};
+use crate::proxy::turn::reply_is_empty;
 
 /// Error bodies are read (for classification and pass-through) up to this many bytes.
 pub const MAX_ERROR_BODY: usize = 1 << 20;
@@ -214,7 +217,7 @@ fn upstream_request(
         Some(seam) => seam.path(),
         None => req.path_and_query(route.path),
     };
-    let uri = super::upstream::uri(t.provider, path).map_err(|e| {
+    let uri = crate::proxy::attempt::upstream::uri(t.provider, path).map_err(|e| {
         ProxyError::Unreachable(format!(
             "bad upstream URL for provider '{}': {e}",
             t.provider.id

@@ -10,18 +10,18 @@ use http_body_util::{BodyExt, Either, Full};
 use hyper::body::Incoming;
 use serde_json::{Value, json};
 
-use super::Shared;
-use super::body::Probe;
-use super::dialect::ProxyError;
-use super::outcome::Outcome;
-use super::request::ClientRequest;
-use super::route::{ROUTES, Route, RouteKind, dialect_for_path};
-use super::{dispatch, forward, headers};
 use crate::config::Dialect;
 use crate::policy::select::Candidate;
+use crate::proxy::Shared;
+use crate::proxy::dialect::ProxyError;
+use crate::proxy::request::ClientRequest;
+use crate::proxy::request::body::Probe;
+use crate::proxy::respond::outcome::Outcome;
+use crate::proxy::route::{ROUTES, Route, RouteKind, dialect_for_path};
+use crate::proxy::{dispatch, headers, serve::forward};
 use crate::snapshot::RequestView;
 
-pub use super::response::{ProxyBody, json_response};
+pub use crate::proxy::respond::response::{ProxyBody, json_response};
 
 /// Dispatches one request on the inference listener.
 pub async fn handle(state: Shared, req: Request<Incoming>) -> Response<ProxyBody> {
@@ -34,8 +34,8 @@ pub async fn handle(state: Shared, req: Request<Incoming>) -> Response<ProxyBody
     if path == "/api/hello" && (req.method() == Method::HEAD || req.method() == Method::GET) {
         return Response::new(Either::Left(Full::new(Bytes::new())));
     }
-    if path == super::leases::PATH {
-        return super::leases::handle(state, req).await;
+    if path == crate::proxy::leases::PATH {
+        return crate::proxy::leases::handle(state, req).await;
     }
     if path == "/v1/models" {
         if req.method() == Method::GET || req.method() == Method::HEAD {
@@ -73,7 +73,7 @@ pub async fn handle(state: Shared, req: Request<Incoming>) -> Response<ProxyBody
 }
 
 fn error(err: ProxyError, d: Dialect) -> Response<ProxyBody> {
-    super::response::error_response(&err, d)
+    crate::proxy::respond::response::error_response(&err, d)
 }
 
 /// How long `/v1/models` waits for the upstream's list before answering with the combos only.
@@ -98,7 +98,7 @@ async fn models(state: &Shared, req: Request<Incoming>) -> Response<Full<Bytes>>
         Dialect::OpenAi
     };
     if headers::check_client_key(req.headers(), &cfg.server.client_keys).is_err() {
-        return super::dialect::render::<Full<Bytes>>(&ProxyError::Unauthorized, want);
+        return crate::proxy::dialect::render::<Full<Bytes>>(&ProxyError::Unauthorized, want);
     }
     let mut ids: Vec<(String, String)> = cfg
         .combos
@@ -208,7 +208,7 @@ async fn upstream_models(
 /// A passed-through credential for a provider of the other dialect moves to its header
 /// (`x-api-key` ↔ `Authorization: Bearer`), as for translated requests.
 fn translate_list_credential(h: &mut http::HeaderMap, upstream: Dialect) {
-    let seam = super::translated::Seam {
+    let seam = crate::proxy::translated::Seam {
         upstream,
         context: crate::translate::ResponseContext::default(),
         adjusted: Vec::new(),

@@ -16,12 +16,12 @@ use http_body::{Body, Frame, SizeHint};
 use http_body_util::Full;
 use tokio::time::Sleep;
 
-use super::Shared;
-use super::dialect::ProxyError;
-use super::outcome::{Outcome, Pending};
-use super::relay::{BoxError, RelayBody};
-use super::route::Route;
-use super::sse::heartbeat;
+use crate::proxy::Shared;
+use crate::proxy::dialect::ProxyError;
+use crate::proxy::respond::outcome::{Outcome, Pending};
+use crate::proxy::respond::relay::{BoxError, RelayBody};
+use crate::proxy::route::Route;
+use crate::proxy::sse::heartbeat;
 use crate::snapshot::RequestOutcome;
 use crate::wire::dialect::sse_error_event;
 

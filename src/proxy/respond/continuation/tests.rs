@@ -1,6 +1,6 @@
 use super::*;
 
-const FIXTURE: &str = include_str!("../../../tests/fixtures/sse/anthropic-text.sse");
+const FIXTURE: &str = include_str!("../../../../tests/fixtures/sse/anthropic-text.sse");
 
 /// The fixture's events, each with its blank line.
 fn events(s: &str) -> Vec<String> {

@@ -2,14 +2,15 @@
 //! draining, the client key, the body under `server.max_body`, valid UTF-8, and the JSON probe
 //! (`model`, `stream`). Nothing here talks to an upstream.
 
+pub mod body;
 use bytes::Bytes;
 use http::{Request, header};
 use hyper::body::Incoming;
 
-use super::Shared;
-use super::body::{Probe, probe, read_limited};
-use super::dialect::ProxyError;
-use super::headers::{self, ClientKeyHeader};
+use crate::proxy::Shared;
+use crate::proxy::dialect::ProxyError;
+use crate::proxy::headers::{self, ClientKeyHeader};
+use crate::proxy::request::body::{Probe, probe, read_limited};
 
 /// A checked client request, ready for dispatch.
 #[derive(Clone)]

@@ -6,10 +6,10 @@ use bytes::Bytes;
 use http::{HeaderValue, Response, StatusCode, header};
 use http_body_util::{Either, Full};
 
-use super::commit::EarlyBody;
-use super::dialect::{self, ProxyError};
-use super::relay::RelayBody;
 use crate::config::Dialect;
+use crate::proxy::dialect::{self, ProxyError};
+use crate::proxy::respond::commit::EarlyBody;
+use crate::proxy::respond::relay::RelayBody;
 
 /// A streamed body: a relay, or an early-committed stream head (see `proxy::commit`).
 pub type StreamBody = Either<RelayBody, EarlyBody>;

@@ -1,26 +1,26 @@
 //! The request path of an inference route, as stages:
 //!
-//! 1. [`request::read`](super::request::read): check and read what the client sent;
-//! 2. [`dispatch::run`](super::dispatch::run): plan candidates, admit, send attempts
-//!    ([`send_attempt`](super::attempt::send_attempt)), report each through `Core::report`,
+//! 1. [`request::read`](crate::proxy::request::read): check and read what the client sent;
+//! 2. [`dispatch::run`](crate::proxy::dispatch::run): plan candidates, admit, send attempts
+//!    ([`send_attempt`](crate::proxy::attempt::send_attempt)), report each through `Core::report`,
 //!    fall back, wait, answer;
 //! 3. commit the head: a complete answer at once; a stream's head when its dispatch serves,
-//!    or early with heartbeats ([`commit`](super::commit)) when that takes longer than
+//!    or early with heartbeats ([`commit`](crate::proxy::respond::commit)) when that takes longer than
 //!    `heartbeat_interval`;
-//! 4. relay ([`RelayBody`](super::relay::RelayBody)) until the stream ends.
+//! 4. relay ([`RelayBody`](crate::proxy::respond::relay::RelayBody)) until the stream ends.
 
 use http::{Request, Response};
 use http_body_util::Either;
 use hyper::body::Incoming;
 
-use super::Shared;
-use super::commit::{self, Serving};
-use super::dialect::ProxyError;
-use super::dispatch;
-use super::outcome::{Outcome, Pending};
-use super::request::{self, ClientRequest};
-use super::response::{ProxyBody, complete, error_response};
-use super::route::{Route, RouteKind};
+use crate::proxy::Shared;
+use crate::proxy::dialect::ProxyError;
+use crate::proxy::dispatch;
+use crate::proxy::request::{self, ClientRequest};
+use crate::proxy::respond::commit::{self, Serving};
+use crate::proxy::respond::outcome::{Outcome, Pending};
+use crate::proxy::respond::response::{ProxyBody, complete, error_response};
+use crate::proxy::route::{Route, RouteKind};
 
 /// Serves one inference request end to end; never fails (errors are rendered in the route's
 /// dialect).

@@ -1,7 +1,7 @@
 //! Sends a mid-stream continuation (`[resilience.stream] continue_after_break`): the owned
 //! request details a relay needs to re-issue the request once, on the same connection, with
 //! the text so far as an assistant prefill. The pure rules are in
-//! [`continuation`](super::continuation); the splice is the relay's.
+//! [`continuation`](crate::proxy::respond::continuation); the splice is the relay's.
 //!
 //! The continuation attempt is admitted (its own resilience ticket) before the broken
 //! attempt is reported, and reported through the core's one choke point like any attempt:
@@ -13,19 +13,19 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::Response;
 
-use super::Shared;
-use super::attempt::{AttemptResult, Target, send_attempt};
-use super::continuation::Context;
-use super::request::ClientRequest;
-use super::route::{Route, RouteKind};
-use super::sse::hold::Held;
-use super::translated::UpstreamBody;
 use crate::clock::Instant;
 use crate::config::{Config, Dialect};
 use crate::core::AttemptGuard;
 use crate::core::resilience::{Ticket, success};
 use crate::policy::Classified;
 use crate::policy::select::Candidate;
+use crate::proxy::Shared;
+use crate::proxy::attempt::{AttemptResult, Target, send_attempt};
+use crate::proxy::request::ClientRequest;
+use crate::proxy::respond::continuation::Context;
+use crate::proxy::route::{Route, RouteKind};
+use crate::proxy::sse::hold::Held;
+use crate::proxy::translated::UpstreamBody;
 
 /// What a relay needs to continue its stream once.
 pub struct Continuer {
@@ -89,7 +89,9 @@ impl Continuer {
             deadline,
             anthropic_stream: route.kind == RouteKind::Messages && req.probe.stream,
             anthropic_upstream: !translated && dialect == Some(Dialect::Anthropic),
-            ends_with_assistant: super::continuation::ends_with_assistant(&req.body),
+            ends_with_assistant: crate::proxy::respond::continuation::ends_with_assistant(
+                &req.body,
+            ),
         })
     }
 

@@ -16,9 +16,9 @@
 //!
 //! With `[resilience.stream] continue_after_break` on, an Anthropic text turn that breaks (or
 //! ends without its terminal event) after text reached the client, on an event boundary, is
-//! continued once instead ([`super::continuer`]): the broken attempt is reported as its
+//! continued once instead ([`crate::proxy::respond::continuer`]): the broken attempt is reported as its
 //! truncation, the continuation is sent with the text as an assistant prefill, and its stream
-//! is spliced in ([`super::continuation::Splice`]); heartbeats keep the client alive while it
+//! is spliced in ([`crate::proxy::respond::continuation::Splice`]); heartbeats keep the client alive while it
 //! is sent. A continuation that fails ends the stream with the usual one error event.
 
 use std::future::Future;
@@ -26,21 +26,21 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use super::translated::UpstreamBody;
+use crate::proxy::translated::UpstreamBody;
 use bytes::{Bytes, BytesMut};
 use http_body::{Body, Frame, SizeHint};
 use tokio::time::Sleep;
 use tokio_util::sync::WaitForCancellationFutureOwned;
 
-use super::continuation::{Splice, TextTurn, eligible, prefill};
-use super::continuer::{Continued, Continuer};
-use super::sse::guard::{Guards, Inspect, throughput_tick};
-use super::sse::hold::{EMPTY_STREAM, Held};
-use super::sse::{StreamEnd, heartbeat};
 use crate::clock::{Clock, Instant};
 use crate::core::resilience::{AttemptEnd, EndKind, Ticket, success};
 use crate::core::{AttemptGuard, Core, RequestGuard};
 use crate::policy::Classified;
+use crate::proxy::respond::continuation::{Splice, TextTurn, eligible, prefill};
+use crate::proxy::respond::continuer::{Continued, Continuer};
+use crate::proxy::sse::guard::{Guards, Inspect, throughput_tick};
+use crate::proxy::sse::hold::{EMPTY_STREAM, Held};
+use crate::proxy::sse::{StreamEnd, heartbeat};
 use crate::snapshot::{AttemptView, RequestOutcome, RequestView};
 use crate::wire::dialect::{SseKind, sse_error_event};
 use crate::wire::sse::SseFramer;

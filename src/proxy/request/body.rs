@@ -10,7 +10,7 @@ use hyper::body::Incoming;
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
-use super::dialect::ProxyError;
+use crate::proxy::dialect::ProxyError;
 
 /// Reads the whole request body, refusing more than `limit` bytes. A `content-length` over
 /// the limit is refused before reading anything; a chunked body stops at the limit.

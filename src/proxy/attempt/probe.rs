@@ -14,13 +14,13 @@ use http::{HeaderMap, HeaderValue, Method, Request, header};
 use http_body_util::Full;
 use serde_json::json;
 
-use super::Shared;
-use super::attempt::{describe, read_error_body};
-use super::headers::upstream_request;
-use super::injected::{self, SendError};
 use crate::config::{Connection, Dialect, Provider};
 use crate::core::verify::{Probe, ProbeResult};
 use crate::policy::select::Candidate;
+use crate::proxy::Shared;
+use crate::proxy::attempt::injected::{self, SendError};
+use crate::proxy::attempt::{describe, read_error_body};
+use crate::proxy::headers::upstream_request;
 use crate::wire::dialect::SseKind;
 
 /// The longest a probe waits for its answer (head and body), unless the provider's own
@@ -120,7 +120,7 @@ async fn exchange(
         .upstreams
         .client(cfg.keys.provider(i), &cfg.providers[i])?;
     let (path, body) = probe_request(p.dialect, model);
-    let uri = super::upstream::uri(&cfg.providers[i], path)?;
+    let uri = crate::proxy::attempt::upstream::uri(&cfg.providers[i], path)?;
     let mut req = Request::new(Full::new(body.clone()));
     *req.method_mut() = Method::POST;
     *req.uri_mut() = uri;

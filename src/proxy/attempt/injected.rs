@@ -17,9 +17,9 @@ use http_body_util::{BodyExt, Full, StreamBody, combinators::BoxBody};
 use hyper::body::{Frame, Incoming};
 use hyper_util::rt::TokioIo;
 
-use super::upstream::UpstreamClient;
 use crate::config::Dialect;
 use crate::policy::fault::FaultKind;
+use crate::proxy::attempt::upstream::UpstreamClient;
 use crate::snapshot::RequestView;
 use crate::wire::dialect::SseKind;
 
