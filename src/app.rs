@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::core::Core;
-use crate::core::control::Control;
+use crate::core::operator::control::Control;
 use crate::store::Store;
 
 /// Why sluice could not start.

@@ -438,7 +438,7 @@ fn hangup_signal() -> Option<tokio::signal::unix::Signal> {
 #[cfg(unix)]
 async fn reload_on_hangup(
     hup: Option<tokio::signal::unix::Signal>,
-    control: sluice::core::control::Control,
+    control: sluice::core::operator::control::Control,
 ) {
     let Some(mut hup) = hup else {
         tracing::warn!(

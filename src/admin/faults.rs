@@ -14,8 +14,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{answer, error, parse_json, query_param};
-use crate::core::control::{Control, ControlError};
-use crate::core::faults::FaultRequest;
+use crate::core::operator::control::{Control, ControlError};
+use crate::core::operator::faults::FaultRequest;
 use crate::policy::fault::{FaultParams, FaultSelector};
 
 /// A duration in the body: `"90s"`, `"2m"`, or whole seconds.

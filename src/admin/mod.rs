@@ -28,7 +28,7 @@ mod faults;
 mod resilience;
 mod verify;
 
-use crate::core::control::{Control, ControlError};
+use crate::core::operator::control::{Control, ControlError};
 use crate::proxy::respond::response::{json_bytes_response, json_response};
 use crate::proxy::serve::server::{Limits, serve_http};
 use crate::snapshot::{Snapshot, Word};

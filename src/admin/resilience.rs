@@ -8,7 +8,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::{answer, cooldowns as cooldowns_json, error, parse_json, query_param, verify};
-use crate::core::control::{ClearTarget, Control, ControlError, SettingsPatch};
+use crate::core::operator::control::{ClearTarget, Control, ControlError, SettingsPatch};
 use crate::proxy::respond::response::json_response;
 
 /// `POST /api/resilience/reset`: closes the breakers of one provider or all; with `verify`,

@@ -1,6 +1,6 @@
 //! Verified operator actions: `POST /api/resilience/cooldowns` and `POST
 //! /api/resilience/reset` with `"verify": "<model>"`. sluice first sends one 1-token probe
-//! for that model to the connection (see `crate::core::verify`) and clears or resets only
+//! for that model to the connection (see `crate::core::operator::verify`) and clears or resets only
 //! when it answers 2xx. The answer is 200 either way (the probe ran); `passed` says whether
 //! anything changed and `probe.error` why not.
 
@@ -10,8 +10,8 @@ use http_body_util::Full;
 use serde_json::{Value, json};
 
 use super::{answer, error};
-use crate::core::control::{Control, ControlError};
-use crate::core::verify::VerifyReport;
+use crate::core::operator::control::{Control, ControlError};
+use crate::core::operator::verify::VerifyReport;
 
 fn to_json(r: &VerifyReport) -> Result<Value, ControlError> {
     serde_json::to_value(r).map_err(|e| ControlError::Invalid {

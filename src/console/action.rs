@@ -11,8 +11,8 @@
 
 use super::door::{Door, DoorError};
 use super::settings::{Field, SettingsView};
-use crate::core::control::{ClearReport, ClearTarget, ControlError, SettingsPatch};
-use crate::core::verify::{VerifyReport, VerifyTarget};
+use crate::core::operator::control::{ClearReport, ClearTarget, ControlError, SettingsPatch};
+use crate::core::operator::verify::{VerifyReport, VerifyTarget};
 
 /// Something the run loop must do after a key (TEA's command).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,7 +55,7 @@ pub enum Action {
         older: bool,
     },
     /// Inject a fault for a bounded time (`Control::inject_fault`).
-    InjectFault(crate::core::faults::FaultRequest),
+    InjectFault(crate::core::operator::faults::FaultRequest),
     /// Remove every injected fault (`Control::clear_faults`).
     ClearFaults,
     /// Probe a connection with one 1-token request for `model`, then clear its cooldown (or
@@ -266,7 +266,7 @@ fn reset_breakers(control: &dyn Door, provider: Option<String>) -> String {
 }
 
 /// Injects the fault `req` and says what it does and for how long.
-fn inject_fault(control: &dyn Door, req: &crate::core::faults::FaultRequest) -> String {
+fn inject_fault(control: &dyn Door, req: &crate::core::operator::faults::FaultRequest) -> String {
     match control.inject_fault(req) {
         Ok(v) => format!(
             "fault injected: {} {} for {}s (F clears)",

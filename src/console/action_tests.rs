@@ -9,7 +9,7 @@ use super::*;
 use crate::clock::ManualClock;
 use crate::config::{LoadEnv, from_str};
 use crate::core::Core;
-use crate::core::control::Control;
+use crate::core::operator::control::Control;
 use crate::policy::select::Candidate;
 use crate::snapshot::ConnectionStatus;
 

@@ -20,7 +20,7 @@ pub use super::action::Action;
 pub use super::focus::Focus;
 use super::keymap::{Cmd, Keymap, Scope};
 use super::settings::{Editor, EditorEvent};
-use crate::core::control::ClearTarget;
+use crate::core::operator::control::ClearTarget;
 use crate::snapshot::{
     ConnectionView, LockoutView, ProviderView, RECENT_CAP, RequestView, Snapshot,
 };

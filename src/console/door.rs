@@ -5,9 +5,11 @@
 
 use super::settings::RuleLists;
 use crate::config::Resilience;
-use crate::core::control::{ClearReport, ClearTarget, Control, ControlError, SettingsPatch};
-use crate::core::faults::FaultRequest;
-use crate::core::verify::{VerifyReport, VerifyTarget};
+use crate::core::operator::control::{
+    ClearReport, ClearTarget, Control, ControlError, SettingsPatch,
+};
+use crate::core::operator::faults::FaultRequest;
+use crate::core::operator::verify::{VerifyReport, VerifyTarget};
 use crate::snapshot::FaultView;
 use crate::snapshot::{RequestView, Snapshot};
 

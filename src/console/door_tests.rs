@@ -8,7 +8,7 @@ use super::action::{Action, Outcome, perform};
 use super::door::{Door, DoorError, Link, Settings};
 use super::test_support::*;
 use super::theme::Theme;
-use crate::core::control::{ClearReport, ClearTarget, ControlError, SettingsPatch};
+use crate::core::operator::control::{ClearReport, ClearTarget, ControlError, SettingsPatch};
 use crate::snapshot::Snapshot;
 
 /// A door that answers every call with `answer` and records the calls.
@@ -55,7 +55,7 @@ impl Door for Scripted {
     }
     fn inject_fault(
         &self,
-        _: &crate::core::faults::FaultRequest,
+        _: &crate::core::operator::faults::FaultRequest,
     ) -> Result<crate::snapshot::FaultView, DoorError> {
         self.refuse("inject_fault")
     }
@@ -70,9 +70,9 @@ impl Door for Scripted {
     }
     fn verify(
         &self,
-        _: &crate::core::verify::VerifyTarget,
+        _: &crate::core::operator::verify::VerifyTarget,
         _: &str,
-    ) -> Result<crate::core::verify::VerifyReport, DoorError> {
+    ) -> Result<crate::core::operator::verify::VerifyReport, DoorError> {
         self.refuse("verify")
     }
     fn request_log_page(

@@ -17,8 +17,8 @@ use super::theme::Theme;
 use crate::clock::ManualClock;
 use crate::config::{LoadEnv, from_str};
 use crate::core::Core;
-use crate::core::control::Control;
-use crate::core::faults::FaultRequest;
+use crate::core::operator::control::Control;
+use crate::core::operator::faults::FaultRequest;
 use crate::snapshot::FaultView;
 
 fn key(c: char) -> KeyEvent {

@@ -14,7 +14,7 @@ use super::keymap::keymap_from_config;
 use super::test_support::*;
 use super::theme::Theme;
 use super::*;
-use crate::core::control::ClearTarget;
+use crate::core::operator::control::ClearTarget;
 use crate::snapshot::{RequestView, Snapshot};
 
 fn key(code: KeyCode) -> KeyEvent {

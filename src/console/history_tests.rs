@@ -12,7 +12,7 @@ use crate::config::{LoadEnv, StoreConfig, from_str};
 use crate::console::action::{HISTORY_PAGE, perform};
 use crate::console::app::{App, Focus};
 use crate::core::Core;
-use crate::core::control::Control;
+use crate::core::operator::control::Control;
 use crate::store::{RequestLogRow, Store};
 
 const CONFIG: &str = "[[providers]]\nid = \"p\"\ndialect = \"anthropic\"\nbase_url = \"http://127.0.0.1:1\"\n  [[providers.connections]]\n  id = \"c\"\n  auth = \"passthrough\"\n";

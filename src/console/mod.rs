@@ -51,7 +51,7 @@ use self::door::{Door, Link};
 use self::keymap::Cmd;
 use self::theme::{Role, Theme};
 use crate::clock::{Clock, unix_ms};
-use crate::core::control::Control;
+use crate::core::operator::control::Control;
 use crate::snapshot::Snapshot;
 
 /// Smallest usable terminal, columns × rows; below it only a notice is drawn.

@@ -11,7 +11,7 @@
 //! overrides); `u` reverts one field to the file's value (the other overrides are re-applied),
 //! `U` reverts them all. In read-only mode the editor only shows.
 //!
-//! [`Control::patch_settings`]: crate::core::control::Control::patch_settings
+//! [`Control::patch_settings`]: crate::core::operator::control::Control::patch_settings
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
@@ -20,8 +20,8 @@ use super::keymap::{Cmd, Keymap, Scope};
 use crate::config::raw::{RawErrorRule, RawRestatement};
 use crate::config::validate::default_cooldown;
 use crate::config::{Profile, Resilience};
-use crate::core::control::{CooldownPatch, LockoutPatch, PreflightPatch, SettingsPatch};
-use crate::core::settings::RATE_LIMIT_COOLDOWN_NONE;
+use crate::core::operator::control::{CooldownPatch, LockoutPatch, PreflightPatch, SettingsPatch};
+use crate::core::operator::settings::RATE_LIMIT_COOLDOWN_NONE;
 
 /// What the editor shows: the live settings, the overrides in force and the file's values.
 #[derive(Debug, Clone)]

@@ -16,7 +16,7 @@ use crate::console::app::App;
 use crate::console::test_support::{draw, line_with, snapshot, text};
 use crate::console::theme::{Role, Theme};
 use crate::core::Core;
-use crate::core::control::Control;
+use crate::core::operator::control::Control;
 
 /// The file sets `base_cooldown = "2m"` (the default) and `max_cooldown = "30m"`.
 const CONFIG: &str = r#"
@@ -276,7 +276,7 @@ fn every_field_sets_and_unsets_cleanly() {
         let value = field
             .parse(&shown)
             .unwrap_or_else(|e| panic!("{field:?} {shown}: {e}"));
-        let mut patch = crate::core::control::SettingsPatch::default();
+        let mut patch = crate::core::operator::control::SettingsPatch::default();
         field.set(&mut patch, value);
         assert!(field.is_overridden(&patch), "{field:?}");
         assert!(FIELDS.iter().filter(|f| f.is_overridden(&patch)).count() == 1);
@@ -339,10 +339,10 @@ fn preflight_thresholds_parse_as_finite_fractions_and_control_checks_their_order
         assert!(Field::PreflightCutoff.parse(bad).is_err(), "{bad}");
     }
     let control = control();
-    let mut patch = crate::core::control::SettingsPatch::default();
+    let mut patch = crate::core::operator::control::SettingsPatch::default();
     Field::PreflightCutoff.set(&mut patch, Value::Fraction("0.5".into()));
     let err = control.patch_settings(&patch).unwrap_err();
-    let crate::core::control::ControlError::Invalid { field, .. } = err else {
+    let crate::core::operator::control::ControlError::Invalid { field, .. } = err else {
         panic!("{err:?}");
     };
     assert!(Field::PreflightWarn.owns(&field), "{field}");
@@ -367,7 +367,7 @@ fn the_rule_lists_are_edited_as_toml_and_checked_by_control() {
     let Ok(value) = Field::ErrorRules.parse(text) else {
         panic!("a rule list parses");
     };
-    let mut patch = crate::core::control::SettingsPatch::default();
+    let mut patch = crate::core::operator::control::SettingsPatch::default();
     Field::ErrorRules.set(&mut patch, value);
     control.patch_settings(&patch).unwrap();
     let view = crate::console::action::settings_view(&control).unwrap();
@@ -380,10 +380,10 @@ fn the_rule_lists_are_edited_as_toml_and_checked_by_control() {
     assert!(Field::ErrorRules.is_overridden(&view.overrides));
 
     let bad = r#"[{ id = "gw", statuses = [400], text_markers = ["x"], reason = "sleepy" }]"#;
-    let mut patch = crate::core::control::SettingsPatch::default();
+    let mut patch = crate::core::operator::control::SettingsPatch::default();
     Field::ErrorRules.set(&mut patch, Field::ErrorRules.parse(bad).unwrap());
     match control.patch_settings(&patch) {
-        Err(crate::core::control::ControlError::Invalid { field, .. }) => {
+        Err(crate::core::operator::control::ControlError::Invalid { field, .. }) => {
             assert!(Field::ErrorRules.owns(&field), "{field}");
         }
         other => panic!("accepted: {other:?}"),

@@ -17,8 +17,8 @@ use super::test_support::snapshot;
 use crate::clock::ManualClock;
 use crate::config::{Connection, LoadEnv, Provider, from_str};
 use crate::core::Core;
-use crate::core::control::Control;
-use crate::core::verify::{Probe, ProbeResult, VerifyTarget};
+use crate::core::operator::control::Control;
+use crate::core::operator::verify::{Probe, ProbeResult, VerifyTarget};
 
 fn key(c: char) -> KeyEvent {
     KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE)

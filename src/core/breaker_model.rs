@@ -15,7 +15,7 @@ use proptest::prelude::*;
 use tokio_util::sync::CancellationToken;
 
 use super::Core;
-use super::control::Control;
+use super::operator::control::Control;
 use super::resilience::{AttemptEnd, EndKind, Ticket, success};
 use crate::clock::{Clock, ManualClock};
 use crate::config::{LoadEnv, from_str};

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::Core;
-use super::leases::{AcquireRefused, LeaseGate};
+use super::requests::leases::{AcquireRefused, LeaseGate};
 use super::test_support::{cand, cool};
 use crate::clock::ManualClock;
 use crate::config::{LoadEnv, from_str};

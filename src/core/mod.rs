@@ -5,23 +5,11 @@
 //! `Notify::notify_one`; one publisher task coalesces changes into at most ~20 snapshots/s.
 
 pub mod admission;
-pub mod control;
-pub mod credentials;
-pub mod faults;
-pub mod headroom;
-pub mod holds;
-pub mod lane;
-pub mod latency;
-pub mod leases;
-pub mod limit_reset;
-pub mod persist;
+pub mod operator;
+pub mod quota;
 mod reload;
-mod report;
+pub mod requests;
 pub mod resilience;
-pub mod routing;
-pub mod settings;
-pub mod stats;
-pub mod verify;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -35,7 +23,7 @@ use crate::config::Config;
 use crate::config::keys::ConnKey;
 use crate::snapshot::{ComboView, ConnectionView, ProviderView, RequestView, Snapshot, Totals};
 use crate::store::{RequestLogRow, Store};
-use stats::{ProviderStats, Stats};
+use requests::stats::{ProviderStats, Stats};
 
 /// Per-connection counters, by connection key.
 pub type ConnLoad = crate::support::fast_map::FastMap<crate::config::keys::ConnKey, u64>;
@@ -80,8 +68,8 @@ struct Inner {
     res: Mutex<resilience::ResState>,
     gates: admission::Gates,
     metrics: crate::metrics::Metrics,
-    faults: faults::Faults,
-    holds: holds::Holds,
+    faults: operator::faults::Faults,
+    holds: requests::holds::Holds,
     /// The stable keys of every provider and connection name seen since start.
     registry: Mutex<crate::config::keys::Registry>,
     leases: Mutex<crate::policy::lease::Leases>,
@@ -142,14 +130,17 @@ impl Core {
         if let Some(st) = &store {
             match st.load_state() {
                 Ok(rows) => {
-                    let tm = persist::TimeMap::new(clock.now(), unix_ms(clock.wall()));
-                    control::apply_saved_settings(&mut res, &config, &rows.settings);
-                    persist::restore(&mut res, &config, &rows, &tm);
-                    lease_table = leases::restore(&rows.leases, &config, &tm, clock.now());
-                    headroom::restore(&mut res, &config, &rows.settings, tm.wall_ms());
-                    lane::restore(&mut res, &config, &rows.settings, tm.wall_ms());
-                    limit_reset::restore(&mut res, &config, &rows.settings, tm.wall_ms());
-                    for w in credentials::reconcile(&mut res, &config, &rows.settings, &tm) {
+                    let tm = resilience::persist::TimeMap::new(clock.now(), unix_ms(clock.wall()));
+                    operator::control::apply_saved_settings(&mut res, &config, &rows.settings);
+                    resilience::persist::restore(&mut res, &config, &rows, &tm);
+                    lease_table =
+                        requests::leases::restore(&rows.leases, &config, &tm, clock.now());
+                    quota::headroom::restore(&mut res, &config, &rows.settings, tm.wall_ms());
+                    quota::lane::restore(&mut res, &config, &rows.settings, tm.wall_ms());
+                    quota::limit_reset::restore(&mut res, &config, &rows.settings, tm.wall_ms());
+                    for w in
+                        resilience::credentials::reconcile(&mut res, &config, &rows.settings, &tm)
+                    {
                         st.write(w);
                     }
                 }
@@ -175,8 +166,8 @@ impl Core {
                 res: Mutex::new(res),
                 gates,
                 metrics: crate::metrics::Metrics::new(),
-                faults: faults::Faults::default(),
-                holds: holds::Holds::default(),
+                faults: operator::faults::Faults::default(),
+                holds: requests::holds::Holds::default(),
                 registry: Mutex::new(registry),
                 leases: Mutex::new(lease_table),
             }),

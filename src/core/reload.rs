@@ -13,10 +13,10 @@
 
 use std::sync::Arc;
 
-use super::Core;
-use super::resilience::{ProviderRes, ResState};
 use crate::config::Config;
 use crate::config::keys::KeyDiff;
+use crate::core::Core;
+use crate::core::resilience::{ProviderRes, ResState};
 use crate::store::StateWrite;
 
 impl Core {
@@ -58,7 +58,7 @@ impl Core {
                     && !t.connection.is_some_and(gone)
             });
             leases.retain(|k| config.keys.position(k).is_some());
-            writes.extend(super::credentials::reconcile_reload(
+            writes.extend(crate::core::resilience::credentials::reconcile_reload(
                 &mut r,
                 &old,
                 &config,
@@ -105,13 +105,13 @@ fn removed_rows(r: &mut ResState, diff: &KeyDiff, now: crate::clock::Instant) ->
             connection: cid.clone(),
         });
         writes.push(StateWrite::DeleteSetting {
-            key: super::headroom::settings_key(pid, cid),
+            key: crate::core::quota::headroom::settings_key(pid, cid),
         });
         writes.push(StateWrite::DeleteSetting {
-            key: super::lane::settings_key(pid, cid),
+            key: crate::core::quota::lane::settings_key(pid, cid),
         });
         writes.push(StateWrite::DeleteSetting {
-            key: super::limit_reset::settings_key(pid, cid),
+            key: crate::core::quota::limit_reset::settings_key(pid, cid),
         });
     }
     for (_, pid) in &diff.removed_providers {

@@ -295,7 +295,7 @@ fn a_limit_reset_record_stays_with_its_connection_and_leaves_with_it() {
             .settings
             .into_iter()
             .map(|r| r.key)
-            .filter(|k| k.starts_with(super::limit_reset::SETTINGS_PREFIX))
+            .filter(|k| k.starts_with(super::quota::limit_reset::SETTINGS_PREFIX))
             .collect();
         v.sort();
         v

@@ -16,7 +16,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use crate::config::{Config, Secret};
-use crate::core::leases::{AcquireRefused, LeaseGate};
+use crate::core::requests::leases::{AcquireRefused, LeaseGate};
 use crate::policy::lease::{ConnKey, Lease, OwnerHash, Refusal};
 use crate::policy::select::{self, Candidate};
 use crate::proxy::Shared;

@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use crate::config::Secret;
 use crate::console::door::DoorError;
-use crate::core::control::ControlError;
+use crate::core::operator::control::ControlError;
 
 /// Longest one admin call (connect, answer, body) may take.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(5);

@@ -9,7 +9,7 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use serde_json::Value;
 use sluice::console::action::{Action, Outcome, perform};
 use sluice::console::app::App;
-use sluice::core::control::Control;
+use sluice::core::operator::control::Control;
 use tokio_util::sync::CancellationToken;
 
 use crate::support::Sluice;

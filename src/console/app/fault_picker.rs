@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use super::{Action, App, Confirm};
-use crate::core::faults::FaultRequest;
+use crate::core::operator::faults::FaultRequest;
 
 /// Kinds in picker order (the admin API's words).
 pub const KINDS: [&str; 8] = [

@@ -5,7 +5,7 @@
 //! `Control::verify`, `n` cancels.
 
 use super::{Action, App, Confirm};
-use crate::core::verify::VerifyTarget;
+use crate::core::operator::verify::VerifyTarget;
 use crate::snapshot::Snapshot;
 
 /// The model of a target label `provider[:connection]/model` when it is `provider`'s.

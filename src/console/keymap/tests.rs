@@ -248,7 +248,7 @@ fn an_override_drives_the_app_and_its_focus_hints() {
     use std::sync::Arc;
 
     use crate::console::app::{Action, App};
-    use crate::core::control::ClearTarget;
+    use crate::core::operator::control::ClearTarget;
     use crate::snapshot::{ConnectionView, ProviderView, Snapshot};
 
     let snap = Snapshot {

@@ -15,7 +15,7 @@ use http_body_util::Full;
 use serde_json::json;
 
 use crate::config::{Connection, Dialect, Provider};
-use crate::core::verify::{Probe, ProbeResult};
+use crate::core::operator::verify::{Probe, ProbeResult};
 use crate::policy::select::Candidate;
 use crate::proxy::Shared;
 use crate::proxy::attempt::injected::{self, SendError};

@@ -149,7 +149,7 @@ impl Sluice {
     }
 
     /// The operator door (e.g. to mark the instance read-only, as `--readonly` does).
-    pub fn control(&self) -> &sluice::core::control::Control {
+    pub fn control(&self) -> &sluice::core::operator::control::Control {
         &self.running.control
     }
 

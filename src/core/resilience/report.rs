@@ -7,11 +7,11 @@
 
 use std::borrow::Cow;
 
-use super::Core;
-use super::resilience::{ReportEffect, ResState, Ticket};
 use crate::clock::Instant;
 use crate::config::keys::{ConnKey, ProviderKey};
 use crate::config::{ModelLockoutSettings, Profile, Provider, StatusSet};
+use crate::core::Core;
+use crate::core::resilience::{ReportEffect, ResState, Ticket};
 use crate::policy::admission::requests_headroom_low;
 use crate::policy::breaker::BreakerState;
 use crate::policy::cooldown::{

@@ -8,13 +8,13 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::control::{ControlError, SETTINGS_KEY};
-use super::resilience::ResState;
 use crate::config::raw::{
     RawConnectionCooldown, RawCooldownProfile, RawModelLockout, RawQueue, RawQuotaPreflight,
     RawResilience,
 };
 use crate::config::{Config, Profile, Resilience};
+use crate::core::operator::control::{ControlError, SETTINGS_KEY};
+use crate::core::resilience::ResState;
 use crate::store::SettingRow;
 
 /// The `rate_limit_cooldown` patch value that unsets it (the ladder applies), matched without

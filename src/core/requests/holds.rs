@@ -5,7 +5,7 @@
 
 use std::sync::Mutex;
 
-use super::Core;
+use crate::core::Core;
 use crate::snapshot::HeldView;
 
 /// The holds in progress, in the order they began.

@@ -5,10 +5,10 @@
 //! to the store as one `settings` row per connection (`limit_reset/<provider>/<connection>`,
 //! the [`LimitResetSlot`] as JSON), restored at startup.
 
-use super::Core;
-use super::resilience::ResState;
 use crate::clock::unix_ms;
 use crate::config::Config;
+use crate::core::Core;
+use crate::core::resilience::ResState;
 use crate::policy::headroom::{Headroom, Window, WindowStatus};
 use crate::policy::limit_reset::{LimitResetSlot, Tried};
 use crate::policy::select::Candidate;

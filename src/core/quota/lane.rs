@@ -9,10 +9,10 @@
 use crate::config::keys::ConnKey;
 use std::time::Duration;
 
-use super::Core;
-use super::resilience::ResState;
 use crate::clock::{Clock, unix_ms};
 use crate::config::Config;
+use crate::core::Core;
+use crate::core::resilience::ResState;
 use crate::policy::headroom::parse;
 use crate::policy::lane::{LaneSlot, Signals, Verdict};
 use crate::policy::select::Candidate;

@@ -135,10 +135,10 @@ pub fn changed(
 /// connection rows and the new fingerprints row). Problems with the secret file are logged;
 /// nothing is reset then.
 pub(crate) fn reconcile(
-    res: &mut super::resilience::ResState,
+    res: &mut crate::core::resilience::ResState,
     cfg: &Config,
     settings: &[crate::store::SettingRow],
-    tm: &super::persist::TimeMap,
+    tm: &crate::core::resilience::persist::TimeMap,
 ) -> Vec<crate::store::StateWrite> {
     use crate::store::SettingRow;
     let secret = match install_secret(&secret_path(&cfg.store.path)) {
@@ -179,16 +179,16 @@ pub(crate) fn reconcile(
 /// account, so its saved headroom, low-priority lane and session-limit reset record are forgotten and a terminal state
 /// (`banned`, `expired`, `credits_exhausted`) is cleared. Returns the store writes.
 fn forget_account(
-    res: &mut super::resilience::ResState,
+    res: &mut crate::core::resilience::ResState,
     key: ConnKey,
     provider: &str,
     connection: &str,
-    tm: &super::persist::TimeMap,
+    tm: &crate::core::resilience::persist::TimeMap,
 ) -> Vec<StateWrite> {
     let mut writes: Vec<StateWrite> = drop_headroom(res, key, provider, connection)
         .into_iter()
         .chain(drop_lane(res, key, provider, connection))
-        .chain(super::limit_reset::drop_record(
+        .chain(crate::core::quota::limit_reset::drop_record(
             res, key, provider, connection,
         ))
         .collect();
@@ -203,12 +203,14 @@ fn forget_account(
             connection,
             "credential changed: terminal state cleared"
         );
-        writes.push(StateWrite::Connection(super::persist::connection_row(
-            provider,
-            connection,
-            &cd.persist(),
-            tm,
-        )));
+        writes.push(StateWrite::Connection(
+            crate::core::resilience::persist::connection_row(
+                provider,
+                connection,
+                &cd.persist(),
+                tm,
+            ),
+        ));
     }
     writes
 }
@@ -219,11 +221,11 @@ fn forget_account(
 /// including the new fingerprints row when `store` is set (so the next start compares
 /// against the key in use, not the one replaced). New connections are not reset.
 pub(crate) fn reconcile_reload(
-    res: &mut super::resilience::ResState,
+    res: &mut crate::core::resilience::ResState,
     old: &Config,
     new: &Config,
     diff: &KeyDiff,
-    tm: &super::persist::TimeMap,
+    tm: &crate::core::resilience::persist::TimeMap,
     store: bool,
 ) -> Vec<crate::store::StateWrite> {
     let key = |a: &Auth| match a {
@@ -272,7 +274,7 @@ pub(crate) fn reconcile_reload(
 /// A new credential has a new quota: forgets the saved headroom of connection `key` and
 /// returns the write that deletes its `settings` row (`None` when nothing was known).
 fn drop_headroom(
-    res: &mut super::resilience::ResState,
+    res: &mut crate::core::resilience::ResState,
     key: ConnKey,
     provider: &str,
     connection: &str,
@@ -288,14 +290,14 @@ fn drop_headroom(
     h.clear();
     tracing::info!(provider = %provider, connection = %connection, "credential changed: saved quota headroom dropped");
     Some(crate::store::StateWrite::DeleteSetting {
-        key: super::headroom::settings_key(provider, connection),
+        key: crate::core::quota::headroom::settings_key(provider, connection),
     })
 }
 
 /// A new credential is a new account: forgets the saved low-priority lane of connection
 /// `key` and returns the write that deletes its `settings` row (`None` when none).
 fn drop_lane(
-    res: &mut super::resilience::ResState,
+    res: &mut crate::core::resilience::ResState,
     key: ConnKey,
     provider: &str,
     connection: &str,
@@ -308,7 +310,7 @@ fn drop_lane(
     slot.lane.take()?;
     tracing::info!(provider = %provider, connection = %connection, "credential changed: saved low-priority lane dropped");
     Some(crate::store::StateWrite::DeleteSetting {
-        key: super::lane::settings_key(provider, connection),
+        key: crate::core::quota::lane::settings_key(provider, connection),
     })
 }
 
@@ -358,7 +360,7 @@ mod tests {
               auth = { env = "KB" }
         "#;
         let cfg = crate::config::from_str(text, Path::new("t.toml"), &env).unwrap();
-        let mut res = super::super::resilience::ResState::new(&cfg);
+        let mut res = super::super::ResState::new(&cfg);
         let now_ms = 1_700_000_000_000;
         for h in &mut res.providers[0].headroom {
             assert!(h.state.observe(
@@ -448,7 +450,7 @@ mod tests {
             "sk-new-a",
         );
         let diff = reg.stamp(&mut new);
-        let mut res = super::super::resilience::ResState::new(&old);
+        let mut res = super::super::ResState::new(&old);
         let now_ms = 1_700_000_000_000;
         for h in &mut res.providers[0].headroom {
             assert!(h.state.observe(

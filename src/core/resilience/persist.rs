@@ -7,10 +7,10 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::Core;
-use super::resilience::ResState;
 use crate::clock::{Instant, unix_ms};
 use crate::config::Config;
+use crate::core::Core;
+use crate::core::resilience::ResState;
 use crate::policy::Scope;
 use crate::policy::affinity::{Affinity, PinRecord};
 use crate::policy::breaker::{Breaker, BreakerRecord, BreakerState, Transition, TransitionReason};

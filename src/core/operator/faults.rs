@@ -1,14 +1,14 @@
 //! Live injected faults ("rehearse an outage"): the core's [`FaultSet`] behind a short lock,
 //! resolved against the config. Never persisted: a restart starts with none. Operators
-//! change it only through `Control` ([`Control::inject_fault`](super::control::Control),
+//! change it only through `Control` ([`Control::inject_fault`](crate::core::operator::control::Control),
 //! `clear_faults`); the request path asks [`Core::fault_for`] once per attempt.
 
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
-use super::Core;
-use super::control::ControlError;
 use crate::clock::unix_ms;
+use crate::core::Core;
+use crate::core::operator::control::ControlError;
 use crate::policy::fault::{
     Fault, FaultKind, FaultParams, FaultSelector, FaultSet, FaultTarget, check_duration, parse_kind,
 };

@@ -11,10 +11,10 @@
 
 use crate::support::fast_map::FastMap;
 
-use super::{ConnLoad, Core};
 use crate::clock::unix_ms;
 use crate::config::keys::ProviderKey;
 use crate::config::{Config, Strategy};
+use crate::core::{ConnLoad, Core};
 use crate::policy::headroom::Binding;
 use crate::policy::headroom::preflight;
 use crate::policy::latency::Summary;
@@ -30,7 +30,7 @@ pub(crate) struct Routing {
     pub(crate) connection_states: FastMap<ProviderKey, StrategyState>,
     pub(crate) rng: SplitMix64,
     /// Time-to-first-byte and outcome windows for `p2c`'s latency weight.
-    pub(crate) latency: super::latency::LatencyStats,
+    pub(crate) latency: crate::core::resilience::latency::LatencyStats,
 }
 
 impl Routing {

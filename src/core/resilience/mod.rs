@@ -9,13 +9,18 @@
 //! [`Ticket`] carries the probe permit and the dispatch instant (for the §2 anti-herd rule).
 //! Changes are written behind to the store as wall-clock rows.
 
+pub mod credentials;
+pub mod latency;
+pub mod persist;
+mod report;
+pub mod routing;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::routing::Routing;
 use crate::clock::Instant;
 use crate::config::keys::{ConnKey, ConnSlot, Keyed, ProviderKey};
 use crate::config::{Config, Profile, Resilience, Restatement, builtin_restatements};
+use crate::core::resilience::routing::Routing;
 use crate::policy::affinity::Affinity;
 use crate::policy::breaker::{Admit, Breaker, BreakerState, ProbeTicket, ProviderCooldown};
 use crate::policy::classify::{self, Input, Rules};
@@ -33,7 +38,7 @@ pub(crate) struct ProviderRes {
     pub(crate) window: ProviderCooldown,
     pub(crate) connections: Keyed<ConnSlot, Cooldown>,
     /// Quota headroom per connection.
-    pub(crate) headroom: Keyed<ConnSlot, super::headroom::ConnHeadroom>,
+    pub(crate) headroom: Keyed<ConnSlot, crate::core::quota::headroom::ConnHeadroom>,
     /// The low-priority lane per connection.
     pub(crate) lanes: Keyed<ConnSlot, crate::policy::lane::LaneSlot>,
     /// The session-limit reset record per connection.
@@ -141,7 +146,7 @@ fn ramp_percent(share: Option<f64>) -> Option<u8> {
 /// All live resilience state (guarded by one mutex in the core).
 pub(crate) struct ResState {
     /// Effective settings: the config file's, with operator overrides applied. Shared, so a
-    /// request's [`settings_snapshot`](super::Core::settings_snapshot) is a reference count,
+    /// request's [`settings_snapshot`](crate::core::Core::settings_snapshot) is a reference count,
     /// not a deep copy of every profile's maps (several per request).
     pub(crate) settings: Arc<Resilience>,
     pub(crate) builtins: Vec<Restatement>,
@@ -149,9 +154,9 @@ pub(crate) struct ResState {
     pub(crate) lockouts: Lockouts,
     pub(crate) affinity: Affinity,
     /// Operator overrides in force (saved in the store).
-    pub(crate) overrides: super::control::SettingsPatch,
+    pub(crate) overrides: crate::core::operator::control::SettingsPatch,
     /// The error and restatement rules in force (the file's, or the operator's saved lists).
-    pub(crate) rules: super::settings::LiveRules,
+    pub(crate) rules: crate::core::operator::settings::LiveRules,
     /// Combo strategy state.
     pub(crate) routing: Routing,
 }
@@ -178,7 +183,8 @@ impl ResState {
             providers,
             lockouts: Lockouts::default(),
             overrides: Default::default(),
-            rules: super::settings::live_rules(cfg, &Default::default()).unwrap_or_default(),
+            rules: crate::core::operator::settings::live_rules(cfg, &Default::default())
+                .unwrap_or_default(),
             routing: Routing::new(seed(cfg)),
         }
     }
@@ -190,10 +196,10 @@ impl ResState {
     pub(crate) fn adopt(
         &mut self,
         cfg: &Config,
-        overrides: super::control::SettingsPatch,
-    ) -> Result<Resilience, super::control::ControlError> {
-        let settings = super::control::apply_patch(&cfg.resilience, &overrides)?;
-        self.rules = super::settings::live_rules(cfg, &overrides)?;
+        overrides: crate::core::operator::control::SettingsPatch,
+    ) -> Result<Resilience, crate::core::operator::control::ControlError> {
+        let settings = crate::core::operator::control::apply_patch(&cfg.resilience, &overrides)?;
+        self.rules = crate::core::operator::settings::live_rules(cfg, &overrides)?;
         self.settings = Arc::new(settings.clone());
         self.overrides = overrides;
         self.apply_settings(cfg);
@@ -282,7 +288,7 @@ pub struct Ticket {
     pub(crate) probe: Option<ProbeTicket>,
     /// When the attempt was dispatched (§2 anti-herd reference).
     pub dispatched_at: Instant,
-    core: Option<super::Core>,
+    core: Option<crate::core::Core>,
 }
 
 impl Ticket {
@@ -350,7 +356,7 @@ impl EndKind {
     }
 }
 
-/// One attempt's end, as [`Core::classify`](super::Core::classify) takes it.
+/// One attempt's end, as [`Core::classify`](crate::core::Core::classify) takes it.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct AttemptEnd<'a> {
     /// HTTP status of the response head; `None` when none arrived (transport error, or a
@@ -413,7 +419,7 @@ impl<'a> AttemptEnd<'a> {
     }
 }
 
-impl super::Core {
+impl crate::core::Core {
     /// Checks one candidate at `now` and, if eligible, admits it (taking the breaker's probe
     /// permit when HALF_OPEN). Order: connection (terminal, quota wait, cooling) → quota
     /// preflight (`[resilience.quota_preflight]`, reason `quota_preflight`) → model lockout →
@@ -457,7 +463,8 @@ impl super::Core {
         let key = cand.key;
         connection_gate(&r, key, &excl)?;
         // An active low-priority lane serves past the usage wall: preflight does not skip it.
-        let on_lane = c.low_priority_mode && super::lane::active_in(&r, key, self.clock().as_ref());
+        let on_lane = c.low_priority_mode
+            && crate::core::quota::lane::active_in(&r, key, self.clock().as_ref());
         if !on_lane && let Some(e) = self.preflight_cut_off(&mut r, key, &cand.model, &target) {
             return Err(e);
         }
@@ -690,7 +697,7 @@ pub(crate) struct LiveViews {
     pub(crate) lockouts: Vec<LockoutView>,
 }
 
-impl super::Core {
+impl crate::core::Core {
     /// Evaluates every layer at `now` with the same lazy refresh as routing, so views show
     /// what the next request would see (§8). `None` when a reload replaced the config
     /// since `cfg` was read (the caller reads again).
@@ -700,7 +707,7 @@ impl super::Core {
         if !Arc::ptr_eq(&self.config(), cfg) {
             return None;
         }
-        let preflight = super::headroom::policy_settings(&r.settings.quota_preflight);
+        let preflight = crate::core::quota::headroom::policy_settings(&r.settings.quota_preflight);
         let mut providers: Vec<ProviderLive> = cfg
             .providers
             .iter()
@@ -744,7 +751,7 @@ impl super::Core {
 /// preflight settings.
 struct ViewAt<'a> {
     now: Instant,
-    tm: &'a super::persist::TimeMap,
+    tm: &'a crate::core::resilience::persist::TimeMap,
     preflight: &'a crate::policy::headroom::preflight::PreflightSettings,
 }
 
@@ -819,8 +826,8 @@ fn connection_view(
     let v = cd.view(at.now);
     let wall_ms = at.tm.wall_ms();
     ConnectionView {
-        lane: super::lane::view(lane, wall_ms),
-        limit_reset: super::limit_reset::view(reset, wall_ms),
+        lane: crate::core::quota::lane::view(lane, wall_ms),
+        limit_reset: crate::core::quota::limit_reset::view(reset, wall_ms),
         ramp_percent,
         status: v.status,
         cooldown_until_unix_ms: v.until.map(|t| at.tm.wall(t)),
@@ -828,13 +835,10 @@ fn connection_view(
         last_error_kind: crate::snapshot::Word::parse_non_empty(&v.last_error_kind),
         last_error: v.last_error,
         last_status: v.last_status,
-        headroom: super::headroom::rows_view(&h.state, wall_ms),
-        preflight: super::headroom::preflight_view(&crate::policy::headroom::preflight::decide(
-            &h.state,
-            None,
-            at.preflight,
-            wall_ms,
-        )),
+        headroom: crate::core::quota::headroom::rows_view(&h.state, wall_ms),
+        preflight: crate::core::quota::headroom::preflight_view(
+            &crate::policy::headroom::preflight::decide(&h.state, None, at.preflight, wall_ms),
+        ),
         ..Default::default()
     }
 }
@@ -843,7 +847,7 @@ fn connection_view(
 /// 0.1 ms of copying, so requests never wait behind a listing of thousands).
 const LOCKOUT_PAGE: usize = 512;
 
-impl super::Core {
+impl crate::core::Core {
     /// Every live lockout at `now`, in key order, read [`LOCKOUT_PAGE`] entries per hold of
     /// the state lock.
     fn live_lockouts_paged(&self, now: Instant) -> Vec<crate::policy::lockout::LockoutView> {
@@ -901,7 +905,7 @@ pub fn success(status: u16) -> Classified {
     }
 }
 
-impl super::Core {
+impl crate::core::Core {
     /// The effective resilience settings (file + operator overrides), shared: a later edit
     /// installs new settings and leaves this snapshot as it was.
     pub fn settings_snapshot(&self) -> Arc<Resilience> {

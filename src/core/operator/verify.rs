@@ -10,8 +10,8 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::control::{ClearReport, ClearTarget, Control, ControlError};
 use crate::config::{Auth, Config, Connection, Provider};
+use crate::core::operator::control::{ClearReport, ClearTarget, Control, ControlError};
 
 /// What one probe saw. `status` is `None` when no response head arrived.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

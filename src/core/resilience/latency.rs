@@ -6,9 +6,9 @@
 use crate::support::fast_map::FastMap;
 use std::time::Duration;
 
-use super::Core;
 use crate::clock::Instant;
 use crate::config::keys::ConnKey;
+use crate::core::Core;
 use crate::policy::latency::{Rolling, Summary};
 
 /// At most this many connection + model windows are kept (1024); when they are all taken,

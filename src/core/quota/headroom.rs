@@ -4,10 +4,10 @@
 //! (`headroom/<provider>/<connection>`, the [`Headroom`] as JSON), restored and pruned at
 //! startup.
 
-use super::Core;
-use super::resilience::ResState;
 use crate::clock::unix_ms;
 use crate::config::{Config, QuotaPreflightSettings};
+use crate::core::Core;
+use crate::core::resilience::ResState;
 use crate::policy::headroom::preflight::{self, PreflightSettings, Verdict};
 use crate::policy::headroom::{Headroom, parse};
 use crate::snapshot::{HeadroomRowView, PreflightView};

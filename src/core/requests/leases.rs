@@ -6,10 +6,10 @@
 use std::sync::MutexGuard;
 use std::time::Duration;
 
-use super::Core;
-use super::persist::TimeMap;
 use crate::clock::Instant;
 use crate::config::Config;
+use crate::core::Core;
+use crate::core::resilience::persist::TimeMap;
 use crate::policy::cooldown::Eligibility;
 use crate::policy::lease::{ConnKey, Lease, LeaseRecord, Leases, OwnerHash, Refusal, mint_owner};
 use crate::policy::lockout::LockTarget;

@@ -12,13 +12,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use super::Core;
-use super::persist::connection_row;
-pub(crate) use super::settings::apply_saved_settings;
-pub use super::settings::{
+use crate::config::{Config, Resilience};
+use crate::core::Core;
+pub(crate) use crate::core::operator::settings::apply_saved_settings;
+pub use crate::core::operator::settings::{
     CooldownPatch, LockoutPatch, PreflightPatch, QueuePatch, SettingsPatch, apply_patch,
 };
-use crate::config::{Config, Resilience};
+use crate::core::resilience::persist::connection_row;
 use crate::policy::cooldown::ClearResult;
 use crate::store::{SettingRow, StateWrite};
 
@@ -136,8 +136,9 @@ pub struct Control {
     /// action that reads the config and then acts on the live state takes it too, so its
     /// answer names the connections of the config it acted on.
     reloading: Arc<std::sync::Mutex<()>>,
-    /// The upstream probe clear-and-verify sends (`super::verify`); set once at startup.
-    pub(super) probe: Arc<std::sync::OnceLock<Arc<dyn super::verify::Probe>>>,
+    /// The upstream probe clear-and-verify sends (`crate::core::operator::verify`); set once at startup.
+    pub(in crate::core) probe:
+        Arc<std::sync::OnceLock<Arc<dyn crate::core::operator::verify::Probe>>>,
 }
 
 impl Control {
@@ -253,7 +254,7 @@ impl Control {
     /// An unknown provider or connection, an unknown kind, a bad parameter or duration.
     pub fn inject_fault(
         &self,
-        req: &super::faults::FaultRequest,
+        req: &crate::core::operator::faults::FaultRequest,
     ) -> Result<crate::snapshot::FaultView, ControlError> {
         let v = {
             let _config = self.no_reload();
@@ -520,7 +521,7 @@ impl Control {
     }
 
     /// The `[[error_rules]]` and `[[restatement]]` in force (see
-    /// [`super::settings::LiveRules::listing`]).
+    /// [`crate::core::operator::settings::LiveRules::listing`]).
     pub fn rules(&self) -> serde_json::Value {
         self.core.res().rules.listing()
     }
