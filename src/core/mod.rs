@@ -311,7 +311,7 @@ impl Core {
         let failed = status.is_none_or(|s| s >= 500);
         let mut s = self.stats();
         let cfg = self.config();
-        if let Some((pi, ci)) = cfg.keys.find(cand.key, (cand.provider, cand.connection))
+        if let Some((pi, ci)) = cand.positions_in(&cfg)
             && let Some(pv) = cfg.providers.get(pi)
             && let Some(cv) = pv.connections.get(ci)
         {

@@ -27,6 +27,14 @@ pub struct Candidate {
     pub target: usize,
 }
 
+impl Candidate {
+    /// Its positions (provider, connection) in `cfg`, the config served now: the ones it was
+    /// planned with unless a reload moved it, `None` when a reload removed it.
+    pub fn positions_in(&self, cfg: &Config) -> Option<(usize, usize)> {
+        cfg.keys.find(self.key, (self.provider, self.connection))
+    }
+}
+
 /// A target left out before any attempt, with why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Skipped {

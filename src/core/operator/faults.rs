@@ -62,7 +62,7 @@ impl Core {
         let cfg = self.config();
         let kind = faults.active_for(cand.key, now).map(|f| f.kind)?;
         drop(faults);
-        if let Some((pi, ci)) = cfg.keys.find(cand.key, (cand.provider, cand.connection))
+        if let Some((pi, ci)) = cand.positions_in(&cfg)
             && let Some(p) = cfg.providers.get(pi)
             && let Some(c) = p.connections.get(ci)
         {

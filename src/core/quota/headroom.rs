@@ -173,9 +173,7 @@ impl Core {
         let save = {
             let mut r = self.res();
             let cfg = self.config();
-            let Some((provider, connection)) =
-                cfg.keys.find(cand.key, (cand.provider, cand.connection))
-            else {
+            let Some((provider, connection)) = cand.positions_in(&cfg) else {
                 return;
             };
             let Some(h) = r

@@ -104,7 +104,7 @@ impl Core {
         let (out, changed, ids) = {
             let mut r = self.res();
             let cfg = self.config();
-            let (pi, ci) = cfg.keys.find(cand.key, (cand.provider, cand.connection))?;
+            let (pi, ci) = cand.positions_in(&cfg)?;
             let p = cfg.providers.get(pi)?;
             let c = p.connections.get(ci).filter(|c| c.low_priority_mode)?;
             let ids = (p.id.clone(), c.id.clone());

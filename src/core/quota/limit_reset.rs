@@ -64,9 +64,7 @@ impl Core {
         let (slot, ids) = {
             let mut r = self.res();
             let cfg = self.config();
-            let Some((provider, connection)) =
-                cfg.keys.find(cand.key, (cand.provider, cand.connection))
-            else {
+            let Some((provider, connection)) = cand.positions_in(&cfg) else {
                 return;
             };
             let Some(ids) = cfg
@@ -102,8 +100,7 @@ impl Core {
     /// `auto_limit_reset` on.
     fn auto_limit_reset(&self, cand: &Candidate) -> bool {
         let cfg = self.config();
-        cfg.keys
-            .find(cand.key, (cand.provider, cand.connection))
+        cand.positions_in(&cfg)
             .and_then(|(p, c)| cfg.providers.get(p)?.connections.get(c))
             .is_some_and(|c| c.auto_limit_reset)
     }

@@ -441,7 +441,7 @@ impl crate::core::Core {
         // The config is read under the lock so it is the one whose keys the state follows.
         let mut r = self.res();
         let cfg = self.config();
-        let at = cfg.keys.find(cand.key, (cand.provider, cand.connection));
+        let at = cand.positions_in(&cfg);
         let (Some((pi, ci)), Some(p), Some(c)) = (
             at,
             at.and_then(|(pi, _)| cfg.providers.get(pi)),

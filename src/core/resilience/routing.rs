@@ -359,9 +359,7 @@ impl Core {
     pub fn pin_session(&self, session: &str, cand: &Candidate) {
         let mut r = self.res();
         let cfg = self.config();
-        let Some((provider, connection)) =
-            cfg.keys.find(cand.key, (cand.provider, cand.connection))
-        else {
+        let Some((provider, connection)) = cand.positions_in(&cfg) else {
             return;
         };
         let (Some(p), Some(c)) = (
