@@ -31,6 +31,7 @@
 
 pub mod history;
 mod schema;
+pub mod secret;
 mod state;
 #[cfg(test)]
 mod tests;

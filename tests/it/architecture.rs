@@ -852,6 +852,20 @@ fn policy_is_pure() {
     );
 }
 
+/// What `src/core/` never names: the core keeps state in memory and reaches files only
+/// through the store (the database and the files beside it) and the config (read at load).
+const CORE_FORBIDDEN: &[&str] = &["std::fs", "fs::File", "File::open", "OpenOptions"];
+
+#[test]
+fn the_core_reads_and_writes_no_files_itself() {
+    let v = violations(|f| f.starts_with("src/core/"), CORE_FORBIDDEN);
+    assert!(
+        v.is_empty(),
+        "src/core/ reaches files only through the store or the config:\n{}",
+        v.join("\n")
+    );
+}
+
 #[test]
 fn console_reaches_state_only_through_snapshots_and_control() {
     let v = violations(|f| f.starts_with("src/console/"), CONSOLE_FORBIDDEN);

@@ -3,7 +3,7 @@
 //! states").
 //!
 //! sluice never stores a key or a plain hash of one. It keeps a random per-install secret in
-//! [`SECRET_FILE`] beside the database (32 bytes, created with mode 0600) and stores, per
+//! a file beside the database (`store::secret`) (32 bytes, created with mode 0600) and stores, per
 //! injected connection, `HMAC-SHA-256(secret, provider \0 connection \0 key)` as hex in the
 //! `settings` row [`FINGERPRINTS_KEY`]. At startup a connection whose fingerprint differs from
 //! the saved one has its terminal state reset; with no saved fingerprint (first start) nothing
@@ -11,68 +11,17 @@
 
 use crate::config::keys::{ConnKey, KeyDiff};
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
 
 use ring::hmac;
-use ring::rand::{SecureRandom, SystemRandom};
 
 use crate::config::{Auth, Config};
 use crate::store::StateWrite;
+use crate::store::secret::{install_secret, secret_path};
 
 /// The `settings` row holding the fingerprints (`{"provider/connection": "hex"}`).
 pub const FINGERPRINTS_KEY: &str = "credential_fingerprints";
-/// The per-install secret's file name, in the database's directory.
-pub const SECRET_FILE: &str = "credential-fingerprint.key";
-
 /// Fingerprints by `provider/connection`.
 pub type Fingerprints = BTreeMap<String, String>;
-
-/// Where the per-install secret lives for the database at `db`.
-pub fn secret_path(db: &Path) -> PathBuf {
-    db.parent()
-        .map_or_else(|| PathBuf::from(SECRET_FILE), |d| d.join(SECRET_FILE))
-}
-
-/// Reads the per-install secret at `path`, creating it (32 random bytes, mode 0600) when
-/// missing. A file shorter than 32 bytes is an error (never silently replaced: that would
-/// clear every terminal state).
-pub fn install_secret(path: &Path) -> std::io::Result<Vec<u8>> {
-    match std::fs::File::open(path) {
-        Ok(mut f) => {
-            let mut buf = Vec::new();
-            f.read_to_end(&mut buf)?;
-            if buf.len() < 32 {
-                return Err(std::io::Error::other(format!(
-                    "{} holds {} bytes, expected 32; delete it to make a new one (terminal connection states will be kept only if credentials are unchanged after that)",
-                    path.display(),
-                    buf.len()
-                )));
-            }
-            Ok(buf)
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => create_secret(path),
-        Err(e) => Err(e),
-    }
-}
-
-fn create_secret(path: &Path) -> std::io::Result<Vec<u8>> {
-    let mut secret = vec![0u8; 32];
-    SystemRandom::new()
-        .fill(&mut secret)
-        .map_err(|_| std::io::Error::other("the system random source failed"))?;
-    let mut opts = std::fs::OpenOptions::new();
-    opts.write(true).create_new(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        opts.mode(0o600);
-    }
-    let mut f = opts.open(path)?;
-    f.write_all(&secret)?;
-    f.sync_all()?;
-    Ok(secret)
-}
 
 /// `HMAC-SHA-256(secret, provider \0 connection \0 key)` as lowercase hex.
 pub fn fingerprint(secret: &[u8], provider: &str, connection: &str, key: &str) -> String {
@@ -317,6 +266,7 @@ fn drop_lane(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
 
     #[test]
     fn fingerprints_are_keyed_and_never_contain_the_key() {
@@ -420,6 +370,7 @@ mod tests {
     fn a_key_changed_by_a_reload_drops_headroom_like_a_start_and_saves_the_new_fingerprints() {
         use crate::clock::{Clock, ManualClock};
         use crate::store::StateWrite;
+        use crate::store::secret::{install_secret, secret_path};
         let dir = tempfile::tempdir().unwrap();
         let load = |text: &str, ka: &str| {
             let vars = [("KA", ka), ("KB", "sk-b")];
