@@ -69,7 +69,7 @@ struct Inner {
     gates: admission::Gates,
     metrics: crate::metrics::Metrics,
     faults: operator::faults::Faults,
-    holds: requests::holds::Holds,
+    holds: quota::reset_holds::Holds,
     /// The stable keys of every provider and connection name seen since start.
     registry: Mutex<crate::config::keys::Registry>,
     leases: Mutex<crate::policy::lease::Leases>,
@@ -167,7 +167,7 @@ impl Core {
                 gates,
                 metrics: crate::metrics::Metrics::new(),
                 faults: operator::faults::Faults::default(),
-                holds: requests::holds::Holds::default(),
+                holds: quota::reset_holds::Holds::default(),
                 registry: Mutex::new(registry),
                 leases: Mutex::new(lease_table),
             }),

@@ -1,6 +1,5 @@
-//! Requests and attempts as they pass: counters and the last-minute window, requests held
-//! before their first byte, and session leases.
+//! Requests and attempts as they pass: counters and the last-minute window, and session
+//! leases.
 
-pub mod holds;
 pub mod leases;
 pub mod stats;

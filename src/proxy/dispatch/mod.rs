@@ -647,7 +647,7 @@ impl Dispatch<'_> {
 
 impl Dispatch<'_> {
     /// Lists this request as held until `w` ends (the console's "held until 14:05").
-    fn list_hold(&self, w: &Wait) -> crate::core::requests::holds::HoldGuard {
+    fn list_hold(&self, w: &Wait) -> crate::core::quota::reset_holds::HoldGuard {
         let core = &self.state.core;
         let now_ms = crate::clock::unix_ms(core.clock().wall());
         let delay_ms = u64::try_from(w.delay.as_millis()).unwrap_or(u64::MAX);
