@@ -18,6 +18,9 @@
 //! - support: [`config`], [`clock`], [`support`] (the request path's hash map, constant-time
 //!   comparison, background threads' scheduling class, tracing setup), [`metrics`], [`app`]
 //!   (wires everything together).
+//!
+//! A comment that cites "§N" (e.g. "§2 anti-herd rule") means section N of
+//! `docs/RESILIENCE.md`, where each resilience rule is stated with its defaults.
 
 pub mod admin;
 pub mod app;
