@@ -846,6 +846,22 @@ impl State {
             .get_mut(key.slot)
     }
 
+    /// Takes every waiter of connection `key` off all the gates of its chain (the
+    /// provider's and the global one included) and out of its queue: a reload is removing
+    /// the connection. Each waiter's grant channel closes, so it goes on without a permit.
+    fn leave_all(&mut self, key: ConnKey) {
+        let Some(conn) = self.conn_mut(key) else {
+            return;
+        };
+        let waiting: Vec<(RequestId, Option<String>)> = std::mem::take(&mut conn.waiting)
+            .into_iter()
+            .map(|(id, slot)| (id, slot.model))
+            .collect();
+        for (id, model) in waiting {
+            leave(&mut self.chain(&Route { key, model }), id);
+        }
+    }
+
     /// The gates of `route` in the fixed order global → provider → connection → model.
     fn chain(&mut self, route: &Route) -> Vec<&mut GateState> {
         let mut v = Vec::with_capacity(4);

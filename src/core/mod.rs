@@ -405,7 +405,7 @@ impl Core {
         };
         let recent: Vec<RequestView> = recent_shared.iter().map(|v| (**v).clone()).collect();
         let mut providers = provider_views(&cfg, &provider_stats, live.providers);
-        self.fill_lease_views(&mut providers, now, &self.time_map());
+        self.fill_lease_views(&cfg, &mut providers, now, &self.time_map());
         Snapshot {
             version: self.inner.version.fetch_add(1, Ordering::Relaxed) + 1,
             taken_at_unix_ms: unix_ms(wall),

@@ -28,6 +28,12 @@ impl Core {
     pub(crate) fn replace_config(&self, mut config: Config) {
         let now = self.clock().now();
         let tm = self.time_map();
+        // Read before any lock is taken (a file read must not hold up requests).
+        let secret = self.store().map(|_| {
+            crate::store::secret::install_secret(&crate::store::secret::secret_path(
+                &config.store.path,
+            ))
+        });
         let writes = {
             // Lock order: leases → resilience → stats → faults → registry (as the request
             // path takes them; the gates' own lock is never held while taking one of these).
@@ -64,7 +70,7 @@ impl Core {
                 &config,
                 &diff,
                 &tm,
-                self.store().is_some(),
+                secret.as_ref(),
             ));
             apply_file_settings(&mut r, &config);
             *self.inner.config.write().unwrap_or_else(|e| e.into_inner()) = config;

@@ -1,8 +1,8 @@
 //! [`Gates::rekey`]: a config reload, including one that adds, removes or reorders
 //! providers and connections. Gates are kept under the connection's stable key, so a kept
 //! connection keeps its gates — permits held, waiters queued, lifetime counters — where they
-//! are; new connections get fresh gates, removed ones are dropped (their waiters' grant
-//! channels close and they go on without a permit). Permits booked before the reload are
+//! are; new connections get fresh gates, removed ones are dropped (their waiters leave every
+//! gate of their chain, their grant channels close and they go on without a permit). Permits booked before the reload are
 //! released onto the same gates by key.
 //!
 //! A kept gate takes the new file's cap (`max_concurrent`, `model_concurrency`) with its
@@ -30,6 +30,9 @@ impl Gates {
         let defaults = &cfg.resilience.queue;
         let mut st = self.inner.lock();
         for (key, _, _) in &diff.removed_connections {
+            // Its waiters leave the provider's and the global queue too, or they would count
+            // there as waiting ahead of every later arrival for good.
+            st.leave_all(*key);
             if let Some(ps) = st.providers.get_mut(key.provider) {
                 ps.conns.remove(key.slot);
             }
@@ -227,6 +230,49 @@ mod tests {
         drop(granted);
         assert_eq!(g.views().len(), 1);
         assert_eq!(g.views()[0].in_flight, 0);
+    }
+
+    /// Provider `p` with `max_concurrent = 1` and passthrough connections `conns`.
+    fn provider_capped(conns: &[&str], generation: u64) -> Config {
+        let mut text = String::from(
+            "[resilience.queue]\nmax_wait = \"5s\"\n[[providers]]\nid = \"p\"\ndialect = \"openai\"\nbase_url = \"https://api.example.com\"\nmax_concurrent = 1\n",
+        );
+        for id in conns {
+            text.push_str(&format!(
+                "  [[providers.connections]]\n  id = \"{id}\"\n  auth = \"passthrough\"\n"
+            ));
+        }
+        let env = LoadEnv::fixed(&[], "/tmp");
+        let mut c = from_str(&text, Path::new("t.toml"), &env).unwrap();
+        c.generation = generation;
+        c
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_removed_connections_waiter_leaves_the_provider_queue_too() {
+        let c0 = provider_capped(&["c1", "c2"], 0);
+        let mut reg = Registry::default();
+        let g = gates(&mut reg, &c0);
+        let q = c0.resilience.queue.clone();
+        let (c1, c2) = (ConnKey::new(0, 0), ConnKey::new(0, 1));
+        let held = g.acquire(c1, "m", &q).await.unwrap();
+        assert!(held.holds_permit(), "the provider's one permit");
+        let waiting = {
+            let (g, q) = (g.clone(), q.clone());
+            tokio::spawn(async move { g.acquire(c1, "m", &q).await })
+        };
+        settle().await;
+        assert!(!waiting.is_finished(), "queued on the provider gate");
+
+        // c1 leaves: its waiter goes on without a permit, and leaves the provider's queue.
+        step(&g, &mut reg, &provider_capped(&["c2"], 1));
+        let out = waiting.await.unwrap().unwrap();
+        assert!(out.without_permit());
+        drop(held);
+        assert!(
+            g.try_acquire(c2, "m", &q).is_some(),
+            "nobody waits ahead of c2 on the provider gate any more"
+        );
     }
 
     #[tokio::test(start_paused = true)]

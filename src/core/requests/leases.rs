@@ -278,15 +278,16 @@ impl Core {
         tracing::info!(target: "sluice::lease", owner = %lease.owner.fingerprint(), generation = lease.generation, connection = %conn_name(cfg, conn), ttl_s, "session lease {what}");
     }
 
-    /// Sets each connection view's `lease` from the live table.
+    /// Sets each connection view's `lease` from the live table; `providers` are the views of
+    /// `cfg`, in its order.
     pub(crate) fn fill_lease_views(
         &self,
+        cfg: &Config,
         providers: &mut [ProviderView],
         now: Instant,
         tm: &TimeMap,
     ) {
         let t = self.leases();
-        let cfg = self.config();
         for (i, p) in providers.iter_mut().enumerate() {
             for (j, c) in p.connections.iter_mut().enumerate() {
                 c.lease = t.holder(cfg.keys.connection(i, j), now).map(|l| LeaseView {

@@ -167,7 +167,8 @@ fn forget_account(
 /// After a live reload (the state already following `new`'s keys, `diff` from `old`): a kept
 /// connection whose injected key changed is treated as startup treats a changed key — its
 /// terminal state is reset and its saved headroom dropped. Returns the store writes,
-/// including the new fingerprints row when `store` is set (so the next start compares
+/// including the new fingerprints row when `secret` (the per-install secret, read by the caller
+/// before it took any lock; `None` without a store) is given (so the next start compares
 /// against the key in use, not the one replaced). New connections are not reset.
 pub(crate) fn reconcile_reload(
     res: &mut crate::core::resilience::ResState,
@@ -175,7 +176,7 @@ pub(crate) fn reconcile_reload(
     new: &Config,
     diff: &KeyDiff,
     tm: &crate::core::resilience::persist::TimeMap,
-    store: bool,
+    secret: Option<&std::io::Result<Vec<u8>>>,
 ) -> Vec<crate::store::StateWrite> {
     let key = |a: &Auth| match a {
         Auth::Key { secret, .. } => Some(secret.expose().to_owned()),
@@ -202,12 +203,14 @@ pub(crate) fn reconcile_reload(
         }
     }
     let layout_changed = !diff.is_empty();
-    if store && (any || layout_changed) {
-        match install_secret(&secret_path(&new.store.path)) {
+    if let Some(secret) = secret
+        && (any || layout_changed)
+    {
+        match secret {
             Ok(secret) => writes.push(crate::store::StateWrite::Setting(
                 crate::store::SettingRow {
                     key: FINGERPRINTS_KEY.into(),
-                    value_json: serde_json::to_string(&current(new, &secret).1)
+                    value_json: serde_json::to_string(&current(new, secret).1)
                         .unwrap_or_else(|_| "{}".into()),
                     updated_at_unix_ms: tm.wall_ms(),
                 },
@@ -416,7 +419,8 @@ mod tests {
         res.rekey(&diff, &new);
         let clock = ManualClock::new();
         let tm = super::super::persist::TimeMap::new(clock.now(), now_ms);
-        let writes = reconcile_reload(&mut res, &old, &new, &diff, &tm, true);
+        let secret = install_secret(&secret_path(&new.store.path));
+        let writes = reconcile_reload(&mut res, &old, &new, &diff, &tm, Some(&secret));
         // Slots: a 0, b 1, n 2 (new).
         let lr = &res.providers[0].limit_resets;
         assert_eq!(lr[0], Default::default(), "a's limit-reset record is gone");

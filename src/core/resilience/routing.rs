@@ -128,16 +128,16 @@ impl Core {
     pub fn order_candidates(&self, plan: &Plan) -> Vec<Candidate> {
         // Planned under a config a reload just replaced: keep the planned order rather than
         // weigh positions of the old config with the new one.
-        if !self.is_current(&plan.candidates) {
+        let cfg = self.config();
+        if !is_current(&cfg, &plan.candidates) {
             return plan.candidates.clone();
         }
-        let by_target = self.order_targets(plan);
-        self.order_connections(by_target)
+        let by_target = self.order_targets(&cfg, plan);
+        self.order_connections(&cfg, by_target)
     }
 
     /// Reorders the connections of each target by its provider's `connection_strategy`.
-    fn order_connections(&self, cands: Vec<Candidate>) -> Vec<Candidate> {
-        let cfg = self.config().clone();
+    fn order_connections(&self, cfg: &Config, cands: Vec<Candidate>) -> Vec<Candidate> {
         let strategy_of = |c: &Candidate| {
             cfg.providers
                 .get(c.provider)
@@ -163,7 +163,7 @@ impl Core {
             let stats: Vec<TargetStat> = group
                 .iter()
                 .zip(healths)
-                .map(|(c, h)| connection_stat(&cfg, c, &in_flight, &attempts, h))
+                .map(|(c, h)| connection_stat(cfg, c, &in_flight, &attempts, h))
                 .collect();
             let order = {
                 let mut r = self.res();
@@ -184,8 +184,7 @@ impl Core {
     /// Orders a combo's targets by its strategy (§4) from live per-target stats
     /// (in-flight, attempts, cap, weight); each target's connections keep their order. A
     /// plain model is unchanged.
-    fn order_targets(&self, plan: &Plan) -> Vec<Candidate> {
-        let cfg = self.config().clone();
+    fn order_targets(&self, cfg: &Config, plan: &Plan) -> Vec<Candidate> {
         let Some(combo) = plan.combo.as_deref().and_then(|n| cfg.combo(n)) else {
             return plan.candidates.clone();
         };
@@ -227,7 +226,7 @@ impl Core {
                 };
                 let cap = mine
                     .iter()
-                    .map(|c| connection_cap(&cfg, c))
+                    .map(|c| connection_cap(cfg, c))
                     .try_fold(0u32, |acc, c| c.map(|c| acc.saturating_add(c)));
                 TargetStat {
                     in_flight: u32::try_from(load(&in_flight)).unwrap_or(u32::MAX),
@@ -328,14 +327,14 @@ impl Core {
         session: Option<&str>,
     ) -> Vec<Candidate> {
         let Some(key) = session else { return cands };
-        if !self.is_current(&cands) {
+        let cfg = self.config();
+        if !is_current(&cfg, &cands) {
             return cands;
         }
         let now = self.clock().now();
         let Some((pid, cid)) = self.res().affinity.pinned(key, now) else {
             return cands;
         };
-        let cfg = self.config().clone();
         let pinned = |c: &Candidate| {
             cfg.providers.get(c.provider).is_some_and(|p| {
                 p.id == pid && p.connections.get(c.connection).is_some_and(|x| x.id == cid)
@@ -343,15 +342,6 @@ impl Core {
         };
         cands.sort_by_key(|c| !pinned(c));
         cands
-    }
-
-    /// Whether the positions of `cands` are those of the config served now (no reload
-    /// moved them since they were planned).
-    fn is_current(&self, cands: &[Candidate]) -> bool {
-        let cfg = self.config();
-        cands
-            .iter()
-            .all(|c| cfg.keys.connection(c.provider, c.connection) == c.key)
     }
 
     /// Pins `session` to `cand`'s connection after a successful head (§2a; refreshes the
@@ -387,6 +377,14 @@ impl Core {
             self.persist_pin(session, &p.id, &c.id, until);
         }
     }
+}
+
+/// Whether the positions of `cands` are those of `cfg` (no reload moved them since they were
+/// planned). Checked against the same config the ordering then reads.
+fn is_current(cfg: &Config, cands: &[Candidate]) -> bool {
+    cands
+        .iter()
+        .all(|c| cfg.keys.connection(c.provider, c.connection) == c.key)
 }
 
 #[cfg(test)]
