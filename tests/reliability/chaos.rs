@@ -329,10 +329,23 @@ pub fn assert_counts(tally: &Tally, s: &Value) {
     );
 }
 
+/// The fault seed: `SLUICE_CHAOS_SEED` (decimal or `0x` hex) when set, to repeat the run
+/// with other fault sequences, else a fixed one.
+fn chaos_seed() -> u64 {
+    let parse = |v: &str| match v.strip_prefix("0x") {
+        Some(hex) => u64::from_str_radix(hex, 16).ok(),
+        None => v.parse().ok(),
+    };
+    std::env::var("SLUICE_CHAOS_SEED")
+        .ok()
+        .and_then(|v| parse(v.trim()))
+        .unwrap_or(0x5EED_CA05)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chaos_every_request_gets_exactly_one_well_formed_outcome() {
     let total = crate::pick(384, 3200);
-    let up = ChaosUpstream::start(0x5EED_CA05, Mix::standard()).await;
+    let up = ChaosUpstream::start(chaos_seed(), Mix::standard()).await;
     let home = Home::new(&config(&up.base_url()));
     let mut p = Proc::start(&home, &[]);
     let t = crate::now();
@@ -349,7 +362,8 @@ async fn chaos_every_request_gets_exactly_one_well_formed_outcome() {
         .map(|(_, n)| n)
         .sum();
     println!(
-        "chaos: {} requests in {took:.1?} (slowest {:.1?}), {} upstream attempts, {faults} faults injected {injected:?}; outcomes {:?}; {} hangs; 0 panics; 0 leaked permits",
+        "chaos (seed {:#x}): {} requests in {took:.1?} (slowest {:.1?}), {} upstream attempts, {faults} faults injected {injected:?}; outcomes {:?}; {} hangs; 0 panics; 0 leaked permits",
+        chaos_seed(),
         tally.requests,
         tally.slowest,
         up.requests(),
