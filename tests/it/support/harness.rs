@@ -23,11 +23,17 @@ pub fn fill(config: &str, mock: &MockUpstream) -> String {
     config.replace("{MOCK}", &mock.base_url())
 }
 
-/// `http://127.0.0.1:PORT` where nothing listens (bound once, then released).
+/// `http://127.0.0.1:PORT` where nothing listens: a socket bound to the port and never put to
+/// listening, kept for the rest of the process, so a connection is refused at once and no
+/// other test's server can be given the port (a released port could be, and then requests
+/// meant to fail would reach that test's mock).
 pub fn closed_port_url() -> String {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap();
-    drop(l);
+    let socket = tokio::net::TcpSocket::new_v4().expect("a socket");
+    socket
+        .bind("127.0.0.1:0".parse().expect("an address"))
+        .expect("bind a free port");
+    let addr = socket.local_addr().expect("its address");
+    Box::leak(Box::new(socket));
     format!("http://{addr}")
 }
 
