@@ -1,8 +1,10 @@
-//! The §4 cooldown-aware wait: when every candidate is excluded only by short connection
-//! cooldowns or model lockouts, wait for the earliest to end and dispatch again — within the
-//! `[resilience.combo_cooldown_wait]` limits, and never for an open breaker, a quota wait, a
-//! terminal state, or a cooldown or lockout caused by an auth or not-found failure (those do
-//! not heal by waiting). A combo with `cooldown_wait = false` opts out of it ([`settings_for`]).
+//! The §4 cooldown-aware wait: when every candidate is excluded and some only by short
+//! connection cooldowns or model lockouts, wait for the earliest of those to end and dispatch
+//! again — within the `[resilience.combo_cooldown_wait]` limits. It never waits for an open
+//! breaker, a quota wait, a terminal state, or a cooldown or lockout caused by an auth or
+//! not-found failure (those do not heal by waiting); such candidates are left out of the wait
+//! rather than calling it off, so one open breaker cannot turn a burst of short cooldowns into
+//! a burst of immediate errors. A combo with `cooldown_wait = false` opts out of it ([`settings_for`]).
 //! [`hold`] is the opt-in longer wait of a combo with `hold_until_reset`: until the earliest
 //! quota reset.
 
@@ -51,23 +53,25 @@ impl CooldownWait {
         }
     }
 
-    /// The wait to make now, given every candidate's exclusion; `None` when waiting is off,
-    /// not allowed for one of them, or over budget. Counts the wait against the budget.
+    /// The wait to make now, given every candidate's exclusion: until the earliest exclusion
+    /// that heals by waiting ends (a connection cooldown or model lock not caused by an auth
+    /// or not-found failure). The others (an open breaker, a quota wait, a terminal state, an
+    /// auth or not-found cooldown) are never waited on, and they do not stop a wait for a
+    /// candidate that comes back soon. `None` when waiting is off, no exclusion heals by
+    /// waiting, or the wait is over `max_wait` or the budget. One that ends now is a wait of
+    /// 1 ms (dispatch again at once). Counts the wait against the budget.
     pub fn next(&mut self, excluded: &[Exclusion]) -> Option<Wait> {
         let s = &self.settings;
-        let all_waitable = !excluded.is_empty()
-            && excluded.iter().all(|e| {
-                e.reason.is_waitable() && e.retry_after.is_some() && e.cause.heals_by_waiting()
-            });
-        if !s.enabled || !all_waitable || self.waits >= s.max_attempts {
+        if !s.enabled || self.waits >= s.max_attempts {
             return None;
         }
         let first = excluded
             .iter()
+            .filter(|e| e.reason.is_waitable() && e.cause.heals_by_waiting())
             .filter_map(|e| e.retry_after.map(|d| (d, e)))
             .min_by_key(|(d, _)| *d)?;
-        let d = first.0;
-        if d.is_zero() || d > s.max_wait || self.waited.saturating_add(d) > s.budget {
+        let d = first.0.max(Duration::from_millis(1));
+        if d > s.max_wait || self.waited.saturating_add(d) > s.budget {
             return None;
         }
         self.waits += 1;
@@ -216,17 +220,31 @@ mod tests {
     #[test]
     fn never_waits_on_auth_or_not_found_or_breakers() {
         let cases = [
-            ex(ExclusionReason::ConnectionCooldown, 5, "auth"),
-            ex(ExclusionReason::ModelLockout, 5, "not_found"),
-            ex(ExclusionReason::CircuitOpen, 5, ""),
-            ex(ExclusionReason::QuotaWait, 5, "quota_exhausted"),
+            ex(ExclusionReason::ConnectionCooldown, 1, "auth"),
+            ex(ExclusionReason::ModelLockout, 1, "not_found"),
+            ex(ExclusionReason::CircuitOpen, 1, ""),
+            ex(ExclusionReason::QuotaWait, 1, "quota_exhausted"),
         ];
         for c in cases {
             let what = c.target.clone();
             let mut w = CooldownWait::new(settings());
-            let ok = ex(ExclusionReason::ConnectionCooldown, 1, "rate_limited");
-            assert_eq!(w.next(&[ok, c]), None, "waited on {what}");
+            assert_eq!(w.next(std::slice::from_ref(&c)), None, "waited on {what}");
+            // Beside a connection that is back in 5 s, the wait is for that one: the one that
+            // does not heal by waiting is left out, not a reason to answer at once.
+            let mut w = CooldownWait::new(settings());
+            let ok = ex(ExclusionReason::ConnectionCooldown, 5, "rate_limited");
+            let got = w.next(&[c, ok]).map(|w| (w.delay.as_secs(), w.target));
+            assert_eq!(got, Some((5, "p:k/rate_limited".into())), "beside {what}");
         }
+    }
+
+    #[test]
+    fn a_cooldown_ending_now_is_a_wait_of_a_millisecond() {
+        let mut w = CooldownWait::new(settings());
+        let mut now = ex(ExclusionReason::ConnectionCooldown, 0, "rate_limited");
+        now.retry_after = Some(Duration::ZERO);
+        let got = w.next(&[now]).map(|w| w.delay);
+        assert_eq!(got, Some(Duration::from_millis(1)));
     }
 
     #[test]
