@@ -18,7 +18,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::support::client;
-use crate::support::tmux::{Panes, free_port, tmux_or_skip};
+use crate::support::tmux::{Panes, tmux_or_skip, two_free_ports};
 use crate::support::{MockUpstream, Reply, Sluice};
 
 /// The longest any one wait may take (a reconnect waits at most 5 s between attempts).
@@ -277,7 +277,7 @@ async fn attached_consoles_clear_a_cooldown_and_ride_out_a_restart() {
     }
     let mock = crate::console_e2e::overloaded_upstream().await;
     let dir = tempfile::tempdir().unwrap();
-    let (listen, admin_port) = (free_port(), free_port());
+    let (listen, admin_port) = two_free_ports();
     let path = dir.path().join("config.toml");
     std::fs::write(
         &path,
@@ -399,9 +399,10 @@ async fn attached_consoles_clear_a_cooldown_and_ride_out_a_restart() {
 fn sluice_console_names_a_missing_token_variable_and_needs_a_terminal() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("config.toml");
+    let (listen, admin_port) = two_free_ports();
     std::fs::write(
         &path,
-        config(dir.path(), free_port(), free_port(), "http://127.0.0.1:9"),
+        config(dir.path(), listen, admin_port, "http://127.0.0.1:9"),
     )
     .unwrap();
     let run = |args: &[&str]| {

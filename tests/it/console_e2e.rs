@@ -13,7 +13,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::support::client;
-use crate::support::tmux::{Panes, free_port, tmux_or_skip};
+use crate::support::tmux::{Panes, tmux_or_skip, two_free_ports};
 use crate::support::{MockUpstream, Reply};
 
 /// The longest any one wait in this test may take.
@@ -124,7 +124,7 @@ async fn clear_key_in_the_console_clears_a_cooled_connection() {
     }
     let mock = overloaded_upstream().await;
     let dir = tempfile::tempdir().unwrap();
-    let (listen, admin_port) = (free_port(), free_port());
+    let (listen, admin_port) = two_free_ports();
     let path = dir.path().join("config.toml");
     std::fs::write(
         &path,

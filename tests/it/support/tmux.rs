@@ -104,6 +104,15 @@ pub fn free_port() -> u16 {
     l.local_addr().expect("local addr").port()
 }
 
+/// Two different ports that were free a moment ago (both bound at once, then released), for a
+/// listen and an admin address: two calls of [`free_port`] may return the same port.
+pub fn two_free_ports() -> (u16, u16) {
+    let a = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+    let b = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+    let port = |l: &std::net::TcpListener| l.local_addr().expect("local addr").port();
+    (port(&a), port(&b))
+}
+
 #[test]
 fn missing_tmux_fails_under_ci_and_skips_locally() {
     assert_eq!(must_run(true, Some("true")), Ok(true));
