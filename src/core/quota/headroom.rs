@@ -225,23 +225,18 @@ impl Core {
 /// Restores saved headroom from `settings` rows (unknown connections and unreadable rows are
 /// skipped with a warning), pruned at `now_unix_ms`.
 pub(crate) fn restore(res: &mut ResState, cfg: &Config, rows: &[SettingRow], now_unix_ms: u64) {
-    res.each_connection(cfg, |p, c, pres, j| {
-        let key = settings_key(&p.id, &c.id);
-        let Some(row) = rows.iter().find(|r| r.key == key) else {
-            return;
-        };
-        match serde_json::from_str::<Headroom>(&row.value_json) {
-            Ok(mut state) => {
-                state.prune(now_unix_ms);
-                if let Some(h) = pres.headroom.get_mut(j) {
-                    h.state = state;
-                }
+    res.restore_setting_rows(
+        cfg,
+        rows,
+        settings_key,
+        "headroom",
+        |pres, j, mut state: Headroom| {
+            state.prune(now_unix_ms);
+            if let Some(h) = pres.headroom.get_mut(j) {
+                h.state = state;
             }
-            Err(e) => {
-                tracing::warn!(key = %key, error = %e, "ignoring unreadable saved headroom")
-            }
-        }
-    });
+        },
+    );
 }
 
 #[cfg(test)]

@@ -145,19 +145,16 @@ impl Core {
 /// Restores saved lanes from `settings` rows (unknown connections are ignored, unreadable
 /// rows skipped with a warning), lapses applied at `now_unix_ms`.
 pub(crate) fn restore(res: &mut ResState, cfg: &Config, rows: &[SettingRow], now_unix_ms: u64) {
-    res.each_connection(cfg, |p, c, pres, j| {
-        let key = settings_key(&p.id, &c.id);
-        let Some(row) = rows.iter().find(|r| r.key == key) else {
-            return;
-        };
-        match serde_json::from_str::<LaneSlot>(&row.value_json) {
-            Ok(mut saved) => {
-                saved.refresh(now_unix_ms);
-                pres.lanes.insert(j, saved);
-            }
-            Err(e) => tracing::warn!(key = %key, error = %e, "ignoring unreadable saved lane"),
-        }
-    });
+    res.restore_setting_rows(
+        cfg,
+        rows,
+        settings_key,
+        "lane",
+        |pres, j, mut saved: LaneSlot| {
+            saved.refresh(now_unix_ms);
+            pres.lanes.insert(j, saved);
+        },
+    );
 }
 
 #[cfg(test)]

@@ -151,21 +151,17 @@ fn forget_spent_window(h: &mut Headroom) {
 /// Restores saved reset records from `settings` rows (unknown connections are ignored,
 /// unreadable rows skipped with a warning), lapsed records dropped at `now_unix_ms`.
 pub(crate) fn restore(res: &mut ResState, cfg: &Config, rows: &[SettingRow], now_unix_ms: u64) {
-    res.each_connection(cfg, |p, c, pres, j| {
-        let key = settings_key(&p.id, &c.id);
-        let Some(row) = rows.iter().find(|r| r.key == key) else {
-            return;
-        };
-        match serde_json::from_str::<LimitResetSlot>(&row.value_json) {
-            Ok(mut saved) => {
-                saved.refresh(now_unix_ms);
-                pres.limit_resets.insert(j, saved);
-            }
-            Err(e) => {
-                tracing::warn!(key = %key, error = %e, "ignoring unreadable saved limit-reset record")
-            }
-        }
-    });
+    let what = "limit-reset record";
+    res.restore_setting_rows(
+        cfg,
+        rows,
+        settings_key,
+        what,
+        |pres, j, mut saved: LimitResetSlot| {
+            saved.refresh(now_unix_ms);
+            pres.limit_resets.insert(j, saved);
+        },
+    );
 }
 
 /// A new credential is a new account: forgets the reset record of connection `key` and

@@ -228,6 +228,32 @@ impl ResState {
         }
     }
 
+    /// Reads each connection's saved `settings` row of one kind (the row named
+    /// `key_of(provider id, connection id)`) as a `T` and hands it to `put` with the
+    /// connection's provider state and slot. Connections without a row are left alone; a row
+    /// that does not parse is skipped with a warning naming `what`.
+    pub(crate) fn restore_setting_rows<T: serde::de::DeserializeOwned>(
+        &mut self,
+        cfg: &Config,
+        rows: &[crate::store::SettingRow],
+        key_of: fn(&str, &str) -> String,
+        what: &str,
+        mut put: impl FnMut(&mut ProviderRes, ConnSlot, T),
+    ) {
+        self.each_connection(cfg, |p, c, pres, j| {
+            let key = key_of(&p.id, &c.id);
+            let Some(row) = rows.iter().find(|r| r.key == key) else {
+                return;
+            };
+            match serde_json::from_str::<T>(&row.value_json) {
+                Ok(saved) => put(pres, j, saved),
+                Err(e) => {
+                    tracing::warn!(key = %key, error = %e, "ignoring unreadable saved {what}")
+                }
+            }
+        });
+    }
+
     pub(crate) fn apply_settings(&mut self, cfg: &Config) {
         for (i, p) in cfg.providers.iter().enumerate() {
             let Some(res) = self.providers.get_mut(cfg.keys.provider(i)) else {
